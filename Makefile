@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rmad's entry points. The kernel build itself reads Kbuild, not this file.
+#
+#   make run      boot the test VM with rmad loaded and show what it does
+#   make test     host tests plus the KUnit suites in the VM; summary line at the end
+#   make module   build build/module/rmad.ko (KDIR=<Rust-enabled kernel build tree>
+#                 to build against your own kernel; KMAKEFLAGS for LLVM=/RUSTC=)
+#   make host-test  only the host tests
+#   make clean    remove build/ (the cache under ~/.cache/rmad stays)
+
+.PHONY: all module run test host-test clean
+
+all: module
+
+module:
+	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/build-module.sh
+
+run:
+	@scripts/run.sh
+
+test:
+	@scripts/test.sh
+
+host-test:
+	@scripts/host-tests.sh
+
+clean:
+	rm -rf build

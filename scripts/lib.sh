@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared settings for rmad's scripts: the cache folder, the pinned versions and
+# a few helpers. Sourced, never run.
+
+# Heavy outputs live outside the repository so that a fresh clone reuses them.
+RMAD_CACHE="${RMAD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rmad}"
+RMAD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The Rust toolchain the kernel is built with; rust-src must match it exactly.
+RUST_VERSION="1.95.0"
+
+# Debian trixie-backports packages that provide the kernel source and the
+# Rust library source. Both are pinned and checked against their SHA-256.
+LINUX_SRC_PKG="linux-source-7.3"
+LINUX_SRC_VERSION="7.3.4-1~bpo13+1"
+LINUX_SRC_SHA256="703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3"
+RUST_SRC_PKG="rust-src"
+RUST_SRC_VERSION="1.95.0+dfsg1-2~bpo13+1"
+RUST_SRC_SHA256="7b76db5b880a77f9e52975d2baa6209d2f76d2c9c2789515c3088cb960e2c83b"
+
+BINDGEN_VERSION="0.73.2"
+LLVM_SUFFIX="-19"
+
+# Where each piece ends up.
+RMAD_SRC_DIR="$RMAD_CACHE/src"
+LINUX_TREE="$RMAD_SRC_DIR/linux-${LINUX_SRC_VERSION%%-*}"
+RUST_LIB_SRC="$RMAD_SRC_DIR/rust-src-$RUST_VERSION/usr/lib/rustlib/src/rust/library"
+BINDGEN_ROOT="$RMAD_CACHE/bindgen-$BINDGEN_VERSION"
+
+# Print a step message on stderr, so stdout stays for results.
+step() {
+	printf '==> %s\n' "$*" >&2
+}
+
+# Print an error and exit.
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+
+# Locate rustup even when CI's reduced environment leaves ~/.cargo/bin off PATH.
+find_rustup() {
+	local c
+	for c in "$(command -v rustup 2>/dev/null || true)" \
+		"${CARGO_HOME:-$HOME/.cargo}/bin/rustup"; do
+		if [ -n "$c" ] && [ -x "$c" ]; then
+			printf '%s\n' "$c"
+			return 0
+		fi
+	done
+	die "rustup not found (looked on PATH and in ${CARGO_HOME:-$HOME/.cargo}/bin)"
+}
+
+# Absolute path of a tool from the pinned Rust toolchain.
+rust_tool() {
+	"$(find_rustup)" which --toolchain "$RUST_VERSION" "$1"
+}
+
+# The make variables that every kernel and module build must share.
+kernel_make_vars() {
+	printf '%s\n' \
+		"ARCH=x86_64" \
+		"LLVM=$LLVM_SUFFIX" \
+		"RUSTC=$(rust_tool rustc)" \
+		"RUSTDOC=$(rust_tool rustdoc)" \
+		"RUSTFMT=$(rust_tool rustfmt)" \
+		"CLIPPY_DRIVER=$(rust_tool clippy-driver)" \
+		"BINDGEN=$BINDGEN_ROOT/bin/bindgen" \
+		"RUST_LIB_SRC=$RUST_LIB_SRC"
+}

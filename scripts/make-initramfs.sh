@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the test VM's initramfs: static busybox, the `rdma` tool with the
+# shared libraries it needs, tests/vm/init.sh as /init, a scenario script as
+# /scenario.sh and the given kernel modules under /modules.
+#
+# Usage: make-initramfs.sh OUTPUT.cpio.gz SCENARIO.sh MODULE.ko...
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+[ $# -ge 2 ] || die "usage: $0 OUTPUT.cpio.gz SCENARIO.sh [MODULE.ko...]"
+out="$(realpath -m "$1")"
+scenario="$2"
+shift 2
+
+root="$(mktemp -d)"
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,lib,lib64,modules,proc,sys,dev,tmp}
+
+cp /bin/busybox "$root/bin/busybox"
+for applet in $(/bin/busybox --list); do
+	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
+
+# The rdma tool and every shared library it links, at their own paths.
+rdma="$(command -v rdma || echo /usr/bin/rdma)"
+[ -x "$rdma" ] || die "the rdma tool (iproute2) is missing"
+cp "$rdma" "$root/bin/rdma"
+ldd "$rdma" | grep -o '/[^ ]*' | while read -r lib; do
+	mkdir -p "$root$(dirname "$lib")"
+	cp -L "$lib" "$root$lib"
+done
+
+cp "$RMAD_ROOT/tests/vm/init.sh" "$root/init"
+cp "$RMAD_ROOT/tests/vm/lib.sh" "$root/lib.sh"
+cp "$scenario" "$root/scenario.sh"
+chmod +x "$root/init" "$root/scenario.sh"
+for ko in "$@"; do
+	cp "$ko" "$root/modules/"
+done
+
+mkdir -p "$(dirname "$out")"
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) >"$out"
+step "initramfs: $out"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot the test VM under QEMU/TCG (nested KVM does not work on these
+# machines) and wait for it to power off, at most TIMEOUT seconds; a guest
+# that hangs is killed. The console goes to CONSOLE (a file, or - for this
+# terminal) and the results channel (ttyS1) to RESULTS.
+#
+# Usage: run-vm.sh BZIMAGE INITRAMFS CONSOLE RESULTS TIMEOUT [KERNEL ARGS...]
+# Exit status: QEMU's, or 124 when the guest was killed for taking too long.
+set -euo pipefail
+
+[ $# -ge 5 ] || {
+	echo "usage: $0 BZIMAGE INITRAMFS CONSOLE RESULTS TIMEOUT [ARGS...]" >&2
+	exit 2
+}
+kernel="$1" initrd="$2" console="$3" results="$4" limit="$5"
+shift 5
+
+if [ "$console" = "-" ]; then
+	serial0=stdio
+else
+	serial0="file:$console"
+fi
+: >"$results"
+
+# panic=-1 with -no-reboot turns a kernel panic into an immediate QEMU exit.
+exec timeout --kill-after=10 "$limit" \
+	qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1024 \
+	-display none -monitor none -no-reboot \
+	-serial "$serial0" -serial "file:$results" \
+	-kernel "$kernel" -initrd "$initrd" \
+	-append "console=ttyS0 panic=-1 $*" </dev/null

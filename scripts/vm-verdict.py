@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn one VM run's outputs into a verdict.
+
+Reads the results channel (one KTAP document per KUnit suite between
+RMAD-SUITE-BEGIN/END markers, the kernel log, and the RMAD-VM-DONE line) and
+the console log. Each suite document is parsed by the kernel's own
+tools/testing/kunit/kunit.py parse. Besides the suites' test cases, the verdict
+holds two checks of the run itself, in the suite `rmad_vm_run`:
+`guest_completed` (the guest reached the end of its scenario instead of hanging
+or crashing) and `kernel_log_clean` (no WARNING, BUG, oops, lockdep or
+sanitizer report in the console or the kernel log).
+
+Usage: vm-verdict.py KUNIT_PY RESULTS CONSOLE OUT.json
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# Kernel reports that fail a run even when every KUnit verdict passed.
+SPLAT = re.compile(
+    r"WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|"
+    r"lockdep|possible recursive locking|circular locking|"
+    r"INFO: possible|INFO: task .* blocked|rcu.*stall|"
+    r"KASAN|KCSAN|UBSAN|kmemleak|unreferenced object|"
+    r"sleeping function called from invalid context|scheduling while atomic|"
+    r"Rust panic|panicked at"
+)
+SUITE_BEGIN = re.compile(r"^RMAD-SUITE-BEGIN (\S+)")
+TAIL_LINES = 40
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().replace("\r", "").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def split_results(lines):
+    """Returns ({suite: [lines]}, dmesg lines, completed?, scenario rc)."""
+    suites, dmesg, cur, in_dmesg = {}, [], None, False
+    completed, rc = False, None
+    for line in lines:
+        m = SUITE_BEGIN.match(line)
+        if m:
+            cur = m.group(1)
+            suites[cur] = []
+        elif line.startswith("RMAD-SUITE-END"):
+            cur = None
+        elif line == "RMAD-DMESG-BEGIN":
+            in_dmesg = True
+        elif line == "RMAD-DMESG-END":
+            in_dmesg = False
+        elif line.startswith("RMAD-VM-DONE"):
+            completed = True
+            rc = line.split("rc=", 1)[-1]
+        elif cur is not None:
+            suites[cur].append(line)
+        elif in_dmesg:
+            dmesg.append(line)
+    return suites, dmesg, completed, rc
+
+
+def case_logs(doc):
+    """Diagnostic lines of each test case, keyed by name, from a KTAP document."""
+    logs, pending = {}, []
+    for line in doc:
+        s = line.strip()
+        m = re.match(r"(not ok|ok) \d+ (\S+)", s)
+        if m:
+            logs[m.group(2)] = pending
+            pending = []
+        elif s.startswith("#") and not s.startswith("# Subtest"):
+            pending.append(s)
+    return logs
+
+
+def flatten(group, suite, out):
+    for case in group.get("test_cases", []):
+        out.append((suite, case["name"], case["status"]))
+    for sub in group.get("sub_groups", []):
+        flatten(sub, sub.get("name", suite), out)
+
+
+def parse_suite(kunit_py, name, doc):
+    """Runs kunit.py parse on one suite's document; returns (cases, parser output)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, f"{name}.ktap")
+        js = os.path.join(tmp, f"{name}.json")
+        with open(src, "w") as f:
+            f.write("\n".join(doc) + "\n")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        proc = subprocess.run(
+            [sys.executable, kunit_py, "parse", f"--json={js}", src],
+            capture_output=True, text=True, env=env,
+        )
+        cases = []
+        if os.path.exists(js):
+            with open(js) as f:
+                flatten(json.load(f), name, cases)
+        return cases, proc.stdout + proc.stderr, proc.returncode
+
+
+def main():
+    kunit_py, results_path, console_path, out_path = sys.argv[1:5]
+    kunit_py = os.path.abspath(kunit_py)
+    console = read(console_path)
+    suites, dmesg, completed, rc = split_results(read(results_path))
+
+    cases = []
+    for name, doc in sorted(suites.items()):
+        parsed, output, code = parse_suite(kunit_py, name, doc)
+        logs = case_logs(doc)
+        if not parsed:
+            cases.append({"suite": name, "name": "parse", "status": "FAIL",
+                          "log": ["kunit.py parse found no test"] + output.splitlines()})
+            continue
+        for suite, case, status in parsed:
+            cases.append({"suite": suite, "name": case, "status": status,
+                          "log": logs.get(case, []) if status != "PASS" else []})
+        if code != 0 and all(c["status"] == "PASS" for c in cases if c["suite"] == name):
+            cases.append({"suite": name, "name": "parse", "status": "FAIL",
+                          "log": output.splitlines()})
+
+    tail = console[-TAIL_LINES:]
+    cases.append({
+        "suite": "rmad_vm_run", "name": "guest_completed",
+        "status": "PASS" if completed else "FAIL",
+        "log": [] if completed else
+        ["the guest did not finish its scenario (hung, crashed or timed out); console tail:"] + tail,
+    })
+    splats = sorted({l for l in console + dmesg if SPLAT.search(l)}, key=(console + dmesg).index)
+    cases.append({
+        "suite": "rmad_vm_run", "name": "kernel_log_clean",
+        "status": "FAIL" if splats else "PASS",
+        "log": ["kernel reports in the VM log:"] + splats[:60] if splats else [],
+    })
+    if completed and rc not in (None, "0"):
+        cases.append({"suite": "rmad_vm_run", "name": "scenario_exit_status",
+                      "status": "FAIL", "log": [f"scenario exited with {rc}"]})
+
+    with open(out_path, "w") as f:
+        json.dump({"cases": cases}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

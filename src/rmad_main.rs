@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rmad: InfiniBand MAD agents for the Linux kernel, in Rust.
+//!
+//! rmad gives kernel code MAD agents with the send/cancel semantics of the C MAD layer's
+//! `ib_post_send_mad`, `ib_modify_mad` and `ib_cancel_mad`, matching Linux 7.3's behaviour
+//! while doing cancel, modify and response matching without scanning the outstanding sends,
+//! and turning a stale handle into an error instead of a use-after-free.
+//!
+//! This crate root declares the module's parts:
+//!
+//! - [`wire`]: the MAD wire format and the C layer's helper functions, as pure functions over
+//!   byte buffers (shared with the host tests).
+
+use kernel::prelude::*;
+
+mod wire;
+
+module! {
+    type: Rmad,
+    name: "rmad",
+    authors: ["rmad developers"],
+    description: "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust",
+    license: "GPL",
+}
+
+/// The loaded module.
+struct Rmad;
+
+impl kernel::Module for Rmad {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        pr_info!("rmad: InfiniBand MAD agents in Rust, loaded\n");
+        for d in wire::self_description() {
+            pr_info!("rmad: wire {}({}) = {:#x}\n", d.name, d.input, d.output);
+        }
+        Ok(Rmad)
+    }
+}
+
+impl Drop for Rmad {
+    fn drop(&mut self) {
+        pr_info!("rmad: unloaded\n");
+    }
+}

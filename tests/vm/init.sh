@@ -1,0 +1,28 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# /init of rmad's test VM: mount the pseudo file systems, run /scenario.sh,
+# report its exit code on the results channel and power off. The results
+# channel is the second serial port (ttyS1), kept apart from the console so
+# that kernel messages never interleave with what the harness parses.
+/bin/busybox mkdir -p /proc /sys /dev /tmp
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+/bin/busybox mount -t debugfs debugfs /sys/kernel/debug
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+export RESULTS=/dev/ttyS1
+
+/scenario.sh
+rc=$?
+
+# The whole kernel log goes to the harness too, which fails the run on any
+# warning, BUG, oops or lockdep report.
+{
+	echo "RMAD-DMESG-BEGIN"
+	dmesg
+	echo "RMAD-DMESG-END"
+	echo "RMAD-VM-DONE rc=$rc"
+} >"$RESULTS"
+sync
+poweroff -f

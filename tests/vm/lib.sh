@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Helpers for the VM scenarios, sourced by them inside the guest.
+
+# Emit one KUnit suite's debugfs KTAP document on the results channel.
+emit_suite() {
+	echo "RMAD-SUITE-BEGIN $1"
+	cat "/sys/kernel/debug/kunit/$1/results"
+	echo "RMAD-SUITE-END $1"
+}
+
+# Collected results of the harness's own checks (suite rmad_vm), as KTAP lines.
+VM_CASES=""
+VM_COUNT=0
+
+# Record one harness check: vm_case NAME COMMAND...; runs the command and
+# records ok/not ok with its output as diagnostics.
+vm_case() {
+	name="$1"
+	shift
+	VM_COUNT=$((VM_COUNT + 1))
+	if out="$("$@" 2>&1)"; then
+		VM_CASES="$VM_CASES    ok $VM_COUNT $name
+"
+	else
+		VM_CASES="$VM_CASES    # $name: $(echo "$out" | tr '\n' ' ')
+    not ok $VM_COUNT $name
+"
+	fi
+}
+
+# Emit the harness checks as a KTAP document for suite rmad_vm.
+emit_vm_suite() {
+	echo "RMAD-SUITE-BEGIN rmad_vm"
+	echo "KTAP version 1"
+	echo "1..1"
+	echo "    KTAP version 1"
+	echo "    # Subtest: rmad_vm"
+	echo "    1..$VM_COUNT"
+	printf '%s' "$VM_CASES"
+	if echo "$VM_CASES" | grep -q "not ok"; then
+		echo "not ok 1 rmad_vm"
+	else
+		echo "ok 1 rmad_vm"
+	fi
+	echo "RMAD-SUITE-END rmad_vm"
+}
