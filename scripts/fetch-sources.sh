@@ -52,13 +52,14 @@ private_apt() {
 		"$@"
 }
 
-# Download one pinned package into the cache and verify its checksum.
+# Download one pinned package into the cache, verify its checksum and leave
+# its path in DEB.
 fetch_deb() {
 	local pkg="$1" version="$2" sha="$3" deb
 	deb="$APT_DIR/debs/${pkg}_${version//:/%3a}_all.deb"
+	DEB="$deb"
 	if [ -f "$deb" ] && echo "$sha  $deb" | sha256sum -c --quiet - 2>/dev/null; then
 		step "$pkg $version: cached"
-		printf '%s\n' "$deb"
 		return 0
 	fi
 	ensure_lists
@@ -70,12 +71,13 @@ fetch_deb() {
 	fi
 	echo "$sha  $deb" | sha256sum -c --quiet - ||
 		die "$deb: SHA-256 mismatch (expected $sha)"
-	printf '%s\n' "$deb"
 }
 
 LISTS_READY=0
 ensure_lists() {
-	[ "$LISTS_READY" = 1 ] && return 0
+	if [ "$LISTS_READY" = 1 ]; then
+		return 0
+	fi
 	local mirror
 	mirror="$(debian_mirror)"
 	mkdir -p "$APT_DIR"/{empty,lists/partial,archives/partial,debs}
@@ -91,19 +93,19 @@ APT_DIR="$RMAD_CACHE/apt"
 mkdir -p "$RMAD_SRC_DIR" "$APT_DIR/debs"
 
 if [ ! -f "$RUST_LIB_SRC/core/src/lib.rs" ]; then
-	deb="$(fetch_deb "$RUST_SRC_PKG" "$RUST_SRC_VERSION" "$RUST_SRC_SHA256")"
+	fetch_deb "$RUST_SRC_PKG" "$RUST_SRC_VERSION" "$RUST_SRC_SHA256"
 	step "rust-src: unpacking"
 	rm -rf "$RMAD_SRC_DIR/rust-src-$RUST_VERSION"
-	dpkg-deb -x "$deb" "$RMAD_SRC_DIR/rust-src-$RUST_VERSION"
+	dpkg-deb -x "$DEB" "$RMAD_SRC_DIR/rust-src-$RUST_VERSION"
 fi
 step "rust-src: $RUST_LIB_SRC"
 
 if [ ! -f "$LINUX_TREE/.rmad-unpacked" ]; then
-	deb="$(fetch_deb "$LINUX_SRC_PKG" "$LINUX_SRC_VERSION" "$LINUX_SRC_SHA256")"
+	fetch_deb "$LINUX_SRC_PKG" "$LINUX_SRC_VERSION" "$LINUX_SRC_SHA256"
 	step "linux source: unpacking"
 	tmp="$RMAD_SRC_DIR/linux-deb.tmp"
 	rm -rf "$tmp" "$LINUX_TREE"
-	dpkg-deb -x "$deb" "$tmp"
+	dpkg-deb -x "$DEB" "$tmp"
 	mkdir -p "$LINUX_TREE"
 	tar -xf "$tmp"/usr/src/linux-source-*.tar.xz -C "$LINUX_TREE" --strip-components=1
 	rm -rf "$tmp"

@@ -11,10 +11,24 @@
 //!
 //! - [`wire`]: the MAD wire format and the C layer's helper functions, as pure functions over
 //!   byte buffers (shared with the host tests).
+//! - [`state`]: the 7.3 send state machine as one pure transition function (also shared).
+//! - [`check`]: support for the table-driven checks that run on the host and under KUnit.
 
 use kernel::prelude::*;
 
+mod agent;
+mod check;
+mod conformance;
+mod engine;
+mod loopback;
+mod send;
+mod state;
+mod testing;
+mod transport;
+// The wire module keeps the C header's whole constant set for API parity, used or not.
+#[allow(dead_code)]
 mod wire;
+mod wq;
 
 module! {
     type: Rmad,

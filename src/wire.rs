@@ -494,27 +494,15 @@ pub(crate) mod checks;
 
 /// KUnit suite `rmad_wire`: the shared table-driven checks, run in the kernel.
 #[cfg(MODULE)]
-#[kunit_tests(rmad_wire)]
+#[kernel::prelude::kunit_tests(rmad_wire)]
 mod kunit {
     use super::checks;
+    use crate::check::kunit_run as check;
     use kernel::prelude::*;
 
     #[test]
     fn constants() -> Result {
         check(checks::constants)
-    }
-
-    /// Runs one shared check; on failure logs the row that disagreed and fails the test.
-    fn check(c: fn() -> checks::CheckResult) -> Result {
-        c().map_err(|f| {
-            pr_err!(
-                "rmad_wire: {} failed at case {} (src/wire_checks.rs:{})\n",
-                f.check,
-                f.case,
-                f.line
-            );
-            EINVAL
-        })
     }
 
     #[test]

@@ -10,33 +10,7 @@
 //! predicate evaluated over every possible input byte.
 
 use super::*;
-
-/// A check that disagreed with its table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Failure {
-    /// The check's name.
-    pub(crate) check: &'static str,
-    /// The row (or input value) that failed.
-    pub(crate) case: usize,
-    /// Source line of the comparison.
-    pub(crate) line: u32,
-}
-
-/// Fails the enclosing check with `case` unless `cond` holds.
-macro_rules! ensure {
-    ($check:expr, $case:expr, $cond:expr) => {
-        if !$cond {
-            return Err(Failure {
-                check: $check,
-                case: $case,
-                line: line!(),
-            });
-        }
-    };
-}
-
-/// The result type of every check.
-pub(crate) type CheckResult = Result<(), Failure>;
+use crate::check::{ensure, CheckResult};
 
 /// Sizes and offsets agree with each other as the C headers define them.
 pub(crate) fn constants() -> CheckResult {
@@ -345,7 +319,8 @@ pub(crate) fn self_description_values() -> CheckResult {
     Ok(())
 }
 
-/// Every check with its name, for runners that iterate.
+/// Every check with its name, for runners that iterate (the host tests).
+#[cfg(test)]
 pub(crate) const ALL: [(&str, fn() -> CheckResult); 9] = [
     ("constants", constants),
     ("header_layout", header_layout),

@@ -10,18 +10,26 @@
 #[cfg(test)]
 extern crate std;
 
+#[path = "../../../src/check.rs"]
+#[allow(dead_code, unused_imports, unused_macros)]
+pub(crate) mod check;
+
 #[path = "../../../src/wire.rs"]
 #[allow(dead_code)]
 pub(crate) mod wire;
+
+#[path = "../../../src/state.rs"]
+#[allow(dead_code)]
+pub(crate) mod state;
 
 #[cfg(test)]
 mod wire_tests {
     use crate::wire::checks;
 
     /// Runs one shared check and reports the failing row by name.
-    fn run(check: fn() -> checks::CheckResult) {
+    fn run(check: fn() -> crate::check::CheckResult) {
         if let Err(f) = check() {
-            panic!("{} failed at case {} (src/wire_checks.rs:{})", f.check, f.case, f.line);
+            panic!("{} failed at case {} ({}:{})", f.check, f.case, f.file, f.line);
         }
     }
 
@@ -71,5 +79,34 @@ mod wire_tests {
                 panic!("{name}: case {} line {}", f.case, f.line);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use crate::state::checks;
+
+    /// Runs one shared check and reports the failing row by name.
+    fn run(check: fn() -> crate::check::CheckResult) {
+        if let Err(f) = check() {
+            panic!("{} failed at case {} ({}:{})", f.check, f.case, f.file, f.line);
+        }
+    }
+
+    #[test]
+    fn transition_table() {
+        run(checks::transition_table);
+    }
+    #[test]
+    fn handler_statuses() {
+        run(checks::handler_statuses);
+    }
+    #[test]
+    fn flow_control_rules() {
+        run(checks::flow_control_rules);
+    }
+    #[test]
+    fn random_walks() {
+        run(checks::random_walks);
     }
 }

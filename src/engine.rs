@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The engine: what agents on all ports share.
+//!
+//! It owns the ordered workqueue on which every agent's timeouts and completions run, the
+//! space of `hi_tid` values, the table of agents by `hi_tid` (response routing) and the class
+//! registrations (request routing). A received MAD enters here ([`Engine::receive`]) and is
+//! routed to one agent, as `ib_mad_recv_done` does.
+
+use crate::{
+    agent::{
+        Agent,
+        QpType, //
+    },
+    transport::RecvMad,
+    wire::{
+        self,
+        MadHdr, //
+    },
+    wq::OwnedQueue,
+};
+use kernel::{
+    new_spinlock_irq,
+    prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
+    sync::{
+        Arc,
+        SpinLockIrq, //
+    },
+};
+
+/// The largest `hi_tid`: the top byte of the 32-bit value stays zero (mad-spec.md §1.3).
+pub(crate) const HI_TID_MAX: u32 = (1 << 24) - 1;
+
+/// One class registration (`ib_mad_reg_req` of an agent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RegReq {
+    /// Management class.
+    pub(crate) mgmt_class: u8,
+    /// Class version.
+    pub(crate) class_version: u8,
+    /// OUI, for vendor-range-2 classes.
+    pub(crate) oui: [u8; 3],
+    /// Bit `m` set: the agent receives requests with method `m` (0..128).
+    pub(crate) methods: u128,
+}
+
+/// A registration in the routing table.
+struct Route {
+    port: u8,
+    qp: QpType,
+    req: RegReq,
+    hi_tid: u32,
+}
+
+/// Routing state, under the engine's lock.
+struct Registry {
+    /// Agents by `hi_tid`.
+    agents: RBTree<u32, Arc<Agent>>,
+    /// Where the next `hi_tid` search starts (allocation is cyclic).
+    next_tid: u32,
+    /// Class registrations.
+    routes: KVec<Route>,
+}
+
+/// State shared by all agents of one engine.
+#[pin_data]
+pub(crate) struct Engine {
+    /// The ordered queue that runs agents' timeouts and completion deliveries.
+    pub(crate) wq: OwnedQueue,
+    /// The ordered queue on which transports process their completion queues (the "CQ
+    /// worker").
+    pub(crate) cq_wq: OwnedQueue,
+    #[pin]
+    reg: SpinLockIrq<Registry>,
+}
+
+impl Engine {
+    /// Creates an engine whose queues are named `name` and `cq_name`.
+    pub(crate) fn new(name: &'static CStr, cq_name: &'static CStr) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                wq: OwnedQueue::new_ordered(name)?,
+                cq_wq: OwnedQueue::new_ordered(cq_name)?,
+                reg <- new_spinlock_irq!(
+                    Registry {
+                        agents: RBTree::new(),
+                        next_tid: 1,
+                        routes: KVec::new(),
+                    },
+                    "Engine::reg"
+                ),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Publishes `agent` under a fresh `hi_tid`, with its class registration if any. Fails
+    /// with `EINVAL` when the registration's methods overlap another agent's on the same port
+    /// and QP (mad-spec.md §1.3 step 9), `EBUSY` when every `hi_tid` is in use.
+    ///
+    /// `make` builds the agent once its `hi_tid` is known.
+    pub(crate) fn publish(
+        &self,
+        port: u8,
+        qp: QpType,
+        req: Option<RegReq>,
+        make: impl FnOnce(u32) -> Result<Arc<Agent>>,
+    ) -> Result<Arc<Agent>> {
+        // Allocate outside the lock; registration may sleep.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+
+        // Pick the id under the lock, then build the agent unlocked and insert it.
+        let hi_tid = {
+            let mut r = self.reg.lock();
+            if let Some(q) = req {
+                let clash = r.routes.iter().any(|x| {
+                    x.port == port
+                        && x.qp == qp
+                        && x.req.mgmt_class == q.mgmt_class
+                        && x.req.class_version == q.class_version
+                        && (!is_vendor2(q.mgmt_class) || x.req.oui == q.oui)
+                        && x.req.methods & q.methods != 0
+                });
+                if clash {
+                    return Err(EINVAL);
+                }
+            }
+            let id = free_tid(&r.agents, r.next_tid).ok_or(EBUSY)?;
+            r.next_tid = if id >= HI_TID_MAX { 1 } else { id + 1 };
+            id
+        };
+        let agent = make(hi_tid)?;
+        let mut r = self.reg.lock();
+        if r.agents.get(&hi_tid).is_some() {
+            // Another registration raced us to the id; the caller may retry.
+            return Err(EBUSY);
+        }
+        if let Some(q) = req {
+            r.routes.reserve(1, GFP_ATOMIC).map_err(|_| ENOMEM)?;
+            let _ = r.routes.push_within_capacity(Route {
+                port,
+                qp,
+                req: q,
+                hi_tid,
+            });
+        }
+        r.agents.insert(node.into_node(hi_tid, agent.clone()));
+        Ok(agent)
+    }
+
+    /// Removes the agent with `hi_tid` from routing: from now on responses carrying its
+    /// `hi_tid` and requests for its class are dropped.
+    pub(crate) fn unpublish(&self, hi_tid: u32) {
+        let removed = {
+            let mut r = self.reg.lock();
+            r.routes.retain(|x| x.hi_tid != hi_tid);
+            r.agents.remove(&hi_tid)
+        };
+        // The table's reference is dropped here, outside the lock.
+        drop(removed);
+    }
+
+    /// The agent a response with this TID belongs to.
+    fn agent_by_tid(&self, tid: u64) -> Option<Arc<Agent>> {
+        self.reg.lock().agents.get(&wire::tid_hi(tid)).cloned()
+    }
+
+    /// The agent registered for requests of this class and method on `port`.
+    fn agent_by_class(&self, port: u8, qp: QpType, hdr: &MadHdr, oui: [u8; 3]) -> Option<Arc<Agent>> {
+        let r = self.reg.lock();
+        let m = u32::from(hdr.method);
+        let route = r.routes.iter().find(|x| {
+            x.port == port
+                && x.qp == qp
+                && x.req.mgmt_class == hdr.mgmt_class
+                && x.req.class_version == hdr.class_version
+                && (!is_vendor2(hdr.mgmt_class) || x.req.oui == oui)
+                && m < 128
+                && x.req.methods & (1u128 << m) != 0
+        })?;
+        r.agents.get(&route.hi_tid).cloned()
+    }
+
+    /// Routes a received MAD to its agent (`ib_mad_recv_done`): responses by the `hi_tid` in
+    /// their TID, requests by class registration. MADs that fail validation or have no agent
+    /// are dropped.
+    pub(crate) fn receive(&self, recv: RecvMad) {
+        let Ok(hdr) = MadHdr::parse(&recv.mad) else {
+            return;
+        };
+        let qp = if recv.wc.dst_qp == 0 { QpType::Smi } else { QpType::Gsi };
+        if !mad_is_valid(&hdr, qp) {
+            return;
+        }
+        let agent = if hdr.is_response() {
+            self.agent_by_tid(hdr.tid)
+        } else {
+            let oui = oui_of(&recv.mad);
+            self.agent_by_class(recv.wc.port, qp, &hdr, oui)
+        };
+        let Some(agent) = agent else {
+            return;
+        };
+        if agent.port() != recv.wc.port || agent.qp_type() != qp {
+            return;
+        }
+        agent.receive(&hdr, recv);
+    }
+}
+
+/// Whether a class is in vendor range 2 (registrations carry an OUI).
+fn is_vendor2(class: u8) -> bool {
+    (wire::IB_MGMT_CLASS_VENDOR_RANGE2_START..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END).contains(&class)
+}
+
+/// The OUI of a vendor-range-2 MAD (bytes 37..40).
+fn oui_of(mad: &[u8]) -> [u8; 3] {
+    mad.get(37..40)
+        .and_then(|s| <[u8; 3]>::try_from(s).ok())
+        .unwrap_or([0; 3])
+}
+
+/// The receive-side validation of mad-spec.md §2.4.4 step 1.
+fn mad_is_valid(hdr: &MadHdr, qp: QpType) -> bool {
+    let smp = hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
+        || hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE;
+    hdr.base_version == wire::IB_MGMT_BASE_VERSION && smp == (qp == QpType::Smi)
+}
+
+/// The first unused `hi_tid` at or after `start`, wrapping around once within
+/// [1, [`HI_TID_MAX`]]; `None` when all are in use.
+fn free_tid(agents: &RBTree<u32, Arc<Agent>>, start: u32) -> Option<u32> {
+    let mut id = start.clamp(1, HI_TID_MAX);
+    let mut wrapped = false;
+    loop {
+        if agents.get(&id).is_none() {
+            return Some(id);
+        }
+        if id >= HI_TID_MAX {
+            if wrapped {
+                return None;
+            }
+            wrapped = true;
+            id = 1;
+        } else {
+            id += 1;
+        }
+        if wrapped && id >= start {
+            return None;
+        }
+    }
+}
+
+impl Engine {
+    /// Waits until both queues are idle. Called by the engine's owner after every agent is
+    /// unregistered and every fabric shut down, before it drops its reference, so that the
+    /// last reference is never dropped from inside one of the engine's own work items.
+    pub(crate) fn quiesce(&self) {
+        self.cq_wq.flush();
+        self.wq.flush();
+        self.cq_wq.flush();
+    }
+}

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Send buffers and the handles of outstanding sends.
+//!
+//! The C MAD layer hands clients a raw `ib_mad_send_buf *` for the whole life of a send, so a
+//! cancel after the buffer was freed is a use-after-free (mad-spec.md §7.3). rmad splits the
+//! three ownership phases of §2.6 into types:
+//!
+//! - a [`SendBuf`] is owned by the client while the send is *created* or *completed*: it can be
+//!   edited, posted or dropped (which is `ib_free_send_mad`);
+//! - [`Agent::post`](crate::agent::Agent::post) consumes it and returns a [`SendHandle`]: while
+//!   the send is *outstanding* the engine owns the buffer and the handle can only modify or
+//!   cancel it;
+//! - the send handler receives the [`SendBuf`] back by value with its [`SendCompletion`].
+//!
+//! A handle stays memory-safe forever (it keeps the send's record alive) but goes stale as soon
+//! as the send completes: modify and cancel through a stale handle return `EINVAL`, exactly like
+//! the C layer's "not found", never touching freed memory.
+
+use crate::{
+    agent::{
+        Agent,
+        AgentInner,
+        BufToken,
+        QKey,
+        TidKey, //
+    },
+    state::{
+        SendFacts,
+        SendState,
+        WcStatus, //
+    },
+};
+use kernel::{
+    prelude::*,
+    rbtree::RBTreeNodeReservation,
+    sync::{
+        Arc,
+        LockedBy, //
+    },
+};
+
+/// A global identifier in an address: a 128-bit GID.
+pub(crate) type Gid = [u8; 16];
+
+/// The global route of an address handle (`rdma_ah_attr` with a GRH).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GrhAttr {
+    /// Destination GID.
+    pub(crate) dgid: Gid,
+    /// Index of the local source GID in the port's GID table.
+    pub(crate) sgid_index: u8,
+}
+
+/// Where a send goes: the subset of an address handle that MAD delivery and response
+/// matching read (mad-spec.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Address {
+    /// Destination LID.
+    pub(crate) dlid: u16,
+    /// Source path bits: selects the local LID among the port's `2^LMC` LIDs.
+    pub(crate) src_path_bits: u8,
+    /// Global route, when the packet carries a GRH.
+    pub(crate) grh: Option<GrhAttr>,
+}
+
+/// The key of a send in its agent's queue tree, with the allocation that holds it.
+pub(crate) type QueueSlot = RBTreeNodeReservation<QKey, Arc<SendRecord>>;
+/// The key of a send in its agent's TID index, with the allocation that holds it.
+pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
+
+/// The part of a send buffer that moves between the client and the engine.
+pub(crate) struct SendBody {
+    /// The MAD: `mad_size` bytes, the headers first.
+    pub(crate) mad: KVec<u8>,
+    /// RMPP payload segments, `seg_count * seg_size` bytes (empty without RMPP).
+    pub(crate) segments: KVec<u8>,
+    /// `hdr_len` of the create call.
+    pub(crate) hdr_len: usize,
+    /// `data_len` of the create call.
+    pub(crate) data_len: usize,
+    /// Number of RMPP segments (0 without RMPP).
+    pub(crate) seg_count: usize,
+    /// Payload bytes per RMPP segment (`mad_size - hdr_len`).
+    pub(crate) seg_size: usize,
+    /// Destination QP number.
+    pub(crate) remote_qpn: u32,
+    /// P_Key table index.
+    pub(crate) pkey_index: u16,
+    /// Relative response timeout in milliseconds; 0 means no response is expected.
+    pub(crate) timeout_ms: i32,
+    /// Retries before a post; retransmissions performed when the send handler runs.
+    pub(crate) retries: i32,
+    /// Destination; a wire send needs one.
+    pub(crate) ah: Option<Address>,
+    /// Two words that belong to the client.
+    pub(crate) context: [usize; 2],
+    /// Node for the agent's queue tree, kept here so that posting, cancelling and timing out
+    /// never allocate.
+    pub(crate) qslot: Option<QueueSlot>,
+    /// Node for the agent's TID index.
+    pub(crate) tslot: Option<TidSlot>,
+    /// Counts the buffer against its agent until the body is dropped (`ib_free_send_mad`).
+    pub(crate) _token: BufToken,
+}
+
+/// What the engine knows about an outstanding send, under its agent's lock.
+#[derive(Default)]
+pub(crate) struct RecordState {
+    /// Incremented at every post; a [`SendHandle`] is valid only for its own post.
+    pub(crate) gen: u64,
+    /// State and the facts the state machine reads.
+    pub(crate) facts: SendFacts,
+    /// The body while the engine owns the send.
+    pub(crate) body: Option<KBox<SendBody>>,
+    /// Key in the agent's queue tree, while the send is in it.
+    pub(crate) qkey: Option<QKey>,
+    /// Key in the agent's TID index, while the send is in it.
+    pub(crate) tkey: Option<TidKey>,
+    /// The status decided for the send handler, and its vendor error.
+    pub(crate) status: Option<(WcStatus, u32)>,
+    /// TID captured at post.
+    pub(crate) tid: u64,
+    /// Management class captured at post.
+    pub(crate) class: u8,
+    /// The posted MAD is itself a response.
+    pub(crate) is_response: bool,
+    /// Destination captured at post.
+    pub(crate) ah: Option<Address>,
+}
+
+impl Default for SendFacts {
+    fn default() -> Self {
+        Self {
+            state: SendState::Idle,
+            fc: false,
+            timeout_ms: 0,
+            retries_left: 0,
+        }
+    }
+}
+
+/// The record of one send buffer, shared by the buffer, its handles and the agent's indexes.
+pub(crate) struct SendRecord {
+    /// The agent the buffer was created on; it never changes.
+    pub(crate) agent: Arc<Agent>,
+    /// Mutable state, protected by the agent's lock.
+    pub(crate) state: LockedBy<RecordState, AgentInner>,
+}
+
+/// A send buffer owned by the client (`struct ib_mad_send_buf`).
+///
+/// Create one with [`Agent::create_send`](crate::agent::Agent::create_send), fill in the MAD,
+/// the destination and the timeout, and post it with [`Agent::post`](crate::agent::Agent::post).
+/// Dropping it frees it (`ib_free_send_mad`); an agent's unregistration waits until every
+/// buffer created on it has been dropped. Never drop one while holding a lock that a handler
+/// of the same agent takes.
+pub(crate) struct SendBuf {
+    pub(crate) rec: Arc<SendRecord>,
+    pub(crate) body: KBox<SendBody>,
+}
+
+impl SendBuf {
+    /// The MAD bytes (`mad_size` of them).
+    pub(crate) fn mad(&self) -> &[u8] {
+        &self.body.mad
+    }
+
+    /// The MAD bytes, to fill in before posting.
+    pub(crate) fn mad_mut(&mut self) -> &mut [u8] {
+        &mut self.body.mad
+    }
+
+    /// RMPP segment `n` (numbered from 1), as `ib_get_rmpp_segment`; `None` out of range.
+    pub(crate) fn rmpp_segment(&mut self, n: usize) -> Option<&mut [u8]> {
+        let start = n.checked_sub(1)?.checked_mul(self.body.seg_size)?;
+        let end = start.checked_add(self.body.seg_size)?;
+        if n > self.body.seg_count {
+            return None;
+        }
+        self.body.segments.get_mut(start..end)
+    }
+
+    /// Relative response timeout in milliseconds (0: no response expected).
+    pub(crate) fn timeout_ms(&self) -> i32 {
+        self.body.timeout_ms
+    }
+
+    /// Sets the response timeout used from the next post on.
+    pub(crate) fn set_timeout_ms(&mut self, ms: i32) {
+        self.body.timeout_ms = ms;
+    }
+
+    /// Before a post: retries wanted. In the send handler: retransmissions performed.
+    pub(crate) fn retries(&self) -> i32 {
+        self.body.retries
+    }
+
+    /// Sets the number of retries for the next post.
+    pub(crate) fn set_retries(&mut self, retries: i32) {
+        self.body.retries = retries;
+    }
+
+    /// The destination.
+    pub(crate) fn ah(&self) -> Option<Address> {
+        self.body.ah
+    }
+
+    /// Sets the destination.
+    pub(crate) fn set_ah(&mut self, ah: Option<Address>) {
+        self.body.ah = ah;
+    }
+
+    /// The client's two context words.
+    pub(crate) fn context(&self) -> [usize; 2] {
+        self.body.context
+    }
+
+    /// Sets the client's two context words.
+    pub(crate) fn set_context(&mut self, context: [usize; 2]) {
+        self.body.context = context;
+    }
+
+    /// `hdr_len` of the create call.
+    pub(crate) fn hdr_len(&self) -> usize {
+        self.body.hdr_len
+    }
+
+    /// `data_len` of the create call.
+    pub(crate) fn data_len(&self) -> usize {
+        self.body.data_len
+    }
+
+    /// Number of RMPP segments (0 for a plain MAD).
+    pub(crate) fn seg_count(&self) -> usize {
+        self.body.seg_count
+    }
+
+    /// Payload bytes per RMPP segment.
+    pub(crate) fn seg_size(&self) -> usize {
+        self.body.seg_size
+    }
+
+    /// The agent the buffer belongs to.
+    pub(crate) fn agent(&self) -> &Arc<Agent> {
+        &self.rec.agent
+    }
+}
+
+/// The handle of an outstanding send: what modify and cancel act on.
+///
+/// It is valid from the post that returned it until the send handler is called for that post;
+/// after that every operation returns `EINVAL`.
+#[derive(Clone)]
+pub(crate) struct SendHandle {
+    pub(crate) rec: Arc<SendRecord>,
+    pub(crate) gen: u64,
+}
+
+impl SendHandle {
+    /// `ib_cancel_mad`: cancels the send. On success the send handler will be called exactly
+    /// once with `IB_WC_WR_FLUSH_ERR`, later and from the completion workqueue; `EINVAL` means
+    /// the send was already cancelled or its final status is already decided. Never sleeps,
+    /// never allocates, never calls a handler; usable with interrupts disabled.
+    pub(crate) fn cancel(&self) -> Result {
+        self.modify(0)
+    }
+
+    /// `ib_modify_mad`: sets a new response timeout, from now if the send is waiting for a
+    /// response (0 cancels). Same context rules as [`SendHandle::cancel`].
+    pub(crate) fn modify(&self, timeout_ms: i32) -> Result {
+        self.rec.agent.modify(self, timeout_ms)
+    }
+
+    /// The agent of the send.
+    pub(crate) fn agent(&self) -> &Arc<Agent> {
+        &self.rec.agent
+    }
+}
+
+/// What the send handler learns about a completed send (`struct ib_mad_send_wc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SendCompletion {
+    /// Final status.
+    pub(crate) status: WcStatus,
+    /// Vendor error of the transport completion the status came from (0 otherwise).
+    pub(crate) vendor_err: u32,
+}
+
+impl SendHandle {
+    /// `context[0]` of the send while the engine owns it (the receive handler may read the
+    /// request it was matched to); `None` once the buffer is back with the client.
+    pub(crate) fn tag(&self) -> Option<usize> {
+        let g = self.rec.agent.inner.lock();
+        let st = self.rec.state.access(&g);
+        st.body.as_ref().map(|b| b.context[0])
+    }
+}

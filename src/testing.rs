@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Support for the KUnit suites that drive agents over a loopback fabric: a fresh engine and
+//! fabric per test ([`Env`]), handlers that record every call ([`Recorder`]), request
+//! builders, and bounded waits.
+//!
+//! Handlers run on workqueues, where a failed assertion would not reach KUnit (and a panic
+//! would kill the VM), so they only record; tests wait for the records with a generous bound
+//! and assert in the test thread.
+
+use crate::{
+    agent::{
+        Agent,
+        AgentConfig,
+        QpType,
+        RecvHandler,
+        SendHandler, //
+    },
+    engine::{
+        Engine,
+        RegReq, //
+    },
+    loopback::{
+        Fabric,
+        Loopback, //
+    },
+    send::{
+        Address,
+        SendBuf,
+        SendCompletion,
+        SendHandle, //
+    },
+    state::WcStatus,
+    transport::{
+        PortAttr,
+        RecvMad,
+        Transport, //
+    },
+    wire::{
+        self,
+        MadHdr, //
+    },
+};
+use kernel::{
+    new_condvar,
+    new_spinlock,
+    prelude::*,
+    sync::{
+        Arc,
+        CondVar,
+        SpinLock, //
+    },
+    task::Task,
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
+};
+
+/// How long a test waits for an expected handler call before it fails (software emulation is
+/// slow; nothing asserts a duration).
+pub(crate) const WAIT_MS: i64 = 20_000;
+
+/// One recorded handler call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// A send handler call.
+    Send {
+        /// `context[0]` of the buffer: the test's tag for the send.
+        tag: usize,
+        /// Status and vendor error.
+        wc: SendCompletion,
+        /// `retries` of the buffer: retransmissions performed.
+        retries: i32,
+        /// The task that ran the handler.
+        task: usize,
+    },
+    /// A marker a test recorded.
+    Mark(u32),
+    /// A receive handler call.
+    Recv {
+        /// Tag of the matched send, if any (`None`: a request).
+        tag: Option<usize>,
+        /// TID of the received MAD.
+        tid: u64,
+        /// Method of the received MAD.
+        method: u8,
+        /// The task that ran the handler.
+        task: usize,
+    },
+}
+
+/// What a [`Recorder`] does besides recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Behaviour {
+    /// Answer every request with a GET_RESP to its sender.
+    pub(crate) respond: bool,
+    /// Keep completed send buffers instead of freeing them.
+    pub(crate) keep: bool,
+    /// Cancel the matched send from inside the receive handler (scenario 29).
+    pub(crate) cancel_in_recv: bool,
+    /// Unregister the agent from inside the send handler (scenario 52).
+    pub(crate) unregister_in_send: bool,
+    /// Sleep this long in the send handler (handlers may sleep, scenario 62).
+    pub(crate) sleep_in_send_ms: i64,
+    /// Take the agent's lock from inside the handlers (it must not be held, scenario 62).
+    pub(crate) touch_agent: bool,
+}
+
+/// Records every call of the handlers it implements.
+#[pin_data]
+pub(crate) struct Recorder {
+    #[pin]
+    calls: SpinLock<RecorderInner>,
+    #[pin]
+    changed: CondVar,
+    behaviour: Behaviour,
+}
+
+/// The records, under the recorder's lock.
+pub(crate) struct RecorderInner {
+    /// Calls in order.
+    pub(crate) calls: KVec<Call>,
+    /// Buffers kept by [`Behaviour::keep`].
+    pub(crate) kept: KVec<SendBuf>,
+    /// Results of actions taken inside handlers (cancel or unregister return codes).
+    pub(crate) inner_results: KVec<i32>,
+    /// See [`Recorder::set_probe`].
+    probe: Option<Arc<Fabric>>,
+    probed: KVec<(usize, u64)>,
+}
+
+impl Recorder {
+    /// A recorder that behaves as `behaviour` says.
+    pub(crate) fn new(behaviour: Behaviour) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                calls <- new_spinlock!(RecorderInner {
+                    calls: KVec::new(),
+                    kept: KVec::new(),
+                    inner_results: KVec::new(),
+                    probe: None,
+                    probed: KVec::new(),
+                }),
+                changed <- new_condvar!("Recorder::changed"),
+                behaviour,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn push(&self, c: Call) {
+        let mut g = self.calls.lock();
+        // A record lost to memory pressure makes the test fail, not the kernel.
+        let _ = g.calls.push(c, GFP_ATOMIC);
+        self.changed.notify_all();
+    }
+
+    fn push_result(&self, r: Result) {
+        let code = match r {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        let mut g = self.calls.lock();
+        let _ = g.inner_results.push(code, GFP_ATOMIC);
+    }
+
+    /// Records a marker.
+    pub(crate) fn mark(&self, m: u32) {
+        self.push(Call::Mark(m));
+    }
+
+    /// Whether marker `m` was recorded.
+    pub(crate) fn has_mark(&self, m: u32) -> bool {
+        self.calls.lock().calls.contains(&Call::Mark(m))
+    }
+
+    /// Sets the probe: a fabric whose transmission count each send-handler call records.
+    pub(crate) fn set_probe(&self, f: &Arc<Fabric>) {
+        self.calls.lock().probe = Some(f.clone());
+    }
+
+    /// The fabric's transmission count at each send-handler call, by tag.
+    pub(crate) fn probes(&self) -> Result<KVec<(usize, u64)>> {
+        let g = self.calls.lock();
+        let mut v = KVec::with_capacity(g.probed.len(), GFP_ATOMIC)?;
+        v.extend_from_slice(&g.probed, GFP_ATOMIC)?;
+        Ok(v)
+    }
+
+    /// A copy of the calls so far.
+    pub(crate) fn calls(&self) -> Result<KVec<Call>> {
+        let g = self.calls.lock();
+        let mut v = KVec::with_capacity(g.calls.len(), GFP_ATOMIC)?;
+        v.extend_from_slice(&g.calls, GFP_ATOMIC)?;
+        Ok(v)
+    }
+
+    /// Return codes of actions taken inside handlers.
+    pub(crate) fn inner_results(&self) -> Result<KVec<i32>> {
+        let g = self.calls.lock();
+        let mut v = KVec::with_capacity(g.inner_results.len(), GFP_ATOMIC)?;
+        v.extend_from_slice(&g.inner_results, GFP_ATOMIC)?;
+        Ok(v)
+    }
+
+    /// The send-handler calls so far, as (tag, status, retries).
+    pub(crate) fn sends(&self) -> Result<KVec<(usize, WcStatus, i32)>> {
+        let g = self.calls.lock();
+        let mut v = KVec::new();
+        for c in g.calls.iter() {
+            if let Call::Send {
+                tag, wc, retries, ..
+            } = c
+            {
+                v.push((*tag, wc.status, *retries), GFP_ATOMIC)?;
+            }
+        }
+        Ok(v)
+    }
+
+    /// Number of send-handler calls.
+    pub(crate) fn send_count(&self) -> usize {
+        let g = self.calls.lock();
+        g.calls
+            .iter()
+            .filter(|c| matches!(c, Call::Send { .. }))
+            .count()
+    }
+
+    /// Number of receive-handler calls.
+    pub(crate) fn recv_count(&self) -> usize {
+        let g = self.calls.lock();
+        g.calls
+            .iter()
+            .filter(|c| matches!(c, Call::Recv { .. }))
+            .count()
+    }
+
+    /// Takes the kept buffers.
+    pub(crate) fn take_kept(&self) -> KVec<SendBuf> {
+        core::mem::take(&mut self.calls.lock().kept)
+    }
+
+    /// Waits until `cond` holds for the calls, at most [`WAIT_MS`]; returns whether it holds.
+    pub(crate) fn wait_until(&self, cond: impl Fn(&[Call]) -> bool) -> bool {
+        let start = Instant::<Monotonic>::now();
+        let mut g = self.calls.lock();
+        loop {
+            if cond(&g.calls) {
+                return true;
+            }
+            let left = WAIT_MS.saturating_sub(start.elapsed().as_millis());
+            if left <= 0 {
+                return false;
+            }
+            let j = msecs_to_jiffies(u32::try_from(left.min(100)).unwrap_or(100));
+            let _ = self.changed.wait_interruptible_timeout(&mut g, j);
+        }
+    }
+
+    /// Waits until there are at least `n` send-handler calls.
+    pub(crate) fn wait_sends(&self, n: usize) -> bool {
+        self.wait_until(|c| c.iter().filter(|x| matches!(x, Call::Send { .. })).count() >= n)
+    }
+
+    /// Waits until there are at least `n` receive-handler calls.
+    pub(crate) fn wait_recvs(&self, n: usize) -> bool {
+        self.wait_until(|c| c.iter().filter(|x| matches!(x, Call::Recv { .. })).count() >= n)
+    }
+}
+
+/// The current task, as a number to compare.
+fn task_id() -> usize {
+    Task::current_raw().addr()
+}
+
+impl SendHandler for Recorder {
+    fn send_done(&self, agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
+        let probe = self.calls.lock().probe.clone();
+        if let Some(f) = probe {
+            let n = f.stats().transmitted;
+            let _ = self.calls.lock().probed.push((buf.context()[0], n), GFP_ATOMIC);
+        }
+        if self.behaviour.touch_agent {
+            // Deadlocks if the engine called us with the agent's lock held.
+            let _ = agent.outstanding();
+        }
+        if self.behaviour.sleep_in_send_ms > 0 {
+            sleep_ms(self.behaviour.sleep_in_send_ms);
+        }
+        self.push(Call::Send {
+            tag: buf.context()[0],
+            wc,
+            retries: buf.retries(),
+            task: task_id(),
+        });
+        if self.behaviour.unregister_in_send {
+            self.push_result(agent.unregister());
+        }
+        if self.behaviour.keep {
+            // Under memory pressure the buffer is freed instead, and the test sees it missing.
+            let _ = self.calls.lock().kept.push(buf, GFP_ATOMIC);
+        }
+    }
+}
+
+impl RecvHandler for Recorder {
+    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+        let hdr = MadHdr::parse(&mad.mad).unwrap_or_default();
+        let tag = send.and_then(|h| h.tag());
+        if self.behaviour.touch_agent {
+            let _ = agent.outstanding();
+        }
+        self.push(Call::Recv {
+            tag,
+            tid: hdr.tid,
+            method: hdr.method,
+            task: task_id(),
+        });
+        if self.behaviour.cancel_in_recv {
+            if let Some(h) = send {
+                self.push_result(h.cancel());
+            }
+        }
+        if self.behaviour.respond && send.is_none() && !hdr.is_response() {
+            let _ = respond(agent, &hdr, &mad);
+        }
+    }
+}
+
+/// Posts a GET_RESP to `req`, back to where it came from.
+pub(crate) fn respond(agent: &Arc<Agent>, req: &MadHdr, mad: &RecvMad) -> Result {
+    let mut buf = agent.create_send(mad.wc.src_qp, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let hdr = MadHdr {
+        method: wire::IB_MGMT_METHOD_GET_RESP,
+        ..*req
+    };
+    hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+    buf.set_ah(Some(Address {
+        dlid: mad.wc.slid,
+        src_path_bits: mad.wc.dlid_path_bits,
+        grh: None,
+    }));
+    buf.set_context([usize::MAX, 0]);
+    Agent::post(buf).map(|_| ()).map_err(|e| e.err)
+}
+
+/// A test's world: an engine and a loopback fabric of its own.
+pub(crate) struct Env {
+    /// The engine.
+    pub(crate) engine: Arc<Engine>,
+    /// The transport.
+    pub(crate) lb: Arc<Loopback>,
+    /// The transport, as agents see it.
+    pub(crate) transport: Arc<dyn Transport>,
+}
+
+impl Env {
+    /// A fresh engine and fabric with the default ports.
+    pub(crate) fn new() -> Result<Self> {
+        Self::with_ports(Fabric::DEFAULT_PORTS)
+    }
+
+    /// A fresh engine and fabric with `ports`.
+    pub(crate) fn with_ports(ports: [PortAttr; 2]) -> Result<Self> {
+        let engine = Engine::new(c"rmad_test", c"rmad_test_cq")?;
+        let lb = Loopback::new(&engine, ports)?;
+        let transport: Arc<dyn Transport> = lb.clone();
+        Ok(Self {
+            engine,
+            lb,
+            transport,
+        })
+    }
+
+    /// The fabric.
+    pub(crate) fn fabric(&self) -> &Arc<Fabric> {
+        &self.lb.fabric
+    }
+
+    /// Registers an agent on GSI `port` with `rec` as both handlers and an optional class
+    /// registration.
+    pub(crate) fn agent(
+        &self,
+        port: u8,
+        rec: &Arc<Recorder>,
+        reg: Option<RegReq>,
+    ) -> Result<Arc<Agent>> {
+        Agent::register(
+            &self.engine,
+            &self.transport,
+            AgentConfig {
+                port,
+                qp_type: QpType::Gsi,
+                reg,
+                rmpp_version: 0,
+                flags: 0,
+                send_handler: Some(rec.clone()),
+                recv_handler: Some(rec.clone()),
+            },
+        )
+    }
+
+    /// Registers a responder for `class` (methods GET and SET) on `port` that answers every
+    /// request.
+    pub(crate) fn responder(&self, port: u8, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> {
+        let rec = Recorder::new(Behaviour {
+            respond: true,
+            ..Behaviour::default()
+        })?;
+        let a = self.agent(port, &rec, Some(reg(class)))?;
+        Ok((a, rec))
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.lb.fabric.shutdown();
+        self.engine.quiesce();
+    }
+}
+
+/// A registration for GET and SET requests of `class`, version 1.
+pub(crate) fn reg(class: u8) -> RegReq {
+    RegReq {
+        mgmt_class: class,
+        class_version: 1,
+        oui: [0; 3],
+        methods: (1 << wire::IB_MGMT_METHOD_GET) | (1 << wire::IB_MGMT_METHOD_SET),
+    }
+}
+
+/// A GET request of `class` from `agent` to LID `dlid`, tagged `tag`, with TID low word
+/// `lo`, `timeout_ms` and `retries`.
+pub(crate) fn request(
+    agent: &Arc<Agent>,
+    class: u8,
+    tag: usize,
+    dlid: u16,
+    timeout_ms: i32,
+    retries: i32,
+) -> Result<SendBuf> {
+    let mut buf = agent.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let lo = u32::try_from(tag).unwrap_or(0);
+    let hdr = MadHdr {
+        base_version: 1,
+        mgmt_class: class,
+        class_version: 1,
+        method: wire::IB_MGMT_METHOD_GET,
+        tid: wire::make_tid(agent.hi_tid, lo),
+        ..MadHdr::default()
+    };
+    hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+    buf.set_ah(Some(Address {
+        dlid,
+        src_path_bits: 0,
+        grh: None,
+    }));
+    buf.set_timeout_ms(timeout_ms);
+    buf.set_retries(retries);
+    buf.set_context([tag, 0]);
+    Ok(buf)
+}
+
+/// Posts `buf`, turning a failure into its error.
+pub(crate) fn post(buf: SendBuf) -> Result<SendHandle> {
+    Agent::post(buf).map_err(|e| e.err)
+}
+
+/// Sleeps for `ms` milliseconds.
+pub(crate) fn sleep_ms(ms: i64) {
+    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms));
+}
