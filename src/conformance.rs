@@ -930,6 +930,42 @@ mod tests {
     }
 
     #[test]
+    fn q_modify_after_early_response_keeps_duplicates_out() -> Result {
+        // 7.3 re-arms matching when an early-responded send is modified, so a duplicate
+        // response reaches the receive handler twice and a flow-control counter underflows
+        // (mad-spec.md §7.2 item 4). rmad keeps "a response was seen" apart from the timeout.
+        let env = Env::new()?;
+        let (b, brec) = env.responder(2, CLASS)?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(A, &rec, None)?;
+        let (h, got) = early_response(&env, &a, &rec, 32)?;
+        let m = h.modify(5000);
+        // A second response with the same TID, processed while the send is still in flight.
+        answer(&b, wire::make_tid(a.hi_tid, 32), CLASS, 1, None)?;
+        let start = Instant::<Monotonic>::now();
+        while env.fabric().pending() < 4 && start.elapsed().as_millis() < crate::testing::WAIT_MS {
+            sleep_ms(5);
+        }
+        env.fabric().promote_recv();
+        env.fabric().release(1);
+        sleep_ms(100);
+        let still = a.send_state(&h);
+        env.fabric().set_knobs(|k| k.hold = false);
+        let done = rec.wait_sends(1);
+        sleep_ms(200);
+        let recvs = rec.recv_count();
+        let sends = rec.sends()?;
+        finish(&env, &[&rec, &brec], &[&a, &b])?;
+        assert!(got);
+        assert!(m.is_ok());
+        assert_eq!(still, Some(SendState::EarlyResp));
+        assert!(done);
+        assert_eq!(recvs, 1);
+        assert_eq!(&sends[..], &[(32, WcStatus::Success, 0)][..]);
+        Ok(())
+    }
+
+    #[test]
     fn s31_response_after_cancel_dropped() -> Result {
         let env = Env::new()?;
         let (p, prec) = peer(&env, CLASS)?;

@@ -198,11 +198,6 @@ impl Fabric {
         )
     }
 
-    /// The current knobs.
-    pub(crate) fn knobs(&self) -> Knobs {
-        self.inner.lock().knobs
-    }
-
     /// Changes the knobs; releasing a hold lets every queued event be processed.
     pub(crate) fn set_knobs(self: &Arc<Self>, f: impl FnOnce(&mut Knobs)) {
         let mut g = self.inner.lock();

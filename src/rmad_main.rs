@@ -19,8 +19,10 @@ use kernel::prelude::*;
 mod agent;
 mod check;
 mod conformance;
+mod demo;
 mod engine;
 mod loopback;
+mod races;
 mod send;
 mod state;
 mod testing;
@@ -36,6 +38,12 @@ module! {
     authors: ["rmad developers"],
     description: "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust",
     license: "GPL",
+    params: {
+        demo: bool {
+            default: false,
+            description: "Run the loopback demonstration at load time",
+        },
+    },
 }
 
 /// The loaded module.
@@ -46,6 +54,9 @@ impl kernel::Module for Rmad {
         pr_info!("rmad: InfiniBand MAD agents in Rust, loaded\n");
         for d in wire::self_description() {
             pr_info!("rmad: wire {}({}) = {:#x}\n", d.name, d.input, d.output);
+        }
+        if module_parameters::demo.value() {
+            demo::run()?;
         }
         Ok(Rmad)
     }
