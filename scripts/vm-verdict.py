@@ -23,12 +23,12 @@ import tempfile
 
 # Kernel reports that fail a run even when every KUnit verdict passed.
 SPLAT = re.compile(
-    r"WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|"
-    r"lockdep|possible recursive locking|circular locking|"
-    r"INFO: possible|INFO: task .* blocked|rcu.*stall|"
-    r"KASAN|KCSAN|UBSAN|kmemleak|unreferenced object|"
+    r"WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|Call Trace:|"
+    r"INFO: possible|INFO: task .* blocked for more than|detected stall|"
+    r"inconsistent lock state|possible recursive locking|circular locking dependency|"
+    r"DEBUG_LOCKS_WARN_ON|KASAN:|KCSAN:|UBSAN:|unreferenced object|"
     r"sleeping function called from invalid context|scheduling while atomic|"
-    r"Rust panic|panicked at"
+    r"panicked at"
 )
 SUITE_BEGIN = re.compile(r"^RMAD-SUITE-BEGIN (\S+)")
 TAIL_LINES = 40

@@ -73,8 +73,7 @@ use crate::{
 };
 use kernel::{
     alloc::Flags,
-    new_condvar,
-    new_spinlock_irq,
+    new_condvar, new_spinlock_irq,
     prelude::*,
     rbtree::{
         RBTree,
@@ -344,7 +343,8 @@ impl Agent {
                     || cfg.recv_handler.is_none()
                     || (c >= 80 && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
                     || c == 0
-                    || ((wire::IB_MGMT_CLASS_VENDOR_RANGE2_START..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END)
+                    || ((wire::IB_MGMT_CLASS_VENDOR_RANGE2_START
+                        ..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END)
                         .contains(&c)
                         && r.oui == [0; 3])
                     || (cfg.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(c))
@@ -634,7 +634,11 @@ impl Agent {
             return;
         }
         g.armed_ns = Some(due_ns);
-        let delay_ms = due_ns.saturating_sub(self.now_ns()).max(0).saturating_add(999_999) / 1_000_000;
+        let delay_ms = due_ns
+            .saturating_sub(self.now_ns())
+            .max(0)
+            .saturating_add(999_999)
+            / 1_000_000;
         let delay = msecs_to_jiffies(u32::try_from(delay_ms).unwrap_or(u32::MAX));
         wq::rearm::<Agent, 0>(&self.engine.wq, self, delay);
     }
@@ -717,9 +721,7 @@ impl Agent {
                 st.status = Some((status, 0));
             }
             match status {
-                WcStatus::RespTimeoutErr => {
-                    g.stats.timed_out = g.stats.timed_out.saturating_add(1)
-                }
+                WcStatus::RespTimeoutErr => g.stats.timed_out = g.stats.timed_out.saturating_add(1),
                 WcStatus::WrFlushErr => g.stats.cancelled = g.stats.cancelled.saturating_add(1),
                 _ => {}
             }
@@ -949,7 +951,12 @@ impl Agent {
     }
 
     /// The transport's report that transmission `gen` of `rec` completed with `status`.
-    pub(crate) fn send_completed(rec: &Arc<SendRecord>, gen: u64, status: WcStatus, vendor_err: u32) {
+    pub(crate) fn send_completed(
+        rec: &Arc<SendRecord>,
+        gen: u64,
+        status: WcStatus,
+        vendor_err: u32,
+    ) {
         let this = &rec.agent;
         let mut g = this.inner.lock();
         Self::with_state(&mut g, rec, |g, st| {
@@ -966,7 +973,10 @@ impl Agent {
                         this.dispatch_backlog(g);
                     }
                 }
-                Err(_) => pr_warn!("rmad: send completion for a send in state {:?}\n", st.facts.state),
+                Err(_) => pr_warn!(
+                    "rmad: send completion for a send in state {:?}\n",
+                    st.facts.state
+                ),
             }
         });
     }
@@ -1027,7 +1037,10 @@ impl Agent {
                 _ => false,
             };
             if let Some(q) = st.qkey {
-                if listed && best.as_ref().is_none_or(|(b, _)| q < *b) && self.same_address(st, hdr, recv) {
+                if listed
+                    && best.as_ref().is_none_or(|(b, _)| q < *b)
+                    && self.same_address(st, hdr, recv)
+                {
                     best = Some((q, rec.clone()));
                 }
             }
@@ -1179,7 +1192,14 @@ impl Agent {
                 }
                 while let Some(rec) = first_in(&g.queues, Q_CANCEL) {
                     Self::with_state(&mut g, &rec, |g, st| {
-                        let _ = self.apply(g, &rec, st, Event::Expired { backlog_empty: true });
+                        let _ = self.apply(
+                            g,
+                            &rec,
+                            st,
+                            Event::Expired {
+                                backlog_empty: true,
+                            },
+                        );
                     });
                 }
                 self.dispatch_backlog(&mut g);
@@ -1221,7 +1241,9 @@ impl Agent {
             }
             let mut after: Option<QKey> = None;
             loop {
-                let bound = after.map_or((Q_FLIGHT, i64::MIN, 0), |k| (k.0, k.1, k.2.saturating_add(1)));
+                let bound = after.map_or((Q_FLIGHT, i64::MIN, 0), |k| {
+                    (k.0, k.1, k.2.saturating_add(1))
+                });
                 let Some((k, rec)) = first_entry_from(&g.queues, bound, Q_FLIGHT) else {
                     break;
                 };

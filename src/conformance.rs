@@ -45,7 +45,6 @@ mod tests {
             MadHdr, //
         },
     };
-    use pin_init::stack_pin_init;
     use kernel::{
         new_spinlock_irq,
         prelude::*,
@@ -55,6 +54,7 @@ mod tests {
             Monotonic, //
         },
     };
+    use pin_init::stack_pin_init;
 
     /// Port and LID of agent A.
     const A: u8 = 1;
@@ -91,7 +91,12 @@ mod tests {
     }
 
     /// Registers a send-only agent (no class registration) with `rmpp_version` and `flags`.
-    fn rmpp_agent(env: &Env, rec: &Arc<Recorder>, rmpp_version: u8, flags: u32) -> Result<Arc<Agent>> {
+    fn rmpp_agent(
+        env: &Env,
+        rec: &Arc<Recorder>,
+        rmpp_version: u8,
+        flags: u32,
+    ) -> Result<Arc<Agent>> {
         Agent::register(
             &env.engine,
             &env.transport,
@@ -176,7 +181,12 @@ mod tests {
         let mut buf = r.create_send(1, 0, true, 56, 201, GFP_KERNEL, 1)?;
         let sizes = buf.seg_size() == 200 && buf.seg_count() == 2;
         let hdr = wire::rmpp_hdr(buf.mad()).map(|h| (h[0], h[1], wire::ib_get_rmpp_flags(h)));
-        let header_ok = hdr == Ok((1, wire::IB_MGMT_RMPP_TYPE_DATA, Ok(wire::IB_MGMT_RMPP_FLAG_ACTIVE)));
+        let header_ok = hdr
+            == Ok((
+                1,
+                wire::IB_MGMT_RMPP_TYPE_DATA,
+                Ok(wire::IB_MGMT_RMPP_FLAG_ACTIVE),
+            ));
         let pad_zero = buf
             .rmpp_segment(2)
             .map(|s| s.len() == 200 && s[1..].iter().all(|b| *b == 0))
@@ -275,7 +285,9 @@ mod tests {
         let rec = Recorder::new(Behaviour::default())?;
         let r = rmpp_agent(&env, &rec, 1, 0)?;
         let buf = request(&r, wire::IB_MGMT_CLASS_CM, 8, B, 0, 0)?;
-        let code = Agent::post(buf).map(|_| 0).unwrap_or_else(|e| e.err.to_errno());
+        let code = Agent::post(buf)
+            .map(|_| 0)
+            .unwrap_or_else(|e| e.err.to_errno());
         r.unregister()?;
         assert_eq!(code, EINVAL.to_errno());
         Ok(())
@@ -350,7 +362,9 @@ mod tests {
         let a = env.agent(A, &rec, None)?;
         env.fabric().set_knobs(|k| k.fail_posts = 1);
         let buf = request(&a, CLASS, 12, B, 100, 1)?;
-        let code = Agent::post(buf).map(|_| 0).unwrap_or_else(|e| e.err.to_errno());
+        let code = Agent::post(buf)
+            .map(|_| 0)
+            .unwrap_or_else(|e| e.err.to_errno());
         sleep_ms(100);
         let handlers = rec.send_count();
         let outstanding = a.outstanding();
@@ -403,7 +417,9 @@ mod tests {
             .unwrap_or_else(|e| e.err.to_errno());
         let mut no_ah = request(&a, CLASS, 14, B, 0, 0)?;
         no_ah.set_ah(None);
-        let c3 = Agent::post(no_ah).map(|_| 0).unwrap_or_else(|e| e.err.to_errno());
+        let c3 = Agent::post(no_ah)
+            .map(|_| 0)
+            .unwrap_or_else(|e| e.err.to_errno());
         let sent = env.fabric().stats().transmitted;
         a.unregister()?;
         assert_eq!(c1, EINVAL.to_errno());
@@ -447,9 +463,12 @@ mod tests {
         assert!(done);
         assert_eq!(calls.len(), 2);
         let (recv_task, ok_recv) = match calls.first() {
-            Some(Call::Recv { tag: Some(16), method, task, .. }) => {
-                (*task, *method == wire::IB_MGMT_METHOD_GET_RESP)
-            }
+            Some(Call::Recv {
+                tag: Some(16),
+                method,
+                task,
+                ..
+            }) => (*task, *method == wire::IB_MGMT_METHOD_GET_RESP),
             _ => (0, false),
         };
         let ok_send = matches!(calls.get(1), Some(Call::Send { tag: 16, wc, retries: 0, task })
@@ -504,7 +523,12 @@ mod tests {
 
     /// Posts a request with the fabric on hold and arranges for its response to be processed
     /// before its send completion: returns the handle once the receive handler ran.
-    fn early_response(env: &Env, a: &Arc<Agent>, rec: &Arc<Recorder>, tag: usize) -> Result<(crate::send::SendHandle, bool)> {
+    fn early_response(
+        env: &Env,
+        a: &Arc<Agent>,
+        rec: &Arc<Recorder>,
+        tag: usize,
+    ) -> Result<(crate::send::SendHandle, bool)> {
         env.fabric().set_knobs(|k| k.hold = true);
         let h = post(request(a, CLASS, tag, B, 5000, 0)?)?;
         // Queue: [A's send completion, request at B]. Let B see the request first.
@@ -604,7 +628,13 @@ mod tests {
         let a = env.agent(A, &rec, None)?;
         let h = post(request(&a, CLASS, 21, B, 60_000, 0)?)?;
         let seen = prec.wait_recvs(1);
-        answer(&p, wire::make_tid(a.hi_tid, 21), wire::IB_MGMT_CLASS_BM, 1, None)?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 21),
+            wire::IB_MGMT_CLASS_BM,
+            1,
+            None,
+        )?;
         sleep_ms(200);
         let recvs = rec.recv_count();
         let waiting = a.send_state(&h);
@@ -703,7 +733,14 @@ mod tests {
         };
         let p = smi(2, &prec, Some(reg(wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)))?;
         let a = smi(A, &rec, None)?;
-        let mut buf = request(&a, wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE, 23, B, 60_000, 0)?;
+        let mut buf = request(
+            &a,
+            wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE,
+            23,
+            B,
+            60_000,
+            0,
+        )?;
         buf.set_context([23, 0]);
         let mut smp = a.create_send(0, 0, false, 24, 232, GFP_KERNEL, 1)?;
         smp.mad_mut().copy_from_slice(buf.mad());
@@ -814,7 +851,8 @@ mod tests {
         let timeout = kept.first().map(|b| b.timeout_ms());
         drop(kept);
         let me = kernel::task::Task::current_raw().addr();
-        let other_task = matches!(rec.calls()?.first(), Some(Call::Send { task, .. }) if *task != me);
+        let other_task =
+            matches!(rec.calls()?.first(), Some(Call::Send { task, .. }) if *task != me);
         finish(&env, &[&rec], &[&a])?;
         assert!(waiting);
         assert!(cancel.is_ok());
@@ -1226,12 +1264,45 @@ mod tests {
         env.agent(A, rec, Some(reg(wire::IB_MGMT_CLASS_SUBN_ADM)))
     }
 
+    /// Posts SA requests tagged `tags` with `timeout_ms` from `a`.
+    fn post_sa(
+        a: &Arc<Agent>,
+        tags: core::ops::Range<usize>,
+        timeout_ms: i32,
+    ) -> Result<KVec<crate::send::SendHandle>> {
+        let mut v = KVec::new();
+        for tag in tags {
+            v.push(
+                post(request(
+                    a,
+                    wire::IB_MGMT_CLASS_SUBN_ADM,
+                    tag,
+                    B,
+                    timeout_ms,
+                    0,
+                )?)?,
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(v)
+    }
+
+    /// Cancels every handle (stale ones just return `EINVAL`).
+    fn cancel_all(handles: &[crate::send::SendHandle]) {
+        for h in handles {
+            let _ = h.cancel();
+        }
+    }
+
     /// The low TID words of the requests a peer received, in order.
     fn received_tags(prec: &Arc<Recorder>) -> Result<KVec<usize>> {
         let mut v = KVec::new();
         for c in prec.calls()?.iter() {
             if let Call::Recv { tid, .. } = c {
-                v.push(usize::try_from(*tid & 0xffff_ffff).unwrap_or(usize::MAX), GFP_KERNEL)?;
+                v.push(
+                    usize::try_from(*tid & 0xffff_ffff).unwrap_or(usize::MAX),
+                    GFP_KERNEL,
+                )?;
             }
         }
         Ok(v)
@@ -1244,21 +1315,22 @@ mod tests {
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
         let limit = a.sol_fc_max;
-        let mut handles = KVec::new();
-        for tag in 0..20 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
+        let handles = post_sa(&a, 0..20, 60_000)?;
         let sent = env.fabric().stats().transmitted;
         let backlogged = a.stats().backlogged;
         let seen = prec.wait_recvs(16);
-        answer(&p, wire::make_tid(a.hi_tid, 0), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 0),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
         let done = rec.wait_sends(1);
         let more = prec.wait_recvs(17);
         let tags = received_tags(&prec)?;
         let probes = rec.probes()?;
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(20);
         finish(&env, &[&rec, &prec], &[&a, &p])?;
         assert_eq!(limit, 16);
@@ -1280,18 +1352,13 @@ mod tests {
         let env = Env::new()?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
-        let mut handles = KVec::new();
-        for tag in 0..17 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
+        let handles = post_sa(&a, 0..17, 60_000)?;
         let before = env.fabric().stats().transmitted;
         let h1 = post(request(&a, CLASS, 100, B, 60_000, 0)?)?;
         let h2 = post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 101, B, 0, 0)?)?;
         let after = env.fabric().stats().transmitted;
         let s1 = a.send_state(&h1);
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let _ = h1.cancel();
         drop(h2);
         let all = rec.wait_sends(19);
@@ -1309,24 +1376,31 @@ mod tests {
         let (p, prec) = peer(&env, wire::IB_MGMT_CLASS_SUBN_ADM)?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
-        let mut handles = KVec::new();
-        for tag in 0..19 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
+        let handles = post_sa(&a, 0..19, 60_000)?;
         // 16, 17 and 18 are queued; cancel 17.
         let q = handles.get(17).map(|h| (a.send_state(h), h.cancel()));
         let flushed = rec.wait_sends(1);
         let first = rec.sends()?;
         // Free two slots: 16 then 18 go out, 17 never.
         let seen = prec.wait_recvs(16);
-        answer(&p, wire::make_tid(a.hi_tid, 0), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
-        answer(&p, wire::make_tid(a.hi_tid, 1), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 0),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 1),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
         let more = prec.wait_recvs(18);
         sleep_ms(100);
         let tags = received_tags(&prec)?;
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(19);
         finish(&env, &[&rec, &prec], &[&a, &p])?;
         let ok_q = matches!(q, Some((Some(SendState::Queued), Ok(()))));
@@ -1349,23 +1423,48 @@ mod tests {
         let a = sa_agent(&env, &rec)?;
         let mut handles = KVec::new();
         // Send 0 times out quickly with one retry; 1..15 wait long; 16 and 17 are queued.
-        handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 0, B, 200, 1)?)?, GFP_KERNEL)?;
+        handles.push(
+            post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 0, B, 200, 1)?)?,
+            GFP_KERNEL,
+        )?;
         for tag in 1..18 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
+            handles.push(
+                post(request(
+                    &a,
+                    wire::IB_MGMT_CLASS_SUBN_ADM,
+                    tag,
+                    B,
+                    60_000,
+                    0,
+                )?)?,
+                GFP_KERNEL,
+            )?;
         }
         // 0 expires: it goes behind 17 in the backlog, and its freed slot takes 16.
-        let requeued = handles.first().is_some_and(|h| wait_state(&a, h, SendState::Queued));
+        let requeued = handles
+            .first()
+            .is_some_and(|h| wait_state(&a, h, SendState::Queued));
         let seen = prec.wait_recvs(17);
         // Free two more slots: 17, then the retry of 0.
-        answer(&p, wire::make_tid(a.hi_tid, 1), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
-        answer(&p, wire::make_tid(a.hi_tid, 2), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 1),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 2),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
         let more = prec.wait_recvs(19);
         let tags = received_tags(&prec)?;
         let done0 = rec.wait_until(|c| c.iter().any(|x| matches!(x, Call::Send { tag: 0, .. })));
         let sends = rec.sends()?;
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(18);
         finish(&env, &[&rec, &prec], &[&a, &p])?;
         assert!(requeued);
@@ -1398,13 +1497,14 @@ mod tests {
         )?;
         let mut handles = KVec::new();
         for tag in 0..1000 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_CM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
+            handles.push(
+                post(request(&a, wire::IB_MGMT_CLASS_CM, tag, B, 60_000, 0)?)?,
+                GFP_KERNEL,
+            )?;
         }
         let stats = a.stats();
         let limit = a.sol_fc_max;
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(1000);
         finish(&env, &[&rec], &[&a])?;
         assert_eq!(limit, 0);
@@ -1420,10 +1520,7 @@ mod tests {
         let (p, prec) = peer(&env, wire::IB_MGMT_CLASS_SUBN_ADM)?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
-        let mut handles = KVec::new();
-        for tag in 0..16 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
+        let handles = post_sa(&a, 0..16, 60_000)?;
         let q = post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 16, B, 300, 0)?)?;
         let queued = a.send_state(&q);
         // Queued for a while, far longer than its timeout.
@@ -1431,20 +1528,26 @@ mod tests {
         let still = a.send_state(&q);
         let seen = prec.wait_recvs(16);
         let start = Instant::<Monotonic>::now();
-        answer(&p, wire::make_tid(a.hi_tid, 0), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 0),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
         let done = rec.wait_until(|c| c.iter().any(|x| matches!(x, Call::Send { tag: 16, .. })));
         let waited = start.elapsed().as_millis();
         let sends = rec.sends()?;
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(17);
         finish(&env, &[&rec, &prec], &[&a, &p])?;
         assert_eq!(queued, Some(SendState::Queued));
         assert_eq!(still, Some(SendState::Queued));
         assert!(seen);
         assert!(done);
-        assert!(sends.iter().any(|s| *s == (16, WcStatus::RespTimeoutErr, 0)));
+        assert!(sends
+            .iter()
+            .any(|s| *s == (16, WcStatus::RespTimeoutErr, 0)));
         // The 300 ms wait started at its transmission, not at its post.
         assert!(waited >= 300);
         assert!(all);
@@ -1457,24 +1560,25 @@ mod tests {
         let (p, prec) = peer(&env, wire::IB_MGMT_CLASS_SUBN_ADM)?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
-        let mut handles = KVec::new();
-        for tag in 0..18 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
+        let handles = post_sa(&a, 0..18, 60_000)?;
         let seen = prec.wait_recvs(16);
         // B's answer passes; the dispatch of 16 that it triggers fails; 17 is tried next.
         env.fabric().set_knobs(|k| {
             k.pass_before_fail = 1;
             k.fail_posts = 1;
         });
-        answer(&p, wire::make_tid(a.hi_tid, 0), wire::IB_MGMT_CLASS_SUBN_ADM, 1, None)?;
+        answer(
+            &p,
+            wire::make_tid(a.hi_tid, 0),
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            1,
+            None,
+        )?;
         let two = rec.wait_sends(2);
         let got17 = prec.wait_recvs(17);
         let tags = received_tags(&prec)?;
         let sends = rec.sends()?;
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(18);
         finish(&env, &[&rec, &prec], &[&a, &p])?;
         assert!(seen);
@@ -1491,12 +1595,12 @@ mod tests {
         let env = Env::new()?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
-        let mut handles = KVec::new();
-        for tag in 0..16 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
+        let handles = post_sa(&a, 0..16, 60_000)?;
         let mut chain = KVec::new();
-        chain.push(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 16, B, 60_000, 0)?, GFP_KERNEL)?;
+        chain.push(
+            request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 16, B, 60_000, 0)?,
+            GFP_KERNEL,
+        )?;
         chain.push(request(&a, CLASS, 17, B, 0, 0)?, GFP_KERNEL)?;
         let sent_before = env.fabric().stats().transmitted;
         let r = Agent::post_chain(chain);
@@ -1511,9 +1615,7 @@ mod tests {
             }
             Err(_) => (false, 0, None),
         };
-        for h in handles.iter() {
-            let _ = h.cancel();
-        }
+        cancel_all(&handles);
         let all = rec.wait_sends(17);
         sleep_ms(50);
         let count = rec.send_count();
@@ -1544,13 +1646,19 @@ mod tests {
         let env = Env::new()?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
-        let mut handles = KVec::new();
-        for tag in 0..16 {
-            handles.push(post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
-        }
-        let w_ok = handles.first().is_some_and(|h| wait_state(&a, h, SendState::WaitResp));
+        let handles = post_sa(&a, 0..16, 60_000)?;
+        let w_ok = handles
+            .first()
+            .is_some_and(|h| wait_state(&a, h, SendState::WaitResp));
         // q: queued behind the full agent. s: in flight, its completion held.
-        let q = post(request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, 100, B, 60_000, 0)?)?;
+        let q = post(request(
+            &a,
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            100,
+            B,
+            60_000,
+            0,
+        )?)?;
         env.fabric().set_knobs(|k| k.hold = true);
         let s = post(request(&a, CLASS, 200, B, 60_000, 0)?)?;
         let states = (a.send_state(&q), a.send_state(&s));
@@ -1568,14 +1676,19 @@ mod tests {
         drop(handles);
         let _ = (q, s);
         assert!(w_ok);
-        assert_eq!(states, (Some(SendState::Queued), Some(SendState::SendStart)));
+        assert_eq!(
+            states,
+            (Some(SendState::Queued), Some(SendState::SendStart))
+        );
         assert!(flushed);
         assert_eq!(early, (17, false));
         assert!(returned);
         // All 18 flushes came before unregister returned.
-        let flushes = calls.iter().take_while(|c| !matches!(c, Call::Mark(1))).filter(|c| {
-            matches!(c, Call::Send { wc, .. } if wc.status == WcStatus::WrFlushErr)
-        }).count();
+        let flushes = calls
+            .iter()
+            .take_while(|c| !matches!(c, Call::Mark(1)))
+            .filter(|c| matches!(c, Call::Send { wc, .. } if wc.status == WcStatus::WrFlushErr))
+            .count();
         assert_eq!(flushes, 18);
         Ok(())
     }

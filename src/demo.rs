@@ -55,7 +55,11 @@ pub(crate) fn run() -> Result {
             // Nobody is registered for baseboard management: no answer ever comes.
             wire::IB_MGMT_CLASS_BM
         };
-        let timeout = if tag >= ANSWERED + UNANSWERED { 60_000 } else { 200 };
+        let timeout = if tag >= ANSWERED + UNANSWERED {
+            60_000
+        } else {
+            200
+        };
         let h = post(request(&requester, class, tag, 2, timeout, 2)?)?;
         if tag >= ANSWERED + UNANSWERED && h.cancel().is_ok() {
             cancel_ok += 1;
@@ -83,7 +87,11 @@ pub(crate) fn run() -> Result {
     pr_info!("rmad demo: answered on the first try:   {}\n", first_try);
     pr_info!("rmad demo: answered after a retry:      {}\n", retried);
     pr_info!("rmad demo: timed out after 2 retries:   {}\n", timed_out);
-    pr_info!("rmad demo: cancelled (WR_FLUSH_ERR):    {} ({} cancels returned 0)\n", flushed, cancel_ok);
+    pr_info!(
+        "rmad demo: cancelled (WR_FLUSH_ERR):    {} ({} cancels returned 0)\n",
+        flushed,
+        cancel_ok
+    );
     pr_info!("rmad demo: other statuses:              {}\n", other);
     let st = requester.stats();
     pr_info!(

@@ -170,7 +170,13 @@ impl Engine {
     }
 
     /// The agent registered for requests of this class and method on `port`.
-    fn agent_by_class(&self, port: u8, qp: QpType, hdr: &MadHdr, oui: [u8; 3]) -> Option<Arc<Agent>> {
+    fn agent_by_class(
+        &self,
+        port: u8,
+        qp: QpType,
+        hdr: &MadHdr,
+        oui: [u8; 3],
+    ) -> Option<Arc<Agent>> {
         let r = self.reg.lock();
         let m = u32::from(hdr.method);
         let route = r.routes.iter().find(|x| {
@@ -192,7 +198,11 @@ impl Engine {
         let Ok(hdr) = MadHdr::parse(&recv.mad) else {
             return;
         };
-        let qp = if recv.wc.dst_qp == 0 { QpType::Smi } else { QpType::Gsi };
+        let qp = if recv.wc.dst_qp == 0 {
+            QpType::Smi
+        } else {
+            QpType::Gsi
+        };
         if !mad_is_valid(&hdr, qp) {
             return;
         }
@@ -214,7 +224,8 @@ impl Engine {
 
 /// Whether a class is in vendor range 2 (registrations carry an OUI).
 fn is_vendor2(class: u8) -> bool {
-    (wire::IB_MGMT_CLASS_VENDOR_RANGE2_START..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END).contains(&class)
+    (wire::IB_MGMT_CLASS_VENDOR_RANGE2_START..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END)
+        .contains(&class)
 }
 
 /// The OUI of a vendor-range-2 MAD (bytes 37..40).

@@ -29,8 +29,7 @@ use crate::{
         SendWr,
         Transport, //
     },
-    wire,
-    wq,
+    wire, wq,
 };
 use kernel::{
     new_spinlock_irq,
@@ -215,14 +214,12 @@ impl Fabric {
         self.inner.lock().cq.len()
     }
 
-
     /// Lets the next `n` held events be processed.
     pub(crate) fn release(self: &Arc<Self>, n: usize) {
         let mut g = self.inner.lock();
         g.released = g.released.saturating_add(n);
         self.kick(&mut g);
     }
-
 
     /// Moves the oldest queued packet to the front of the completion queue, ahead of send
     /// completions queued before it; returns whether there was one.
@@ -238,7 +235,6 @@ impl Fabric {
         }
         true
     }
-
 
     /// Queues the processing work if there is something it may process.
     fn kick(self: &Arc<Self>, g: &mut FabricInner) {
@@ -367,10 +363,12 @@ impl Fabric {
             }
             g.stats.lost = g.stats.lost.saturating_add(1);
         } else if let Some((dst, base)) = Self::port_of_lid(&g.ports, wr.ah.dlid) {
-            let grh = wr
-                .ah
-                .grh
-                .map(|h| (port_gid(src_attr.lid, h.sgid_index).unwrap_or([0; 16]), h.dgid));
+            let grh = wr.ah.grh.map(|h| {
+                (
+                    port_gid(src_attr.lid, h.sgid_index).unwrap_or([0; 16]),
+                    h.dgid,
+                )
+            });
             let wc = RecvWc {
                 // `dst` < PORTS, so it fits.
                 port: u8::try_from(dst + 1).unwrap_or(0),

@@ -82,7 +82,11 @@ mod tests {
                 continue;
             };
             *c = c.saturating_add(1);
-            let want = if *was_cancelled { WcStatus::WrFlushErr } else { won };
+            let want = if *was_cancelled {
+                WcStatus::WrFlushErr
+            } else {
+                won
+            };
             agree &= *status == want;
         }
         let once = count.iter().all(|c| *c == 1);

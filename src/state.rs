@@ -312,9 +312,9 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
             .place(Place::Nowhere)
             .fc(fc, -1, 0)
             .complete(WcStatus::LocQpOpErr),
-        (EarlyResp | Canceled(SendCompletion), Event::BacklogDispatchFailed) => {
-            Outcome::to(Done).place(Place::Nowhere).complete(WcStatus::LocQpOpErr)
-        }
+        (EarlyResp | Canceled(SendCompletion), Event::BacklogDispatchFailed) => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .complete(WcStatus::LocQpOpErr),
 
         // T5/T6: the send completed. With a timeout the send waits for its response whatever
         // the completion status was (7.3 swallows the error, mad-spec.md §7.2 item 1).
@@ -324,7 +324,10 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
                     .place(Place::Waiting { ms: s.timeout_ms })
                     .fc(fc, -1, 1)
             } else {
-                Outcome::to(Done).place(Place::Nowhere).fc(fc, -1, 0).complete(st)
+                Outcome::to(Done)
+                    .place(Place::Nowhere)
+                    .fc(fc, -1, 0)
+                    .complete(st)
             }
         }
         // T8: the response came first; the send completion now reports its own status.
@@ -398,9 +401,9 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
             .complete(WcStatus::RespTimeoutErr),
 
         // T16–T19: cancel.
-        (SendStart, Event::Modify(0)) => Outcome::to(Canceled(SendCompletion))
-            .fc(fc, -1, 0)
-            .store(0),
+        (SendStart, Event::Modify(0)) => {
+            Outcome::to(Canceled(SendCompletion)).fc(fc, -1, 0).store(0)
+        }
         (EarlyResp, Event::Modify(0)) => Outcome::to(Canceled(SendCompletion)).store(0),
         (WaitResp, Event::Modify(0)) => Outcome::to(Canceled(TimeoutWork))
             .place(Place::CancelQueue)
@@ -447,7 +450,11 @@ pub(crate) fn is_solicited_fc(mgmt_class: u8, timeout_ms: u32, kernel_rmpp_activ
 
 /// The flow-control limit fixed at registration (mad-spec.md §1.3): 0 without a receive
 /// handler; otherwise by the registered class (`None` for a send-only registration).
-pub(crate) fn sol_fc_max(has_recv_handler: bool, reg_class: Option<u8>, recv_queue_size: u32) -> u32 {
+pub(crate) fn sol_fc_max(
+    has_recv_handler: bool,
+    reg_class: Option<u8>,
+    recv_queue_size: u32,
+) -> u32 {
     if !has_recv_handler {
         return 0;
     }

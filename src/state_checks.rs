@@ -75,21 +75,149 @@ use SendState::{Done as D, EarlyResp as E, Idle as I, Queued as Q, SendStart as 
 /// expired(backlog busy), retransmit-failed, cancel, modify(50), unregister, delivered.
 const TABLE: [[Cell; 15]; 8] = [
     // Idle
-    [Ok(S), Ok(Q), Err(X), Err(X), Err(X), Err(X), Err(X), Ok(I), Err(X), Err(X), Err(X), Err(N), Err(N), Err(X), Err(X)],
+    [
+        Ok(S),
+        Ok(Q),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(I),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(N),
+        Err(N),
+        Err(X),
+        Err(X),
+    ],
     // Queued
-    [Err(O), Err(O), Err(X), Ok(S), Err(X), Err(X), Err(X), Ok(D), Err(X), Err(X), Err(X), Ok(TW), Ok(Q), Ok(D), Err(X)],
+    [
+        Err(O),
+        Err(O),
+        Err(X),
+        Ok(S),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(D),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(TW),
+        Ok(Q),
+        Ok(D),
+        Err(X),
+    ],
     // SendStart
-    [Err(O), Err(O), Ok(I), Err(X), Ok(D), Ok(W), Ok(W), Ok(E), Err(X), Err(X), Ok(D), Ok(SC), Ok(S), Ok(SC), Err(X)],
+    [
+        Err(O),
+        Err(O),
+        Ok(I),
+        Err(X),
+        Ok(D),
+        Ok(W),
+        Ok(W),
+        Ok(E),
+        Err(X),
+        Err(X),
+        Ok(D),
+        Ok(SC),
+        Ok(S),
+        Ok(SC),
+        Err(X),
+    ],
     // WaitResp
-    [Err(O), Err(O), Err(X), Err(X), Err(X), Err(X), Err(X), Ok(D), Ok(S), Ok(Q), Err(X), Ok(TW), Ok(W), Ok(D), Err(X)],
+    [
+        Err(O),
+        Err(O),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(D),
+        Ok(S),
+        Ok(Q),
+        Err(X),
+        Ok(TW),
+        Ok(W),
+        Ok(D),
+        Err(X),
+    ],
     // EarlyResp
-    [Err(O), Err(O), Ok(I), Err(X), Ok(D), Ok(D), Ok(D), Ok(E), Err(X), Err(X), Err(X), Ok(SC), Ok(E), Ok(E), Err(X)],
+    [
+        Err(O),
+        Err(O),
+        Ok(I),
+        Err(X),
+        Ok(D),
+        Ok(D),
+        Ok(D),
+        Ok(E),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(SC),
+        Ok(E),
+        Ok(E),
+        Err(X),
+    ],
     // Canceled, waiting for the send completion
-    [Err(O), Err(O), Ok(I), Err(X), Ok(D), Ok(D), Ok(D), Ok(SC), Err(X), Err(X), Err(X), Err(N), Err(N), Ok(SC), Err(X)],
+    [
+        Err(O),
+        Err(O),
+        Ok(I),
+        Err(X),
+        Ok(D),
+        Ok(D),
+        Ok(D),
+        Ok(SC),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(N),
+        Err(N),
+        Ok(SC),
+        Err(X),
+    ],
     // Canceled, waiting for the timeout work
-    [Err(O), Err(O), Err(X), Err(X), Err(X), Err(X), Err(X), Ok(TW), Ok(D), Ok(D), Err(X), Err(N), Err(N), Ok(D), Err(X)],
+    [
+        Err(O),
+        Err(O),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(TW),
+        Ok(D),
+        Ok(D),
+        Err(X),
+        Err(N),
+        Err(N),
+        Ok(D),
+        Err(X),
+    ],
     // Done
-    [Err(O), Err(O), Err(X), Err(X), Err(X), Err(X), Err(X), Ok(D), Err(X), Err(X), Err(X), Err(N), Err(N), Ok(D), Ok(I)],
+    [
+        Err(O),
+        Err(O),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(X),
+        Ok(D),
+        Err(X),
+        Err(X),
+        Err(X),
+        Err(N),
+        Err(N),
+        Ok(D),
+        Ok(I),
+    ],
 ];
 
 /// Facts of the table's send in `state`.
@@ -121,30 +249,94 @@ pub(crate) fn handler_statuses() -> CheckResult {
     // (facts, event, expected send-handler status, expected receive action)
     let rows: [(SendFacts, Event, Option<WcStatus>, Recv); 16] = [
         // T6: no timeout, the transport's status is reported, even an error (scenario 60).
-        (SendFacts { timeout_ms: 0, fc: false, ..facts(S) }, Event::SendCompleted(err4), Some(err4), Recv::None),
+        (
+            SendFacts {
+                timeout_ms: 0,
+                fc: false,
+                ..facts(S)
+            },
+            Event::SendCompleted(err4),
+            Some(err4),
+            Recv::None,
+        ),
         // T5: with a timeout the error is swallowed: the send waits (7.3, scenario 60).
         (facts(S), Event::SendCompleted(err4), None, Recv::None),
         // T8: after an early response the completion's own status.
         (facts(E), Event::SendCompleted(err4), Some(err4), Recv::None),
         // T20: a cancelled send reports the flush even when the transport succeeded.
-        (facts(SC), Event::SendCompleted(WcStatus::Success), Some(WcStatus::WrFlushErr), Recv::None),
+        (
+            facts(SC),
+            Event::SendCompleted(WcStatus::Success),
+            Some(WcStatus::WrFlushErr),
+            Recv::None,
+        ),
         // T7, T9, T10.
         (facts(S), Event::Response, None, Recv::Deliver),
-        (facts(W), Event::Response, Some(WcStatus::Success), Recv::Deliver),
-        (facts(Q), Event::Response, Some(WcStatus::Success), Recv::Deliver),
+        (
+            facts(W),
+            Event::Response,
+            Some(WcStatus::Success),
+            Recv::Deliver,
+        ),
+        (
+            facts(Q),
+            Event::Response,
+            Some(WcStatus::Success),
+            Recv::Deliver,
+        ),
         // No response expected: no match.
-        (SendFacts { timeout_ms: 0, ..facts(S) }, Event::Response, None, Recv::Drop),
+        (
+            SendFacts {
+                timeout_ms: 0,
+                ..facts(S)
+            },
+            Event::Response,
+            None,
+            Recv::Drop,
+        ),
         // T22 and duplicates.
         (facts(SC), Event::Response, None, Recv::Drop),
         (facts(TW), Event::Response, None, Recv::Drop),
         (facts(E), Event::Response, None, Recv::Drop),
         // T13: no retries left.
-        (SendFacts { retries_left: 0, ..facts(W) }, Event::Expired { backlog_empty: true }, Some(WcStatus::RespTimeoutErr), Recv::None),
+        (
+            SendFacts {
+                retries_left: 0,
+                ..facts(W)
+            },
+            Event::Expired {
+                backlog_empty: true,
+            },
+            Some(WcStatus::RespTimeoutErr),
+            Recv::None,
+        ),
         // T21, T25, backlog failure, retransmission failure.
-        (facts(TW), Event::Expired { backlog_empty: false }, Some(WcStatus::WrFlushErr), Recv::None),
-        (facts(W), Event::Unregister, Some(WcStatus::WrFlushErr), Recv::None),
-        (facts(SC), Event::BacklogDispatchFailed, Some(WcStatus::LocQpOpErr), Recv::None),
-        (facts(S), Event::RetransmitFailed, Some(WcStatus::RespTimeoutErr), Recv::None),
+        (
+            facts(TW),
+            Event::Expired {
+                backlog_empty: false,
+            },
+            Some(WcStatus::WrFlushErr),
+            Recv::None,
+        ),
+        (
+            facts(W),
+            Event::Unregister,
+            Some(WcStatus::WrFlushErr),
+            Recv::None,
+        ),
+        (
+            facts(SC),
+            Event::BacklogDispatchFailed,
+            Some(WcStatus::LocQpOpErr),
+            Recv::None,
+        ),
+        (
+            facts(S),
+            Event::RetransmitFailed,
+            Some(WcStatus::RespTimeoutErr),
+            Recv::None,
+        ),
     ];
     for (i, (f, ev, status, recv)) in rows.iter().enumerate() {
         let o = step(*f, *ev);
@@ -152,18 +344,38 @@ pub(crate) fn handler_statuses() -> CheckResult {
         ensure!(C, i, o.map(|o| o.recv) == Ok(*recv));
     }
     // A retry with the backlog in use goes to the backlog only for flow-controlled sends.
-    let not_fc = SendFacts { fc: false, ..facts(W) };
-    let o = step(not_fc, Event::Expired { backlog_empty: false });
-    ensure!(C, 100, o.map(|o| (o.next, o.transmit, o.retry)) == Ok((S, true, true)));
+    let not_fc = SendFacts {
+        fc: false,
+        ..facts(W)
+    };
+    let o = step(
+        not_fc,
+        Event::Expired {
+            backlog_empty: false,
+        },
+    );
+    ensure!(
+        C,
+        100,
+        o.map(|o| (o.next, o.transmit, o.retry)) == Ok((S, true, true))
+    );
     // Cancel and modify store the new timeout; modify of a waiting send re-sorts it.
-    ensure!(C, 101, step(facts(W), Event::Modify(0)).map(|o| o.store_timeout) == Ok(Some(0)));
+    ensure!(
+        C,
+        101,
+        step(facts(W), Event::Modify(0)).map(|o| o.store_timeout) == Ok(Some(0))
+    );
     ensure!(
         C,
         102,
         step(facts(W), Event::Modify(70)).map(|o| (o.store_timeout, o.place))
             == Ok((Some(70), Place::Waiting { ms: 70 }))
     );
-    ensure!(C, 103, step(facts(Q), Event::Modify(0)).map(|o| o.place) == Ok(Place::CancelQueue));
+    ensure!(
+        C,
+        103,
+        step(facts(Q), Event::Modify(0)).map(|o| o.place) == Ok(Place::CancelQueue)
+    );
     Ok(())
 }
 
@@ -189,8 +401,15 @@ pub(crate) fn flow_control_rules() -> CheckResult {
         (true, 1, 1, true, Q),
     ];
     for (i, (fc, limit, in_use, empty, want)) in rows.iter().enumerate() {
-        let f = SendFacts { fc: *fc, ..facts(I) };
-        ensure!(C, i, step(f, adm(*limit, *in_use, *empty)).map(|o| o.next) == Ok(*want));
+        let f = SendFacts {
+            fc: *fc,
+            ..facts(I)
+        };
+        ensure!(
+            C,
+            i,
+            step(f, adm(*limit, *in_use, *empty)).map(|o| o.next) == Ok(*want)
+        );
     }
     // (class, timeout, kernel-RMPP active, FC?)
     let classes: [(u8, u32, bool, bool); 8] = [
@@ -220,8 +439,16 @@ pub(crate) fn flow_control_rules() -> CheckResult {
     for (i, (rh, class, q, want)) in limits.iter().enumerate() {
         ensure!(C, 20 + i, sol_fc_max(*rh, *class, *q) == *want);
     }
-    ensure!(C, 30, WcStatus::from_code(WcStatus::RespTimeoutErr.code()) == WcStatus::RespTimeoutErr);
-    ensure!(C, 31, WcStatus::from_code(12) == WcStatus::Other(12) && WcStatus::Other(12).code() == 12);
+    ensure!(
+        C,
+        30,
+        WcStatus::from_code(WcStatus::RespTimeoutErr.code()) == WcStatus::RespTimeoutErr
+    );
+    ensure!(
+        C,
+        31,
+        WcStatus::from_code(12) == WcStatus::Other(12) && WcStatus::Other(12).code() == 12
+    );
     Ok(())
 }
 
@@ -260,7 +487,11 @@ pub(crate) fn random_walks() -> CheckResult {
         let mut sends = [facts(I); SENDS];
         for s in sends.iter_mut() {
             s.fc = rng.below(2) == 0;
-            s.timeout_ms = if s.fc { 100 } else { u32::try_from(rng.below(2)).unwrap_or(0) * 100 };
+            s.timeout_ms = if s.fc {
+                100
+            } else {
+                u32::try_from(rng.below(2)).unwrap_or(0) * 100
+            };
         }
         // Per send: posts that succeeded, and send-handler calls.
         let mut posts = [0u32; SENDS];

@@ -42,8 +42,7 @@ use crate::{
     },
 };
 use kernel::{
-    new_condvar,
-    new_spinlock,
+    new_condvar, new_spinlock,
     prelude::*,
     sync::{
         Arc,
@@ -281,7 +280,11 @@ impl SendHandler for Recorder {
         let probe = self.calls.lock().probe.clone();
         if let Some(f) = probe {
             let n = f.stats().transmitted;
-            let _ = self.calls.lock().probed.push((buf.context()[0], n), GFP_ATOMIC);
+            let _ = self
+                .calls
+                .lock()
+                .probed
+                .push((buf.context()[0], n), GFP_ATOMIC);
         }
         if self.behaviour.touch_agent {
             // Deadlocks if the engine called us with the agent's lock held.

@@ -10,11 +10,11 @@
 //! The loopback fabric ([`crate::loopback`]) is the embedded transport.
 
 use crate::{
+    send::Address,
     send::{
         Gid,
         SendRecord, //
     },
-    send::Address,
 };
 use kernel::{
     prelude::*,

@@ -150,7 +150,8 @@ fn at_least(buf: &[u8], need: usize) -> Result<&[u8], WireError> {
 /// Mutable variant of [`at_least`].
 fn at_least_mut(buf: &mut [u8], need: usize) -> Result<&mut [u8], WireError> {
     let have = buf.len();
-    buf.get_mut(..need).ok_or(WireError::TooShort { need, have })
+    buf.get_mut(..need)
+        .ok_or(WireError::TooShort { need, have })
 }
 
 /// Copies the `N` bytes at `off` out of `buf`.

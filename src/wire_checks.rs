@@ -27,7 +27,11 @@ pub(crate) fn constants() -> CheckResult {
         ensure!(C, i, a == b);
     }
     ensure!(C, 6, OPA_MGMT_MAD_SIZE == 2048);
-    ensure!(C, 7, IB_QP1_QKEY == 0x8001_0000 && IB_QP_SET_QKEY == 0x8000_0000);
+    ensure!(
+        C,
+        7,
+        IB_QP1_QKEY == 0x8001_0000 && IB_QP_SET_QKEY == 0x8000_0000
+    );
     Ok(())
 }
 
@@ -59,7 +63,11 @@ pub(crate) fn header_layout() -> CheckResult {
     // Bytes past the header are untouched.
     ensure!(C, 24, buf.get(24..) == Some(&[0xEE; 6][..]));
     ensure!(C, 25, MadHdr::parse(&buf) == Ok(hdr));
-    ensure!(C, 26, make_tid(0x00AB_CDEF, 0x1234_5678) == 0x00AB_CDEF_1234_5678);
+    ensure!(
+        C,
+        26,
+        make_tid(0x00AB_CDEF, 0x1234_5678) == 0x00AB_CDEF_1234_5678
+    );
     ensure!(C, 27, tid_hi(0x00AB_CDEF_1234_5678) == 0x00AB_CDEF);
     Ok(())
 }
@@ -73,17 +81,37 @@ pub(crate) fn short_buffers() -> CheckResult {
     }
     let b = [0u8; 23];
     ensure!(C, 0, MadHdr::parse(&b) == too_short(24, 23));
-    ensure!(C, 1, MadHdr::default().write(&mut [0u8; 23]) == too_short(24, 23));
+    ensure!(
+        C,
+        1,
+        MadHdr::default().write(&mut [0u8; 23]) == too_short(24, 23)
+    );
     ensure!(C, 2, ib_response_mad(&b) == too_short(24, 23));
     ensure!(C, 3, ib_get_cpi_resp_time(&[0u8; 7]) == too_short(8, 7));
     ensure!(C, 4, ib_get_cpi_capmask2(&[0u8; 7]) == too_short(8, 7));
     ensure!(C, 5, opa_get_cpi_capmask2(&[]) == too_short(8, 0));
-    ensure!(C, 6, ib_set_cpi_resp_time(&mut [0u8; 7], 1) == too_short(8, 7));
-    ensure!(C, 7, ib_set_cpi_capmask2(&mut [0u8; 7], 1) == too_short(8, 7));
+    ensure!(
+        C,
+        6,
+        ib_set_cpi_resp_time(&mut [0u8; 7], 1) == too_short(8, 7)
+    );
+    ensure!(
+        C,
+        7,
+        ib_set_cpi_capmask2(&mut [0u8; 7], 1) == too_short(8, 7)
+    );
     ensure!(C, 8, ib_get_rmpp_resptime(&[0u8; 2]) == too_short(3, 2));
     ensure!(C, 9, ib_get_rmpp_flags(&[0u8; 2]) == too_short(3, 2));
-    ensure!(C, 10, ib_set_rmpp_resptime(&mut [0u8; 2], 1) == too_short(3, 2));
-    ensure!(C, 11, ib_set_rmpp_flags(&mut [0u8; 2], 1) == too_short(3, 2));
+    ensure!(
+        C,
+        10,
+        ib_set_rmpp_resptime(&mut [0u8; 2], 1) == too_short(3, 2)
+    );
+    ensure!(
+        C,
+        11,
+        ib_set_rmpp_flags(&mut [0u8; 2], 1) == too_short(3, 2)
+    );
     ensure!(C, 12, rmpp_hdr(&[0u8; 35]) == too_short(36, 35));
     ensure!(C, 13, rmpp_hdr(&[0u8; 36]).map(<[u8]>::len) == Ok(12));
     Ok(())
@@ -110,7 +138,11 @@ pub(crate) fn response_mad() -> CheckResult {
     // Every method byte for class 0x04: a response iff bit 7 is set or it is TRAP_REPRESS.
     for m in 0..=u8::MAX {
         let want = m >= 0x80 || m == 0x07;
-        ensure!(C, usize::from(m), ib_response_mad(&mad_with(0x04, m, 0)) == Ok(want));
+        ensure!(
+            C,
+            usize::from(m),
+            ib_response_mad(&mad_with(0x04, m, 0)) == Ok(want)
+        );
     }
     // (class, method, attr_mod, response?)
     let rows: [(u8, u8, u32, bool); 12] = [
@@ -243,7 +275,11 @@ pub(crate) fn rmpp_fields() -> CheckResult {
         (0x00, IB_MGMT_RMPP_FLAG_ACTIVE, 0x01),
         (0xF8, 0xFF, 0xFF),
         (0xFF, 0, 0xF8),
-        (0x10, IB_MGMT_RMPP_FLAG_FIRST | IB_MGMT_RMPP_FLAG_LAST | 0x08, 0x16),
+        (
+            0x10,
+            IB_MGMT_RMPP_FLAG_FIRST | IB_MGMT_RMPP_FLAG_LAST | 0x08,
+            0x16,
+        ),
     ];
     for (i, (old, fl, new)) in set_fl.iter().enumerate() {
         let mut rmpp = [9, 9, *old, 9];

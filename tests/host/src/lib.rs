@@ -29,7 +29,10 @@ mod wire_tests {
     /// Runs one shared check and reports the failing row by name.
     fn run(check: fn() -> crate::check::CheckResult) {
         if let Err(f) = check() {
-            panic!("{} failed at case {} ({}:{})", f.check, f.case, f.file, f.line);
+            panic!(
+                "{} failed at case {} ({}:{})",
+                f.check, f.case, f.file, f.line
+            );
         }
     }
 
@@ -89,7 +92,10 @@ mod state_tests {
     /// Runs one shared check and reports the failing row by name.
     fn run(check: fn() -> crate::check::CheckResult) {
         if let Err(f) = check() {
-            panic!("{} failed at case {} ({}:{})", f.check, f.case, f.file, f.line);
+            panic!(
+                "{} failed at case {} ({}:{})",
+                f.check, f.case, f.file, f.line
+            );
         }
     }
 
