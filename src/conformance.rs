@@ -1647,9 +1647,10 @@ mod tests {
         let rec = Recorder::new(Behaviour::default())?;
         let a = sa_agent(&env, &rec)?;
         let handles = post_sa(&a, 0..16, 60_000)?;
+        // Every w must be waiting before the fabric holds completions.
         let w_ok = handles
-            .first()
-            .is_some_and(|h| wait_state(&a, h, SendState::WaitResp));
+            .iter()
+            .all(|h| wait_state(&a, h, SendState::WaitResp));
         // q: queued behind the full agent. s: in flight, its completion held.
         let q = post(request(
             &a,
