@@ -509,8 +509,10 @@ impl Agent {
         mad.resize(mad_size, 0, gfp)?;
         if rmpp_active {
             if let Ok(r) = wire::rmpp_hdr_mut(&mut mad) {
-                if let Some(b) = r.get_mut(0..2) {
-                    b.copy_from_slice(&[self.rmpp_version, wire::IB_MGMT_RMPP_TYPE_DATA]);
+                // RMPP version and type DATA; the header is at least 12 bytes long.
+                if let [version, kind, ..] = r {
+                    *version = self.rmpp_version;
+                    *kind = wire::IB_MGMT_RMPP_TYPE_DATA;
                 }
                 let _ = wire::ib_set_rmpp_flags(r, wire::IB_MGMT_RMPP_FLAG_ACTIVE);
             }
@@ -605,7 +607,7 @@ impl Agent {
         let Some(slot) = st.body.as_mut().and_then(|b| b.qslot.take()) else {
             // Only reachable if the invariant is broken; keep the send findable by failing
             // loudly rather than losing it.
-            pr_err!("rmad: send has no queue node\n");
+            pr_err!("send has no queue node\n");
             return;
         };
         g.queues.insert(slot.into_node(key, rec.clone()));
@@ -929,7 +931,7 @@ impl Agent {
             Ok(Some(gen)) => Ok(SendHandle { rec, gen }),
             // The body is always recovered above; this arm only keeps the types honest.
             Ok(None) => {
-                pr_err!("rmad: failed post lost its buffer\n");
+                pr_err!("failed post lost its buffer\n");
                 Ok(SendHandle { rec, gen: 0 })
             }
             Err((err, body)) => fail(err, SendBuf { rec, body }),
@@ -974,7 +976,7 @@ impl Agent {
                     }
                 }
                 Err(_) => pr_warn!(
-                    "rmad: send completion for a send in state {:?}\n",
+                    "send completion for a send in state {:?}\n",
                     st.facts.state
                 ),
             }
@@ -1223,7 +1225,7 @@ impl Agent {
             let mut g = self.inner.lock();
             if g.handler_task == me {
                 drop(g);
-                pr_warn!("rmad: unregister called from a handler of the same agent\n");
+                pr_warn!("unregister called from a handler of the same agent\n");
                 return Err(EDEADLK);
             }
             if g.dead {

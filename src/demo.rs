@@ -29,13 +29,13 @@ const LOST: u32 = 6;
 
 /// Runs the demonstration and prints its report.
 pub(crate) fn run() -> Result {
-    pr_info!("rmad demo: loopback fabric with 2 ports; requester on port 1, responder on port 2\n");
+    pr_info!("demo: loopback fabric with 2 ports; requester on port 1, responder on port 2\n");
     let env = Env::new()?;
     let (responder, rrec) = env.responder(2, wire::IB_MGMT_CLASS_PERF_MGMT)?;
     let rec = Recorder::new(Behaviour::default())?;
     let requester = env.agent(1, &rec, None)?;
     pr_info!(
-        "rmad demo: requester hi_tid {:#x}, responder hi_tid {:#x}\n",
+        "demo: requester hi_tid {:#x}, responder hi_tid {:#x}\n",
         requester.hi_tid,
         responder.hi_tid
     );
@@ -43,7 +43,7 @@ pub(crate) fn run() -> Result {
 
     let total = ANSWERED + UNANSWERED + CANCELLED;
     pr_info!(
-        "rmad demo: posting {} requests (timeout 200 ms, 2 retries); the fabric loses {} responses\n",
+        "demo: posting {} requests (timeout 200 ms, 2 retries); the fabric loses {} responses\n",
         total,
         LOST
     );
@@ -84,18 +84,18 @@ pub(crate) fn run() -> Result {
         }
     }
     let once = per_tag.iter().all(|c| *c == 1);
-    pr_info!("rmad demo: answered on the first try:   {}\n", first_try);
-    pr_info!("rmad demo: answered after a retry:      {}\n", retried);
-    pr_info!("rmad demo: timed out after 2 retries:   {}\n", timed_out);
+    pr_info!("demo: answered on the first try:   {}\n", first_try);
+    pr_info!("demo: answered after a retry:      {}\n", retried);
+    pr_info!("demo: timed out after 2 retries:   {}\n", timed_out);
     pr_info!(
-        "rmad demo: cancelled (WR_FLUSH_ERR):    {} ({} cancels returned 0)\n",
+        "demo: cancelled (WR_FLUSH_ERR):    {} ({} cancels returned 0)\n",
         flushed,
         cancel_ok
     );
-    pr_info!("rmad demo: other statuses:              {}\n", other);
+    pr_info!("demo: other statuses:              {}\n", other);
     let st = requester.stats();
     pr_info!(
-        "rmad demo: requester counters: posted {} transmitted {} retried {} responses {} timed_out {} cancelled {}\n",
+        "demo: requester counters: posted {} transmitted {} retried {} responses {} timed_out {} cancelled {}\n",
         st.posted,
         st.transmitted,
         st.retried,
@@ -109,7 +109,7 @@ pub(crate) fn run() -> Result {
         "NO"
     };
     pr_info!(
-        "rmad demo: {} sends, {} send-handler calls, every send completed exactly once: {}\n",
+        "demo: {} sends, {} send-handler calls, every send completed exactly once: {}\n",
         total,
         sends.len(),
         verdict
@@ -118,6 +118,6 @@ pub(crate) fn run() -> Result {
     drop(rrec.take_kept());
     requester.unregister()?;
     responder.unregister()?;
-    pr_info!("rmad demo: agents unregistered; done\n");
+    pr_info!("demo: agents unregistered; done\n");
     Ok(())
 }

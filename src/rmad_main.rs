@@ -51,9 +51,9 @@ struct Rmad;
 
 impl kernel::Module for Rmad {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("rmad: InfiniBand MAD agents in Rust, loaded\n");
+        pr_info!("InfiniBand MAD agents in Rust, loaded\n");
         for d in wire::self_description() {
-            pr_info!("rmad: wire {}({}) = {:#x}\n", d.name, d.input, d.output);
+            pr_info!("wire {}({}) = {:#x}\n", d.name, d.input, d.output);
         }
         if module_parameters::demo.value() {
             demo::run()?;
@@ -64,6 +64,6 @@ impl kernel::Module for Rmad {
 
 impl Drop for Rmad {
     fn drop(&mut self) {
-        pr_info!("rmad: unloaded\n");
+        pr_info!("unloaded\n");
     }
 }

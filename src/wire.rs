@@ -169,9 +169,13 @@ fn field<const N: usize>(buf: &[u8], off: usize) -> Result<[u8; N], WireError> {
 fn set_field(buf: &mut [u8], off: usize, bytes: &[u8]) -> Result<(), WireError> {
     let end = off.saturating_add(bytes.len());
     let have = buf.len();
-    buf.get_mut(off..end)
-        .ok_or(WireError::TooShort { need: end, have })?
-        .copy_from_slice(bytes);
+    let dst = buf
+        .get_mut(off..end)
+        .ok_or(WireError::TooShort { need: end, have })?;
+    // Element-wise, so that no length-mismatch panic path is compiled in.
+    for (d, s) in dst.iter_mut().zip(bytes) {
+        *d = *s;
+    }
     Ok(())
 }
 
