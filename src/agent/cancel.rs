@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The cancel path: `ib_modify_mad` and `ib_cancel_mad` through a handle (mad-spec.md §1.7).
+//!
+//! O(1): the handle names the send's record directly, the post generation tells a stale
+//! handle apart, and the state machine decides; nothing is allocated, nothing sleeps, and no
+//! handler is called.
+
+use super::*;
+
+impl Agent {
+    /// `ib_modify_mad` through a handle (0 cancels).
+    pub(crate) fn modify(self: &Arc<Self>, h: &SendHandle, timeout_ms: i32) -> Result {
+        let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
+        let mut g = self.inner.lock();
+        Self::with_state(&mut g, &h.rec, |g, st| {
+            if st.gen != h.gen {
+                return Err(EINVAL);
+            }
+            self.apply(g, &h.rec, st, Event::Modify(t))
+                .map(|_| ())
+                .map_err(|_| EINVAL)
+        })
+    }
+}

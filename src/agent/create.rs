@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Creating send buffers: `ib_create_send_mad`'s size rules and validation (mad-spec.md §1.5).
+
+use super::*;
+
+impl Agent {
+    /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
+    /// validation of mad-spec.md §1.5; every case the C layer leaves undefined is `EINVAL`.
+    /// Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_send(
+        self: &Arc<Self>,
+        remote_qpn: u32,
+        pkey_index: u16,
+        rmpp_active: bool,
+        hdr_len: i32,
+        data_len: i32,
+        gfp: Flags,
+        base_version: u8,
+    ) -> Result<SendBuf> {
+        // Only OPA ports use 2048-byte MADs; rmad's ports are InfiniBand ports.
+        let _ = base_version;
+        let mad_size = wire::IB_MGMT_MAD_SIZE;
+        let hdr = usize::try_from(hdr_len).map_err(|_| EINVAL)?;
+        let data = usize::try_from(data_len).map_err(|_| EINVAL)?;
+        if hdr > mad_size
+            || (rmpp_active && hdr < wire::IB_MGMT_RMPP_HDR)
+            || (!rmpp_active && hdr < wire::IB_MGMT_MAD_HDR)
+            || (rmpp_active && hdr == mad_size && data > 0)
+        {
+            return Err(EINVAL);
+        }
+        let seg_size = mad_size - hdr;
+        let pad = if data != 0 && seg_size != 0 {
+            match seg_size - data % seg_size {
+                p if p == seg_size => 0,
+                p => p,
+            }
+        } else {
+            seg_size
+        };
+        let message_size = hdr
+            .checked_add(data)
+            .and_then(|v| v.checked_add(pad))
+            .ok_or(EINVAL)?;
+        if self.kernel_rmpp() {
+            if !rmpp_active && message_size > mad_size {
+                return Err(EINVAL);
+            }
+        } else if rmpp_active || message_size > mad_size {
+            return Err(EINVAL);
+        }
+        let (seg_count, segments) = if rmpp_active {
+            let count = (message_size - hdr).div_ceil(seg_size.max(1));
+            let bytes = count.checked_mul(seg_size).ok_or(EINVAL)?;
+            let mut v = KVec::with_capacity(bytes, gfp)?;
+            v.resize(bytes, 0, gfp)?;
+            (count, v)
+        } else {
+            (0, KVec::new())
+        };
+        let mut mad = KVec::with_capacity(mad_size, gfp)?;
+        mad.resize(mad_size, 0, gfp)?;
+        if rmpp_active {
+            if let Ok(r) = wire::rmpp_hdr_mut(&mut mad) {
+                // RMPP version and type DATA; the header is at least 12 bytes long.
+                if let [version, kind, ..] = r {
+                    *version = self.rmpp_version;
+                    *kind = wire::IB_MGMT_RMPP_TYPE_DATA;
+                }
+                let _ = wire::ib_set_rmpp_flags(r, wire::IB_MGMT_RMPP_FLAG_ACTIVE);
+            }
+        }
+        let qslot = RBTreeNodeReservation::new(gfp)?;
+        let tslot = RBTreeNodeReservation::new(gfp)?;
+        let rec = Arc::new(
+            SendRecord {
+                agent: self.clone(),
+                state: LockedBy::new(&self.inner, RecordState::default()),
+            },
+            gfp,
+        )?;
+        // Count the buffer last, once nothing can fail.
+        let token = {
+            let mut g = self.inner.lock();
+            if g.dead {
+                return Err(ESHUTDOWN);
+            }
+            g.buffers = g.buffers.saturating_add(1);
+            BufToken(self.clone())
+        };
+        let body = KBox::new(
+            SendBody {
+                mad,
+                segments,
+                hdr_len: hdr,
+                data_len: data,
+                seg_count,
+                seg_size: if rmpp_active { seg_size } else { 0 },
+                remote_qpn,
+                pkey_index,
+                timeout_ms: 0,
+                retries: 0,
+                ah: None,
+                context: [0; 2],
+                qslot: Some(qslot),
+                tslot: Some(tslot),
+                _token: token,
+            },
+            gfp,
+        )?;
+        Ok(SendBuf { rec, body })
+    }
+}

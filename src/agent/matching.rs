@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Received MADs: response matching (`ib_find_send_mad`, mad-spec.md §4) and the receive
+//! handler, followed by the send handler for a matched response.
+
+use super::*;
+
+impl Agent {
+    /// Whether a received response passes the address check against a send
+    /// (`rcv_has_same_gid`, mad-spec.md §4).
+    pub(super) fn same_address(&self, st: &RecordState, hdr: &MadHdr, recv: &RecvMad) -> bool {
+        if hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE {
+            return true;
+        }
+        let Some(ah) = st.ah else {
+            return false;
+        };
+        let wc = &recv.wc;
+        if st.is_response == hdr.is_response() || ah.grh.is_some() != wc.grh.is_some() {
+            return false;
+        }
+        if !st.is_response {
+            // Sent a request, received a response: it must have come back to our own LID.
+            match (ah.grh, wc.grh) {
+                (Some(g), Some((_, dgid))) => {
+                    self.transport.gid(self.port, g.sgid_index) == Some(dgid)
+                }
+                _ => {
+                    let lmc = self.port_attr.lmc;
+                    let mask = u8::try_from((1u16 << lmc.min(7)) - 1).unwrap_or(0x7f);
+                    lmc == 0 || (ah.src_path_bits & mask) == (wc.dlid_path_bits & mask)
+                }
+            }
+        } else {
+            // Sent a response, received a request: it must come from where we sent.
+            match (ah.grh, wc.grh) {
+                (Some(g), Some((sgid, _))) => g.dgid == sgid,
+                _ => ah.dlid == wc.slid,
+            }
+        }
+    }
+
+    /// Finds the send a response matches (`ib_find_send_mad`, mad-spec.md §4): among the
+    /// sends with its TID and class, the first in the C layer's list order (wait list with
+    /// cancelled sends at its head, then the backlog, then the send list) that passes the
+    /// address check. Sends on the send list qualify only while they expect a response. Costs
+    /// O(log n) plus the number of sends sharing the TID and class.
+    pub(super) fn find_send(
+        &self,
+        g: &AgentInner,
+        hdr: &MadHdr,
+        recv: &RecvMad,
+    ) -> Option<Arc<SendRecord>> {
+        let mut best: Option<(QKey, Arc<SendRecord>)> = None;
+        let mut bound = (hdr.tid, hdr.mgmt_class, 0);
+        while let Some(c) = g.tids.cursor_lower_bound(&bound) {
+            let (k, rec) = c.current();
+            if k.0 != hdr.tid || k.1 != hdr.mgmt_class {
+                break;
+            }
+            bound = (k.0, k.1, k.2.saturating_add(1));
+            let st = rec.state.access(g);
+            let listed = match st.facts.state {
+                SendState::SendStart => st.facts.timeout_ms != 0,
+                SendState::WaitResp | SendState::Queued => true,
+                SendState::Canceled(CancelWait::TimeoutWork) => true,
+                _ => false,
+            };
+            if let Some(q) = st.qkey {
+                if listed
+                    && best.as_ref().is_none_or(|(b, _)| q < *b)
+                    && self.same_address(st, hdr, recv)
+                {
+                    best = Some((q, rec.clone()));
+                }
+            }
+            if k.2 == u64::MAX {
+                break;
+            }
+        }
+        best.map(|(_, r)| r)
+    }
+
+    /// Handles a MAD routed to this agent by the engine.
+    pub(crate) fn receive(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad) {
+        let Some(rh) = self.recv_handler.clone() else {
+            return;
+        };
+        if !hdr.is_response() {
+            {
+                let mut g = self.inner.lock();
+                if g.dead {
+                    return;
+                }
+                g.in_recv = g.in_recv.saturating_add(1);
+            }
+            rh.recv(self, None, recv);
+            self.recv_done();
+            return;
+        }
+
+        let (handle, inline) = {
+            let mut g = self.inner.lock();
+            if g.dead {
+                return;
+            }
+            let Some(rec) = self.find_send(&g, hdr, &recv) else {
+                g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                return;
+            };
+            let r = Self::with_state(&mut g, &rec, |g, st| {
+                let was = st.facts.state;
+                let o = self.apply(g, &rec, st, Event::Response).ok()?;
+                if o.frees_fc_slot {
+                    // The backlog moves before this send's handler runs (mad-spec.md §3.3).
+                    self.dispatch_backlog(g);
+                }
+                if o.recv != Recv::Deliver {
+                    return None;
+                }
+                if was == SendState::SendStart {
+                    g.stats.early_responses = g.stats.early_responses.saturating_add(1);
+                }
+                g.stats.responses = g.stats.responses.saturating_add(1);
+                Some((st.gen, o.complete.is_some()))
+            });
+            let Some((gen, inline)) = r else {
+                g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                return;
+            };
+            g.in_recv = g.in_recv.saturating_add(1);
+            (SendHandle { rec, gen }, inline)
+        };
+        rh.recv(self, Some(&handle), recv);
+        if inline {
+            // "Response before request": the send handler follows in this thread.
+            self.deliver_one(&handle.rec);
+        }
+        self.recv_done();
+    }
+
+    /// A receive handler returned.
+    pub(super) fn recv_done(&self) {
+        let mut g = self.inner.lock();
+        g.in_recv = g.in_recv.saturating_sub(1);
+        if g.dead {
+            self.idle.notify_all();
+        }
+    }
+}

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Posting: `ib_post_send_mad` for one buffer and for a chain, transmission, and the
+//! flow-control backlog (mad-spec.md §1.6, §3.3).
+
+use super::*;
+
+impl Agent {
+    /// Hands the send to the transport.
+    pub(super) fn transmit(
+        &self,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &RecordState,
+    ) -> Result {
+        let body = st.body.as_ref().ok_or(EINVAL)?;
+        let ah = st.ah.ok_or(EINVAL)?;
+        self.transport.post_send(
+            self.port,
+            SendWr {
+                mad: &body.mad,
+                ah,
+                remote_qpn: body.remote_qpn,
+                src_qpn: if self.qp_type == QpType::Smi { 0 } else { 1 },
+                pkey_index: body.pkey_index,
+                rec,
+                gen: st.gen,
+            },
+        )?;
+        g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        Ok(())
+    }
+
+    /// Moves backlog heads to the transport while the flow-control limit allows
+    /// (`process_backlog_mads`, mad-spec.md §3.3).
+    pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner) {
+        loop {
+            if g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
+                return;
+            }
+            let Some(rec) = first_in(&g.queues, Q_BACKLOG) else {
+                return;
+            };
+            Self::with_state(g, &rec, |g, st| {
+                if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok()
+                    && self.transmit(g, &rec, st).is_err()
+                {
+                    let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
+                    st.status = Some((WcStatus::LocQpOpErr, 0));
+                }
+            });
+        }
+    }
+
+    /// `ib_post_send_mad` for one buffer. On success the engine owns the buffer until the send
+    /// handler gets it back; on failure the buffer comes back with the error and no handler
+    /// will run. Never sleeps, never calls a handler; usable with interrupts disabled.
+    pub(crate) fn post(buf: SendBuf) -> Result<SendHandle, PostError> {
+        let agent = buf.rec.agent.clone();
+        agent.post_one(buf)
+    }
+
+    /// `ib_post_send_mad` for a chain (`send_buf->next`): posts `bufs` in order and stops at
+    /// the first failure, which returns the error, the failed buffer and the buffers after it;
+    /// the earlier posts stand.
+    ///
+    /// Like 7.3, the chain also stops, successfully, after an element that flow control put in
+    /// the backlog (mad-spec.md §1.6 step 7, [QUIRK]). Where C silently drops the rest of the
+    /// chain, rmad hands the unposted buffers back in [`Chain::unposted`] so that nothing is
+    /// lost.
+    pub(crate) fn post_chain(bufs: KVec<SendBuf>) -> Result<Chain, ChainError> {
+        // Room for every outcome is reserved first, so that no buffer is ever dropped for
+        // want of memory.
+        let n = bufs.len();
+        let (mut posted, mut unposted) = match (
+            KVec::<SendHandle>::with_capacity(n, GFP_ATOMIC),
+            KVec::<SendBuf>::with_capacity(n, GFP_ATOMIC),
+        ) {
+            (Ok(p), Ok(u)) => (p, u),
+            _ => {
+                return Err(ChainError {
+                    err: ENOMEM,
+                    posted: KVec::new(),
+                    failed: None,
+                    unposted: bufs,
+                })
+            }
+        };
+        let mut failed = None;
+        let mut stop = false;
+        let mut err = None;
+        for buf in bufs {
+            if stop {
+                let _ = unposted.push_within_capacity(buf);
+                continue;
+            }
+            match Agent::post(buf) {
+                Ok(h) => {
+                    // Flow control queued it: 7.3 processes no further element.
+                    stop = h.agent().send_state(&h) == Some(SendState::Queued);
+                    let _ = posted.push_within_capacity(h);
+                }
+                Err(e) => {
+                    err = Some(e.err);
+                    failed = Some(e.buf);
+                    stop = true;
+                }
+            }
+        }
+        match err {
+            None => Ok(Chain { posted, unposted }),
+            Some(err) => Err(ChainError {
+                err,
+                posted,
+                failed,
+                unposted,
+            }),
+        }
+    }
+
+    pub(super) fn post_one(self: &Arc<Self>, buf: SendBuf) -> Result<SendHandle, PostError> {
+        let fail = |err: Error, buf: SendBuf| Err(PostError { err, buf });
+        let Ok(hdr) = MadHdr::parse(buf.mad()) else {
+            return fail(EINVAL, buf);
+        };
+        // mad-spec.md §1.6 steps 2 and 3, then the cases the C layer leaves undefined.
+        if self.send_handler.is_none()
+            || (self.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(hdr.mgmt_class))
+            || buf.body.ah.is_none()
+            || buf.body.retries < 0
+            || buf.body.timeout_ms < 0
+        {
+            return fail(EINVAL, buf);
+        }
+        let rmpp_active = self.kernel_rmpp()
+            && wire::rmpp_hdr(buf.mad())
+                .and_then(wire::ib_get_rmpp_flags)
+                .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0);
+        if rmpp_active {
+            // Segmented RMPP transfers are not carried by rmad's transports.
+            return fail(EOPNOTSUPP, buf);
+        }
+        // The checks above make both conversions lossless.
+        let timeout_ms = u32::try_from(buf.body.timeout_ms).unwrap_or(0);
+        let retries = u32::try_from(buf.body.retries).unwrap_or(0);
+        let fc = state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active);
+
+        let SendBuf { rec, mut body } = buf;
+        let mut g = self.inner.lock();
+        if g.dead {
+            drop(g);
+            return fail(ESHUTDOWN, SendBuf { rec, body });
+        }
+        let res = Self::with_state(&mut g, &rec, |g, st| {
+            if st.facts.state != SendState::Idle {
+                // Only reachable through the C API: the buffer is outstanding already.
+                return Err((EBUSY, body));
+            }
+            body.retries = 0;
+            let tslot = body.tslot.take();
+            st.gen = st.gen.wrapping_add(1);
+            st.tid = hdr.tid;
+            st.class = hdr.mgmt_class;
+            st.is_response = hdr.is_response();
+            st.ah = body.ah;
+            st.status = None;
+            st.facts = SendFacts {
+                state: SendState::Idle,
+                fc,
+                timeout_ms,
+                retries_left: retries,
+            };
+            st.body = Some(body);
+            if let Some(slot) = tslot {
+                let k = (st.tid, st.class, Self::next_seq(g));
+                g.tids.insert(slot.into_node(k, rec.clone()));
+                st.tkey = Some(k);
+            }
+            let adm = Admission {
+                limit: self.sol_fc_max,
+                in_use: g.fc_send.saturating_add(g.fc_wait),
+                backlog_empty: g.backlog == 0,
+            };
+            let transmit = self
+                .apply(g, &rec, st, Event::Post(adm))
+                .is_ok_and(|o| o.transmit);
+            if transmit {
+                if let Err(e) = self.transmit(g, &rec, st) {
+                    // T3: the post fails, no handler will run, the client gets the buffer.
+                    let _ = self.apply(g, &rec, st, Event::DispatchFailed);
+                    Self::untrack(g, st);
+                    return match st.body.take() {
+                        Some(body) => Err((e, body)),
+                        None => Ok(None),
+                    };
+                }
+            }
+            g.outstanding = g.outstanding.saturating_add(1);
+            g.stats.posted = g.stats.posted.saturating_add(1);
+            Ok(Some(st.gen))
+        });
+        drop(g);
+        match res {
+            Ok(Some(gen)) => Ok(SendHandle { rec, gen }),
+            // The body is always recovered above; this arm only keeps the types honest.
+            Ok(None) => {
+                pr_err!("failed post lost its buffer\n");
+                Ok(SendHandle { rec, gen: 0 })
+            }
+            Err((err, body)) => fail(err, SendBuf { rec, body }),
+        }
+    }
+}
