@@ -65,9 +65,7 @@ mod tests {
 
     #[test]
     fn s01_create_zeroed() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (_env, _rec, a) = setup(Behaviour::default())?;
         let before = a.buffers();
         let buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
         let zeroed = buf.mad().len() == 256 && buf.mad().iter().all(|b| *b == 0);
@@ -116,6 +114,14 @@ mod tests {
         )
     }
 
+    /// A fresh world with agent A on port 1, whose handlers record and behave as `b` says.
+    fn setup(b: Behaviour) -> Result<(Env, Arc<Recorder>, Arc<Agent>)> {
+        let env = Env::new()?;
+        let rec = Recorder::new(b)?;
+        let a = env.agent(A, &rec, None)?;
+        Ok((env, rec, a))
+    }
+
     /// Tears down: frees kept buffers, lifts holds, unregisters `agents`.
     fn finish(env: &Env, recs: &[&Arc<Recorder>], agents: &[&Arc<Agent>]) -> Result {
         env.fabric().set_knobs(|k| {
@@ -144,9 +150,7 @@ mod tests {
 
     #[test]
     fn s02_create_too_large_einval() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (_env, _rec, a) = setup(Behaviour::default())?;
         let r = a.create_send(1, 0, false, 24, 233, GFP_KERNEL, 1);
         let code = errno(&r);
         drop(r);
@@ -297,9 +301,7 @@ mod tests {
     fn s09_empty_chain_posts_nothing() -> Result {
         // The Rust API has no NULL buffer; its analogue, an empty chain, returns success and
         // does nothing, as `ib_post_send_mad(NULL)` returns 0 [QUIRK].
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, _rec, a) = setup(Behaviour::default())?;
         let r = Agent::post_chain(KVec::new());
         let ok = matches!(&r, Ok(c) if c.posted.is_empty() && c.unposted.is_empty());
         drop(r);
@@ -313,9 +315,7 @@ mod tests {
 
     #[test]
     fn s10_chain_stops_at_failed_dispatch() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let mut chain = KVec::new();
         for tag in 1..=3 {
             chain.push(request(&a, CLASS, tag, B, 0, 0)?, GFP_KERNEL)?;
@@ -357,9 +357,7 @@ mod tests {
 
     #[test]
     fn s12_dispatch_failure_no_handler() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         env.fabric().set_knobs(|k| k.fail_posts = 1);
         let buf = request(&a, CLASS, 12, B, 100, 1)?;
         let code = Agent::post(buf)
@@ -380,12 +378,10 @@ mod tests {
         // The buffer moved into the engine at post; the client holds only a handle, so a
         // second post of an outstanding buffer cannot be written. What remains checkable is
         // that the handle of a post goes stale once the buffer is back and re-posted.
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour {
+        let (env, rec, a) = setup(Behaviour {
             keep: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
         let h1 = post(request(&a, CLASS, 13, B, 0, 0)?)?;
         let done = rec.wait_sends(1);
         let mut kept = rec.take_kept();
@@ -406,9 +402,7 @@ mod tests {
 
     #[test]
     fn s14_negative_retries_or_timeout_einval() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, _rec, a) = setup(Behaviour::default())?;
         let c1 = Agent::post(request(&a, CLASS, 14, B, 100, -1)?)
             .map(|_| 0)
             .unwrap_or_else(|e| e.err.to_errno());
@@ -431,9 +425,7 @@ mod tests {
 
     #[test]
     fn s15_no_timeout_success_once() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let h = post(request(&a, CLASS, 15, B, 0, 0)?)?;
         let done = rec.wait_sends(1);
         let late_cancel = h.cancel().map_err(|e| e.to_errno()).err();
@@ -452,10 +444,8 @@ mod tests {
 
     #[test]
     fn s16_response_then_success_same_thread() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let _h = post(request(&a, CLASS, 16, B, 5000, 2)?)?;
         let done = rec.wait_sends(1);
         let calls = rec.calls()?;
@@ -480,9 +470,7 @@ mod tests {
 
     #[test]
     fn s17_timeout_after_all_retries() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         // Nobody is registered for the class on port 2: requests go unanswered.
         let start = Instant::<Monotonic>::now();
         let _h = post(request(&a, CLASS, 17, B, 100, 2)?)?;
@@ -501,10 +489,8 @@ mod tests {
 
     #[test]
     fn s18_response_to_second_transmission() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         env.fabric().set_knobs(|k| k.drop_requests = 1);
         let _h = post(request(&a, CLASS, 18, B, 1000, 2)?)?;
         let done = rec.wait_sends(1);
@@ -548,10 +534,8 @@ mod tests {
 
     #[test]
     fn s19_early_response() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let (h, got) = early_response(&env, &a, &rec, 19)?;
         sleep_ms(50);
         let state = a.send_state(&h);
@@ -572,10 +556,8 @@ mod tests {
 
     #[test]
     fn s20_duplicate_response_dropped() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         // B's response is delivered twice.
         // A's request is delivered twice: B answers twice, and the second answer is a
         // duplicate for A.
@@ -622,10 +604,8 @@ mod tests {
 
     #[test]
     fn s21_class_mismatch_not_matched() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (p, prec) = peer(&env, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let h = post(request(&a, CLASS, 21, B, 60_000, 0)?)?;
         let seen = prec.wait_recvs(1);
         answer(
@@ -794,9 +774,7 @@ mod tests {
 
     #[test]
     fn s24_timeouts_in_expiry_order_then_cancels() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         // The agents' queue is busy while b1 and b2 expire and c is cancelled, so one run of
         // the timeout work sees all three.
         block_completions(&env, 1500)?;
@@ -835,12 +813,10 @@ mod tests {
 
     #[test]
     fn s25_cancel_in_wait_resp_flushes() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour {
+        let (env, rec, a) = setup(Behaviour {
             keep: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
         let h = post(request(&a, CLASS, 25, B, 60_000, 0)?)?;
         let waiting = wait_state(&a, &h, SendState::WaitResp);
         let cancel = h.cancel();
@@ -865,9 +841,7 @@ mod tests {
 
     #[test]
     fn s26_cancel_in_send_start_flushes_at_completion() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         env.fabric().set_knobs(|k| k.hold = true);
         let h = post(request(&a, CLASS, 26, B, 5000, 0)?)?;
         let state = a.send_state(&h);
@@ -889,9 +863,7 @@ mod tests {
 
     #[test]
     fn s27_double_cancel_einval() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let h = post(request(&a, CLASS, 27, B, 60_000, 0)?)?;
         let first = h.cancel();
         let second = h.cancel().map_err(|e| e.to_errno()).err();
@@ -908,12 +880,10 @@ mod tests {
 
     #[test]
     fn s28_modify_after_completion_einval() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour {
+        let (env, rec, a) = setup(Behaviour {
             keep: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
         let h = post(request(&a, CLASS, 28, B, 0, 0)?)?;
         let done = rec.wait_sends(1);
         // The buffer is kept, not freed: the handle is merely stale.
@@ -928,13 +898,11 @@ mod tests {
 
     #[test]
     fn s29_cancel_from_recv_handler_einval() -> Result {
-        let env = Env::new()?;
-        let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour {
+        let (env, rec, a) = setup(Behaviour {
             cancel_in_recv: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
+        let (b, brec) = env.responder(2, CLASS)?;
         let _h = post(request(&a, CLASS, 29, B, 5000, 0)?)?;
         let done = rec.wait_sends(1);
         let results = rec.inner_results()?;
@@ -948,10 +916,8 @@ mod tests {
 
     #[test]
     fn s30_cancel_after_early_response_flushes() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let (h, got) = early_response(&env, &a, &rec, 30)?;
         let cancel = h.cancel();
         env.fabric().set_knobs(|k| k.hold = false);
@@ -972,10 +938,8 @@ mod tests {
         // 7.3 re-arms matching when an early-responded send is modified, so a duplicate
         // response reaches the receive handler twice and a flow-control counter underflows
         // (mad-spec.md §7.2 item 4). rmad keeps "a response was seen" apart from the timeout.
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let (h, got) = early_response(&env, &a, &rec, 32)?;
         let m = h.modify(5000);
         // A second response with the same TID, processed while the send is still in flight.
@@ -1005,10 +969,8 @@ mod tests {
 
     #[test]
     fn s31_response_after_cancel_dropped() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (p, prec) = peer(&env, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let h = post(request(&a, CLASS, 31, B, 60_000, 0)?)?;
         let seen = prec.wait_recvs(1);
         let waiting = wait_state(&a, &h, SendState::WaitResp);
@@ -1036,12 +998,10 @@ mod tests {
 
     #[test]
     fn s33_modify_extends_wait_and_retries() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour {
+        let (env, rec, a) = setup(Behaviour {
             keep: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
         let h = post(request(&a, CLASS, 33, B, 500, 1)?)?;
         let waiting = wait_state(&a, &h, SendState::WaitResp);
         let start = Instant::<Monotonic>::now();
@@ -1069,9 +1029,7 @@ mod tests {
 
     #[test]
     fn s34_modify_shortens_wait() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let h = post(request(&a, CLASS, 34, B, 600_000, 0)?)?;
         let waiting = wait_state(&a, &h, SendState::WaitResp);
         let m = h.modify(50);
@@ -1088,9 +1046,7 @@ mod tests {
 
     #[test]
     fn s35_modify_after_cancel_einval() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         env.fabric().set_knobs(|k| k.hold = true);
         let h = post(request(&a, CLASS, 35, B, 5000, 0)?)?;
         let cancel = h.cancel();
@@ -1110,9 +1066,7 @@ mod tests {
 
     #[test]
     fn s36_modify_send_start_without_timeout_waits() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         env.fabric().set_knobs(|k| k.hold = true);
         let h = post(request(&a, CLASS, 36, B, 0, 1)?)?;
         let m = h.modify(200);
@@ -1132,9 +1086,7 @@ mod tests {
 
     #[test]
     fn s37_cancel_and_modify_under_callers_spinlock() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         stack_pin_init!(let lock = new_spinlock_irq!(0u32, "s37"));
         env.fabric().set_knobs(|k| k.hold = true);
         let in_flight = post(request(&a, CLASS, 1, B, 5000, 0)?)?;
@@ -1170,9 +1122,7 @@ mod tests {
 
     #[test]
     fn s40_cancel_in_overflow_still_transmitted() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         env.fabric().set_knobs(|k| {
             k.hold = true;
             k.sq_size = 1;
@@ -1201,10 +1151,8 @@ mod tests {
 
     #[test]
     fn s61_send_queue_overflow_fifo() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (p, prec) = peer(&env, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         env.fabric().set_knobs(|k| k.sq_size = 2);
         let mut codes = [1i32; 8];
         for (i, c) in codes.iter_mut().enumerate() {
@@ -1231,9 +1179,7 @@ mod tests {
 
     #[test]
     fn s60_hardware_error_status() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         // LOC_PROT_ERR (4) with vendor error 0x77 on both transmissions.
         env.fabric().set_knobs(|k| {
             k.error_completions = 2;
@@ -1696,9 +1642,7 @@ mod tests {
 
     #[test]
     fn s50_unregister_waits_for_buffers() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (_env, rec, a) = setup(Behaviour::default())?;
         let buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
         let a2 = a.clone();
         spawn_marked(&rec, 1, move || {
@@ -1715,10 +1659,8 @@ mod tests {
 
     #[test]
     fn s51_nothing_after_unregister() -> Result {
-        let env = Env::new()?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         let (p, prec) = peer(&env, CLASS)?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
         let _h = post(request(&a, CLASS, 51, B, 60_000, 0)?)?;
         let seen = prec.wait_recvs(1);
         a.unregister()?;
@@ -1738,12 +1680,10 @@ mod tests {
 
     #[test]
     fn s52_unregister_from_own_handler_refused() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour {
+        let (_env, rec, a) = setup(Behaviour {
             unregister_in_send: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
         let _h = post(request(&a, CLASS, 52, B, 0, 0)?)?;
         let done = rec.wait_sends(1);
         sleep_ms(50);
@@ -1756,14 +1696,12 @@ mod tests {
 
     #[test]
     fn s62_handlers_unlocked_and_may_sleep() -> Result {
-        let env = Env::new()?;
-        let (b, brec) = env.responder(2, CLASS)?;
-        let rec = Recorder::new(Behaviour {
+        let (env, rec, a) = setup(Behaviour {
             sleep_in_send_ms: 5,
             touch_agent: true,
             ..Behaviour::default()
         })?;
-        let a = env.agent(A, &rec, None)?;
+        let (b, brec) = env.responder(2, CLASS)?;
         // Completion, matched response, timeout, cancel and unregister deliveries.
         let _c = post(request(&a, CLASS, 1, B, 0, 0)?)?;
         let _r = post(request(&a, CLASS, 2, B, 5000, 0)?)?;
@@ -1782,9 +1720,7 @@ mod tests {
 
     #[test]
     fn s63_api_usable_with_interrupts_disabled() -> Result {
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let a = env.agent(A, &rec, None)?;
+        let (env, rec, a) = setup(Behaviour::default())?;
         stack_pin_init!(let lock = new_spinlock_irq!((), "s63"));
         let outcome = {
             let _g = lock.lock();

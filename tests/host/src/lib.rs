@@ -22,19 +22,21 @@ pub(crate) mod wire;
 #[allow(dead_code)]
 pub(crate) mod state;
 
+/// Runs one shared check and reports the failing row by name.
+#[cfg(test)]
+fn run(check: fn() -> check::CheckResult) {
+    if let Err(f) = check() {
+        panic!(
+            "{} failed at case {} ({}:{})",
+            f.check, f.case, f.file, f.line
+        );
+    }
+}
+
 #[cfg(test)]
 mod wire_tests {
+    use crate::run;
     use crate::wire::checks;
-
-    /// Runs one shared check and reports the failing row by name.
-    fn run(check: fn() -> crate::check::CheckResult) {
-        if let Err(f) = check() {
-            panic!(
-                "{} failed at case {} ({}:{})",
-                f.check, f.case, f.file, f.line
-            );
-        }
-    }
 
     #[test]
     fn constants() {
@@ -87,17 +89,8 @@ mod wire_tests {
 
 #[cfg(test)]
 mod state_tests {
+    use crate::run;
     use crate::state::checks;
-
-    /// Runs one shared check and reports the failing row by name.
-    fn run(check: fn() -> crate::check::CheckResult) {
-        if let Err(f) = check() {
-            panic!(
-                "{} failed at case {} ({}:{})",
-                f.check, f.case, f.file, f.line
-            );
-        }
-    }
 
     #[test]
     fn transition_table() {
