@@ -76,7 +76,8 @@ def case_logs(doc):
         if m:
             logs[m.group(2)] = pending
             pending = []
-        elif s.startswith("#") and not s.startswith("# Subtest"):
+        elif s and not s.startswith(("# Subtest", "KTAP version", "1..")):
+            # Diagnostics: "# …" lines and the assertion text that follows them.
             pending.append(s)
     return logs
 
