@@ -6,10 +6,11 @@
 #   make test     host tests plus the KUnit suites in the VM; summary line at the end
 #   make module   build build/module/rmad.ko (KDIR=<Rust-enabled kernel build tree>
 #                 to build against your own kernel; KMAKEFLAGS for LLVM=/RUSTC=)
+#   make bench    benchmark figures (cost of cancel, modify, matching vs outstanding sends)
 #   make host-test  only the host tests
 #   make clean    remove build/ (the cache under ~/.cache/rmad stays)
 
-.PHONY: all module run test host-test clean
+.PHONY: all module run test bench host-test clean
 
 all: module
 
@@ -21,6 +22,9 @@ run:
 
 test:
 	@scripts/test.sh
+
+bench:
+	@scripts/bench.sh
 
 host-test:
 	@scripts/host-tests.sh

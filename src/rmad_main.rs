@@ -17,6 +17,7 @@
 use kernel::prelude::*;
 
 mod agent;
+mod bench;
 mod check;
 mod conformance;
 mod demo;
@@ -43,6 +44,10 @@ module! {
             default: false,
             description: "Run the loopback demonstration at load time",
         },
+        bench: bool {
+            default: false,
+            description: "Run the cancel/modify/matching benchmark at load time",
+        },
     },
 }
 
@@ -57,6 +62,9 @@ impl kernel::Module for Rmad {
         }
         if module_parameters::demo.value() {
             demo::run()?;
+        }
+        if module_parameters::bench.value() {
+            bench::run()?;
         }
         Ok(Rmad)
     }
