@@ -23,13 +23,17 @@ for applet in $(/bin/busybox --list); do
 	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 
-# The rdma tool and every shared library it links, at their own paths.
-rdma="$(command -v rdma || echo /usr/bin/rdma)"
-[ -x "$rdma" ] || die "the rdma tool (iproute2) is missing"
-cp "$rdma" "$root/bin/rdma"
-ldd "$rdma" | grep -o '/[^ ]*' | while read -r lib; do
-	mkdir -p "$root$(dirname "$lib")"
-	cp -L "$lib" "$root$lib"
+# The iproute2 tools (rdma for soft-RoCE links, ip for the netdev under them)
+# and every shared library they link, at their own paths.
+for tool in rdma ip; do
+	path="$(command -v "$tool" || ls /usr/sbin/"$tool" /sbin/"$tool" /usr/bin/"$tool" 2>/dev/null | head -n1 || true)"
+	[ -n "$path" ] && [ -x "$path" ] || die "the $tool tool (iproute2) is missing"
+	rm -f "$root/bin/$tool"
+	cp "$path" "$root/bin/$tool"
+	ldd "$path" | grep -o '/[^ ]*' | while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
 done
 
 cp "$RMAD_ROOT/tests/vm/init.sh" "$root/init"

@@ -28,6 +28,7 @@ mod send;
 mod state;
 mod testing;
 mod transport;
+mod verbs;
 // The wire module keeps the C header's whole constant set for API parity, used or not.
 #[allow(dead_code)]
 mod wire;
@@ -60,6 +61,7 @@ impl kernel::Module for Rmad {
         for d in wire::self_description() {
             pr_info!("wire {}({}) = {:#x}\n", d.name, d.input, d.output);
         }
+        verbs::init()?;
         if module_parameters::demo.value() {
             demo::run()?;
         }
@@ -72,6 +74,7 @@ impl kernel::Module for Rmad {
 
 impl Drop for Rmad {
     fn drop(&mut self) {
+        verbs::exit();
         pr_info!("unloaded\n");
     }
 }

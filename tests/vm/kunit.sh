@@ -5,6 +5,7 @@
 # rmad suite's KTAP document to the harness, then check a clean unload.
 . /lib.sh
 
+vm_case setup_rxe0 setup_rxe
 vm_case insmod_rmad insmod /modules/rmad.ko
 for dir in /sys/kernel/debug/kunit/rmad_*; do
 	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"

@@ -45,3 +45,23 @@ emit_vm_suite() {
 	fi
 	echo "RMAD-SUITE-END rmad_vm"
 }
+
+# Create soft-RoCE device rxe0 on a dummy netdev (rmad0; dummy0 exists already), and wait until its port has
+# the IPv4-mapped GID (index 1) that MADs to the same port are addressed with.
+setup_rxe() {
+	ip link add rmad0 type dummy &&
+		ip link set rmad0 up &&
+		ip addr add 10.0.0.1/24 dev rmad0 &&
+		rdma link add rxe0 type rxe netdev rmad0 || return 1
+	i=0
+	while [ $i -lt 100 ]; do
+		gid="$(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null || true)"
+		case "$gid" in
+		"" | 0000:0000:0000:0000:0000:0000:0000:0000) ;;
+		*) return 0 ;;
+		esac
+		i=$((i + 1))
+		sleep 0.1
+	done
+	return 1
+}

@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs transport: MADs through a real RDMA device.
+//!
+//! ib_core's own MAD layer owns QP0 and QP1 of every port, so rmad cannot take QP1 over.
+//! Instead, for each port that has a general services QP, rmad opens a private UD QP (with its
+//! PD, CQ and receive buffers, in `verbs_shim.c`) and sends its MADs from there to the remote
+//! QP1 with the GSI Q_Key (`IB_QP1_QKEY`). A responder answers to the source QP of a request,
+//! so responses come back to the private QP, where rmad matches them. Unsolicited requests to
+//! this port arrive at QP1 and stay with ib_core: agents on a verbs port can send requests
+//! and receive their responses, but do not receive requests.
+//!
+//! Devices are discovered as an `ib_client`; each [`VerbsPort`] is a [`Transport`] that
+//! agents register on, all sharing one engine ([`verbs_engine`]).
+
+use crate::{
+    agent::Agent,
+    engine::Engine,
+    send::{
+        Gid,
+        SendRecord, //
+    },
+    state::WcStatus,
+    transport::{
+        PortAttr,
+        RecvMad,
+        RecvWc,
+        SendWr,
+        Transport, //
+    },
+};
+use core::ffi::c_void;
+use kernel::{
+    ffi::{
+        c_char,
+        c_int, //
+    },
+    new_spinlock,
+    prelude::*,
+    str::CString,
+    sync::{
+        Arc,
+        SpinLock, //
+    },
+};
+
+/// `struct ib_device`, opaque.
+#[repr(C)]
+pub(crate) struct IbDevice {
+    _p: [u8; 0],
+}
+
+/// `struct rmad_vport` of the shim, opaque.
+#[repr(C)]
+pub(crate) struct Vport {
+    _p: [u8; 0],
+}
+
+/// How a MAD arrived (`struct rmad_recv_info` of the shim).
+#[repr(C)]
+pub(crate) struct VerbsRecvInfo {
+    src_qp: u32,
+    slid: u32,
+    pkey_index: u16,
+    dlid_path_bits: u8,
+    has_grh: u8,
+    sgid: Gid,
+    dgid: Gid,
+}
+
+extern "C" {
+    fn rmad_shim_register_client() -> c_int;
+    fn rmad_shim_unregister_client();
+    fn rmad_shim_dev_name(dev: *mut IbDevice) -> *const c_char;
+    fn rmad_shim_port_count(dev: *mut IbDevice) -> u32;
+    fn rmad_shim_port_has_gsi(dev: *mut IbDevice, port: u32) -> c_int;
+    fn rmad_shim_query_port(
+        dev: *mut IbDevice,
+        port: u32,
+        lid: *mut u32,
+        lmc: *mut u8,
+        has_smi: *mut u8,
+    ) -> c_int;
+    fn rmad_shim_query_gid(dev: *mut IbDevice, port: u32, index: c_int, gid: *mut u8) -> c_int;
+    fn rmad_shim_port_mac(dev: *mut IbDevice, port: u32, mac: *mut u8) -> c_int;
+    fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
+    fn rmad_shim_vport_close(vp: *mut Vport);
+    fn rmad_shim_vport_send(
+        vp: *mut Vport,
+        mad: *const u8,
+        len: u32,
+        wr_id: u64,
+        remote_qpn: u32,
+        pkey_index: u16,
+        dlid: u32,
+        src_path_bits: u8,
+        has_grh: u8,
+        dgid: *const u8,
+        sgid_index: u8,
+        dmac: *const u8,
+    ) -> c_int;
+}
+
+/// One port of an RDMA device, with rmad's private QP on it.
+///
+/// # Invariants
+///
+/// `dev` is a registered `ib_device` for as long as the port is in [`VERBS`]; `vp` is the
+/// shim's open port until [`VerbsPort::close`] sets it to null (under `vp`'s lock).
+#[pin_data]
+pub(crate) struct VerbsPort {
+    dev: *mut IbDevice,
+    /// Port number.
+    pub(crate) port: u8,
+    attr: PortAttr,
+    mac: [u8; 6],
+    name: CString,
+    engine: Arc<Engine>,
+    /// The shim's port; held while a transmission is handed to it, so that closing waits.
+    #[pin]
+    vp: SpinLock<*mut Vport>,
+}
+
+// SAFETY: The raw pointers are handles to kernel objects usable from any thread; the shim
+// synchronises its own state.
+unsafe impl Send for VerbsPort {}
+// SAFETY: As above; `vp` is only read and written under its lock.
+unsafe impl Sync for VerbsPort {}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialized by `init` in the module initializer before any other use.
+    unsafe(uninit) static VERBS: Mutex<Option<VerbsState>> = None;
+}
+
+/// The verbs side of the module: one engine, and the open ports.
+pub(crate) struct VerbsState {
+    engine: Arc<Engine>,
+    ports: KVec<Arc<VerbsPort>>,
+}
+
+/// Starts the verbs transport: creates its engine and registers the `ib_client`, which opens
+/// a private QP on every port of every RDMA device, present and future.
+pub(crate) fn init() -> Result {
+    // SAFETY: Called exactly once, from the module initializer.
+    unsafe { VERBS.init() };
+    let engine = Engine::new(c"rmad_verbs", c"rmad_verbs_cq")?;
+    *VERBS.lock() = Some(VerbsState {
+        engine,
+        ports: KVec::new(),
+    });
+    // SAFETY: Plain call; the callbacks it triggers are defined below.
+    kernel::error::to_result(unsafe { rmad_shim_register_client() })
+}
+
+/// Stops the verbs transport: every device is removed (closing its ports), then the engine
+/// goes.
+pub(crate) fn exit() {
+    // SAFETY: Plain call; it returns once every `remove` callback has run.
+    unsafe { rmad_shim_unregister_client() };
+    let state = VERBS.lock().take();
+    if let Some(s) = state {
+        s.engine.quiesce();
+    }
+}
+
+/// The engine that agents on verbs ports use.
+pub(crate) fn verbs_engine() -> Option<Arc<Engine>> {
+    VERBS.lock().as_ref().map(|s| s.engine.clone())
+}
+
+/// The open port `port` of the device named `name`.
+pub(crate) fn find_port(name: &CStr, port: u8) -> Option<Arc<VerbsPort>> {
+    let g = VERBS.lock();
+    g.as_ref()?
+        .ports
+        .iter()
+        .find(|p| p.port == port && p.name.to_bytes() == name.to_bytes())
+        .cloned()
+}
+
+impl VerbsPort {
+    /// Opens port `port` of `dev`.
+    fn open(dev: *mut IbDevice, port: u32, engine: &Arc<Engine>) -> Result<Arc<Self>> {
+        let (mut lid, mut lmc, mut has_smi) = (0u32, 0u8, 0u8);
+        // SAFETY: `dev` is a registered device (we are in its `add` callback).
+        kernel::error::to_result(unsafe {
+            rmad_shim_query_port(dev, port, &mut lid, &mut lmc, &mut has_smi)
+        })?;
+        let mut mac = [0u8; 6];
+        // SAFETY: As above; `mac` has room for a MAC address. A port without a netdev (plain
+        // InfiniBand) keeps a zero MAC, which it never needs.
+        let _ = unsafe { rmad_shim_port_mac(dev, port, mac.as_mut_ptr()) };
+        // SAFETY: The device name is a NUL-terminated string that lives as long as `dev`.
+        let name = CString::try_from(unsafe { CStr::from_char_ptr(rmad_shim_dev_name(dev)) })?;
+        let port_num = u8::try_from(port).map_err(|_| EINVAL)?;
+        let this = Arc::pin_init(
+            pin_init!(VerbsPort {
+                dev,
+                port: port_num,
+                attr: PortAttr {
+                    has_smi: has_smi != 0,
+                    has_cm: true,
+                    lid: u16::try_from(lid).unwrap_or(0),
+                    lmc,
+                },
+                mac,
+                name,
+                engine: engine.clone(),
+                vp <- new_spinlock!(core::ptr::null_mut(), "VerbsPort::vp"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let ctx = Arc::as_ptr(&this).cast_mut().cast::<c_void>();
+        // SAFETY: `dev` is registered; `ctx` stays valid until the port is closed, because the
+        // port is kept in `VERBS` (a reference) until after `close`.
+        let vp = unsafe { rmad_shim_vport_open(dev, port, ctx) };
+        let vp = kernel::error::from_err_ptr(vp)?;
+        *this.vp.lock() = vp;
+        Ok(this)
+    }
+
+    /// Closes the private QP: outstanding transmissions complete (flushed) before it returns.
+    fn close(&self) {
+        let vp = core::mem::replace(&mut *self.vp.lock(), core::ptr::null_mut());
+        // SAFETY: `vp` was returned by `rmad_shim_vport_open` and is closed exactly once (it is
+        // replaced by null under the lock).
+        unsafe { rmad_shim_vport_close(vp) };
+    }
+
+    /// The device's name.
+    pub(crate) fn name(&self) -> &CStr {
+        &self.name
+    }
+}
+
+impl Transport for VerbsPort {
+    fn port_attr(&self, port: u8) -> Option<PortAttr> {
+        (port == self.port).then_some(self.attr)
+    }
+
+    fn gid(&self, port: u8, index: u8) -> Option<Gid> {
+        if port != self.port {
+            return None;
+        }
+        let mut gid = [0u8; 16];
+        // SAFETY: `dev` is registered (type invariant); `gid` has 16 bytes.
+        let r = unsafe {
+            rmad_shim_query_gid(
+                self.dev,
+                u32::from(port),
+                c_int::from(index),
+                gid.as_mut_ptr(),
+            )
+        };
+        (r == 0).then_some(gid)
+    }
+
+    fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result {
+        let vp = self.vp.lock();
+        if vp.is_null() {
+            return Err(ENODEV);
+        }
+        // The completion names the send through a small allocation that the completion frees.
+        let tag = KBox::new((wr.rec.clone(), wr.gen), GFP_ATOMIC)?;
+        let wr_id = KBox::into_raw(tag);
+        let (has_grh, dgid, sgid_index) = match wr.ah.grh {
+            Some(g) => (1u8, g.dgid, g.sgid_index),
+            None => (0u8, [0u8; 16], 0u8),
+        };
+        // SAFETY: `*vp` is an open port (checked non-null under its lock, which is held); the
+        // buffers are valid for their lengths; on success the shim hands `wr_id` back exactly
+        // once, to `rmad_rust_send_done`.
+        let r = unsafe {
+            rmad_shim_vport_send(
+                *vp,
+                wr.mad.as_ptr(),
+                u32::try_from(wr.mad.len()).map_err(|_| EINVAL)?,
+                wr_id.expose_provenance() as u64,
+                wr.remote_qpn,
+                wr.pkey_index,
+                u32::from(wr.ah.dlid),
+                wr.ah.src_path_bits,
+                has_grh,
+                dgid.as_ptr(),
+                sgid_index,
+                // RoCE: rmad reaches its own port only (the destination MAC is this port's).
+                self.mac.as_ptr(),
+            )
+        };
+        if r != 0 {
+            // SAFETY: The shim did not take `wr_id`; reclaim it.
+            drop(unsafe { KBox::from_raw(wr_id) });
+            return Err(Error::from_errno(r));
+        }
+        Ok(())
+    }
+}
+
+/// The shim's report that a device appeared.
+///
+/// # Safety
+///
+/// Only called by the shim's `ib_client` `add` callback, with a registered device.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_device_add(dev: *mut IbDevice) {
+    let Some(engine) = verbs_engine() else {
+        return;
+    };
+    // SAFETY: `dev` is registered (caller's promise).
+    let count = unsafe { rmad_shim_port_count(dev) };
+    for port in 1..=count {
+        // SAFETY: As above.
+        if unsafe { rmad_shim_port_has_gsi(dev, port) } == 0 {
+            continue;
+        }
+        match VerbsPort::open(dev, port, &engine) {
+            Ok(p) => {
+                pr_info!(
+                    "verbs: {}/{} open\n",
+                    p.name().to_str().unwrap_or("?"),
+                    port
+                );
+                let mut g = VERBS.lock();
+                if let Some(s) = g.as_mut() {
+                    if let Err(e) = s.ports.push(p.clone(), GFP_KERNEL) {
+                        drop(g);
+                        let _ = e;
+                        p.close();
+                    }
+                }
+            }
+            Err(e) => pr_warn!("verbs: cannot open port {}: {:?}\n", port, e),
+        }
+    }
+}
+
+/// The shim's report that a device is going away: its ports are closed.
+///
+/// # Safety
+///
+/// Only called by the shim's `ib_client` `remove` callback.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_device_remove(dev: *mut IbDevice) {
+    loop {
+        let p = {
+            let mut g = VERBS.lock();
+            let Some(s) = g.as_mut() else {
+                return;
+            };
+            let Some(i) = s.ports.iter().position(|p| p.dev == dev) else {
+                return;
+            };
+            s.ports.remove(i).ok()
+        };
+        if let Some(p) = p {
+            p.close();
+        }
+    }
+}
+
+/// The shim's report that transmission `wr_id` completed.
+///
+/// # Safety
+///
+/// Only called by the shim, once per successful `rmad_shim_vport_send`, with its `wr_id`.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_send_done(
+    _ctx: *mut c_void,
+    wr_id: u64,
+    status: c_int,
+    vendor_err: u32,
+) {
+    // `wr_id` is the pointer `post_send` leaked for this transmission.
+    let ptr = core::ptr::with_exposed_provenance_mut::<(Arc<SendRecord>, u64)>(wr_id as usize);
+    // SAFETY: see above.
+    let tag = unsafe { KBox::from_raw(ptr) };
+    let (rec, gen) = KBox::into_inner(tag);
+    let status = WcStatus::from_code(u32::try_from(status).unwrap_or(u32::MAX));
+    Agent::send_completed(&rec, gen, status, vendor_err);
+}
+
+/// The shim's report that a MAD arrived at a private QP.
+///
+/// # Safety
+///
+/// Only called by the shim, with `ctx` the port given to `rmad_shim_vport_open`, `mad` valid
+/// for `len` bytes and `info` valid.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_recv(
+    ctx: *mut c_void,
+    mad: *const u8,
+    len: u32,
+    info: *const VerbsRecvInfo,
+) {
+    // SAFETY: The port outlives its QP, whose completions these are (caller's promise).
+    let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    // SAFETY: Caller's promise.
+    let (bytes, info) = unsafe {
+        (
+            core::slice::from_raw_parts(mad, usize::try_from(len).unwrap_or(0)),
+            &*info,
+        )
+    };
+    let mut v = KVec::new();
+    if v.extend_from_slice(bytes, GFP_KERNEL).is_err() {
+        return;
+    }
+    let wc = RecvWc {
+        port: port.port,
+        slid: u16::try_from(info.slid).unwrap_or(0),
+        dlid_path_bits: info.dlid_path_bits,
+        src_qp: info.src_qp,
+        dst_qp: 1,
+        pkey_index: info.pkey_index,
+        grh: (info.has_grh != 0).then_some((info.sgid, info.dgid)),
+    };
+    port.engine.receive(RecvMad { mad: v, wc });
+}
+
+/// KUnit suite `rmad_rxe`: rmad agents on soft-RoCE (`rxe0`, which the test VM creates on a
+/// dummy netdev before loading rmad).
+#[kernel::prelude::kunit_tests(rmad_rxe)]
+mod tests {
+    use super::*;
+    use crate::{
+        agent::{
+            AgentConfig,
+            QpType, //
+        },
+        send::{
+            Address,
+            GrhAttr, //
+        },
+        testing::{
+            post,
+            request,
+            Behaviour,
+            Call,
+            Recorder, //
+        },
+        wire,
+    };
+
+    #[test]
+    fn rxe_get_answered_through_qp1() -> Result {
+        // One MAD from rmad's private QP to QP1 of the same port. No agent is registered for
+        // the class, so ib_core's MAD layer answers it (GET_RESP, status "unsupported").
+        let found = find_port(c"rxe0", 1);
+        assert!(found.is_some());
+        let Some(port) = found else {
+            return Ok(());
+        };
+        let engine = verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = Agent::register(
+            &engine,
+            &transport,
+            AgentConfig {
+                port: 1,
+                qp_type: QpType::Gsi,
+                reg: None,
+                rmpp_version: 0,
+                flags: 0,
+                send_handler: Some(rec.clone()),
+                recv_handler: Some(rec.clone()),
+            },
+        )?;
+        let gid = transport.gid(1, 1).ok_or(ENODEV)?;
+        let mut buf = request(&a, wire::IB_MGMT_CLASS_PERF_MGMT, 1, 0, 5000, 2)?;
+        buf.set_ah(Some(Address {
+            dlid: 0,
+            src_path_bits: 0,
+            grh: Some(GrhAttr {
+                dgid: gid,
+                sgid_index: 1,
+            }),
+        }));
+        let h = post(buf);
+        let posted = h.is_ok();
+        let done = rec.wait_sends(1);
+        let calls = rec.calls()?;
+        a.unregister()?;
+        assert!(posted);
+        assert!(done);
+        let recv = matches!(calls.first(), Some(Call::Recv { tag: Some(1), method, .. })
+            if *method == wire::IB_MGMT_METHOD_GET_RESP);
+        let send = matches!(calls.get(1), Some(Call::Send { tag: 1, wc, .. })
+            if wc.status == WcStatus::Success);
+        assert!(recv);
+        assert!(send);
+        Ok(())
+    }
+}

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Verbs glue for rmad's verbs transport.
+ *
+ * The rdma headers are not in the kernel crate's bindings, so the few verbs
+ * calls rmad needs live here, behind a narrow ABI of opaque handles and plain
+ * integers: an ib_client whose add/remove callbacks go to Rust, and per port a
+ * private UD QP (with its PD, CQ and DMA-mapped send and receive buffers) that
+ * sends MADs to a remote QP1 with the GSI Q_Key and receives the answers.
+ * Every decision (what to send, where, what a completion means) is made in
+ * Rust; this file only moves bytes and completions.
+ */
+
+#include <linux/delay.h>
+#include <linux/etherdevice.h>
+#include <linux/netdevice.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_mad.h>
+#include <rdma/ib_verbs.h>
+
+#include "verbs_shim.h"
+
+#define RMAD_SQ 128
+#define RMAD_RQ 64
+#define RMAD_MAD_SIZE 256
+#define RMAD_GRH_SIZE 40
+
+struct rmad_vport;
+
+struct rmad_slot {
+	struct ib_cqe cqe;
+	struct rmad_vport *vp;
+	u8 *buf;
+	u64 dma;
+	u64 wr_id;
+	struct ib_ah *ah;
+	bool busy;
+};
+
+struct rmad_vport {
+	struct ib_device *dev;
+	u32 port;
+	void *ctx;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	spinlock_t lock; /* protects send[].busy */
+	struct rmad_slot send[RMAD_SQ];
+	struct rmad_slot recv[RMAD_RQ];
+};
+
+static int rmad_client_add(struct ib_device *dev)
+{
+	rmad_rust_device_add(dev);
+	return 0;
+}
+
+static void rmad_client_remove(struct ib_device *dev, void *data)
+{
+	rmad_rust_device_remove(dev);
+}
+
+static struct ib_client rmad_client = {
+	.name = "rmad",
+	.add = rmad_client_add,
+	.remove = rmad_client_remove,
+};
+
+int rmad_shim_register_client(void)
+{
+	return ib_register_client(&rmad_client);
+}
+
+void rmad_shim_unregister_client(void)
+{
+	ib_unregister_client(&rmad_client);
+}
+
+const char *rmad_shim_dev_name(struct ib_device *dev)
+{
+	return dev_name(&dev->dev);
+}
+
+u32 rmad_shim_port_count(struct ib_device *dev)
+{
+	return rdma_end_port(dev);
+}
+
+/* 1 if the port has a GSI QP (QP1) that MADs can be sent to. */
+int rmad_shim_port_has_gsi(struct ib_device *dev, u32 port)
+{
+	return rdma_cap_ib_cm(dev, port) || rdma_protocol_roce(dev, port);
+}
+
+int rmad_shim_query_port(struct ib_device *dev, u32 port, u32 *lid, u8 *lmc,
+			 u8 *has_smi)
+{
+	struct ib_port_attr attr;
+	int ret = ib_query_port(dev, port, &attr);
+
+	if (ret)
+		return ret;
+	*lid = attr.lid;
+	*lmc = attr.lmc;
+	*has_smi = rdma_cap_ib_smi(dev, port);
+	return 0;
+}
+
+int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid)
+{
+	union ib_gid g;
+	int ret = rdma_query_gid(dev, port, index, &g);
+
+	if (!ret)
+		memcpy(gid, g.raw, 16);
+	return ret;
+}
+
+/* The MAC of the port's netdev (RoCE), for address handles to this port. */
+int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac)
+{
+	struct net_device *ndev = ib_device_get_netdev(dev, port);
+
+	if (!ndev)
+		return -ENODEV;
+	ether_addr_copy(mac, ndev->dev_addr);
+	dev_put(ndev);
+	return 0;
+}
+
+static void rmad_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rmad_slot *s = container_of(wc->wr_cqe, struct rmad_slot, cqe);
+	struct rmad_vport *vp = s->vp;
+	u64 wr_id = s->wr_id;
+	struct ib_ah *ah = s->ah;
+	unsigned long flags;
+
+	ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+	s->ah = NULL;
+	spin_lock_irqsave(&vp->lock, flags);
+	s->busy = false;
+	spin_unlock_irqrestore(&vp->lock, flags);
+	if (ah)
+		rdma_destroy_ah(ah, 0);
+	rmad_rust_send_done(vp->ctx, wr_id, wc->status, wc->vendor_err);
+}
+
+static int rmad_post_recv(struct rmad_slot *s)
+{
+	struct ib_sge sge = {
+		.addr = s->dma,
+		.length = RMAD_GRH_SIZE + RMAD_MAD_SIZE,
+		.lkey = s->vp->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe = &s->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	ib_dma_sync_single_for_device(s->vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
+				      DMA_FROM_DEVICE);
+	return ib_post_recv(s->vp->qp, &wr, NULL);
+}
+
+static void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rmad_slot *s = container_of(wc->wr_cqe, struct rmad_slot, cqe);
+	struct rmad_vport *vp = s->vp;
+	struct rmad_recv_info info = {};
+	union ib_gid sgid, dgid;
+
+	if (wc->status != IB_WC_SUCCESS)
+		return; /* flushed: the QP is going away */
+
+	ib_dma_sync_single_for_cpu(vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
+				   DMA_FROM_DEVICE);
+	info.src_qp = wc->src_qp;
+	info.slid = wc->slid;
+	info.pkey_index = wc->pkey_index;
+	info.dlid_path_bits = wc->dlid_path_bits;
+	if (wc->wc_flags & IB_WC_GRH) {
+		enum rdma_network_type t = RDMA_NETWORK_IB;
+
+		if (wc->wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE)
+			t = wc->network_hdr_type;
+		if (!ib_get_gids_from_rdma_hdr((union rdma_network_hdr *)s->buf, t,
+					       &sgid, &dgid)) {
+			info.has_grh = 1;
+			memcpy(info.sgid, sgid.raw, 16);
+			memcpy(info.dgid, dgid.raw, 16);
+		}
+	}
+	if (wc->byte_len >= RMAD_GRH_SIZE)
+		rmad_rust_recv(vp->ctx, s->buf + RMAD_GRH_SIZE,
+			       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE), &info);
+	rmad_post_recv(s);
+}
+
+static void rmad_free_slots(struct rmad_vport *vp)
+{
+	int i;
+
+	for (i = 0; i < RMAD_RQ; i++) {
+		if (vp->recv[i].buf) {
+			ib_dma_unmap_single(vp->dev, vp->recv[i].dma,
+					    RMAD_GRH_SIZE + RMAD_MAD_SIZE, DMA_FROM_DEVICE);
+			kfree(vp->recv[i].buf);
+		}
+	}
+	for (i = 0; i < RMAD_SQ; i++)
+		kfree(vp->send[i].buf);
+}
+
+static int rmad_qp_to_rts(struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 0,
+		.qkey = IB_QP1_QKEY,
+	};
+	int ret;
+
+	attr.port_num = qp->port;
+	ret = ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY);
+	if (ret)
+		return ret;
+	attr.qp_state = IB_QPS_RTR;
+	ret = ib_modify_qp(qp, &attr, IB_QP_STATE);
+	if (ret)
+		return ret;
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = 0;
+	return ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_SQ_PSN);
+}
+
+static bool rmad_sends_busy(struct rmad_vport *vp)
+{
+	unsigned long flags;
+	bool busy = false;
+	int i;
+
+	spin_lock_irqsave(&vp->lock, flags);
+	for (i = 0; i < RMAD_SQ && !busy; i++)
+		busy = vp->send[i].busy;
+	spin_unlock_irqrestore(&vp->lock, flags);
+	return busy;
+}
+
+/*
+ * Destroys a port opened by rmad_shim_vport_open. Every send still on the QP
+ * completes first, flushed (ib_drain_sq cannot be used: it posts a work request
+ * that UD QPs reject), then the receive queue is drained.
+ */
+void rmad_shim_vport_close(struct rmad_vport *vp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	int i;
+
+	if (!vp)
+		return;
+	if (vp->qp) {
+		ib_modify_qp(vp->qp, &attr, IB_QP_STATE);
+		for (i = 0; i < 10000 && rmad_sends_busy(vp); i++)
+			msleep(1);
+		ib_drain_rq(vp->qp);
+		ib_destroy_qp(vp->qp);
+	}
+	if (vp->cq)
+		ib_free_cq(vp->cq);
+	rmad_free_slots(vp);
+	if (vp->pd)
+		ib_dealloc_pd(vp->pd);
+	kfree(vp);
+}
+
+/* Opens a private UD QP on (dev, port); completions go to Rust with ctx. */
+struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx)
+{
+	struct ib_qp_init_attr init = {};
+	struct rmad_vport *vp;
+	int i, ret;
+
+	vp = kzalloc(sizeof(*vp), GFP_KERNEL);
+	if (!vp)
+		return ERR_PTR(-ENOMEM);
+	vp->dev = dev;
+	vp->port = port;
+	vp->ctx = ctx;
+	spin_lock_init(&vp->lock);
+
+	vp->pd = ib_alloc_pd(dev, 0);
+	if (IS_ERR(vp->pd)) {
+		ret = PTR_ERR(vp->pd);
+		vp->pd = NULL;
+		goto err;
+	}
+	vp->cq = ib_alloc_cq(dev, vp, RMAD_SQ + RMAD_RQ, 0, IB_POLL_WORKQUEUE);
+	if (IS_ERR(vp->cq)) {
+		ret = PTR_ERR(vp->cq);
+		vp->cq = NULL;
+		goto err;
+	}
+	init.send_cq = vp->cq;
+	init.recv_cq = vp->cq;
+	init.sq_sig_type = IB_SIGNAL_ALL_WR;
+	init.cap.max_send_wr = RMAD_SQ;
+	init.cap.max_recv_wr = RMAD_RQ;
+	init.cap.max_send_sge = 1;
+	init.cap.max_recv_sge = 1;
+	init.qp_type = IB_QPT_UD;
+	init.port_num = port;
+	vp->qp = ib_create_qp(vp->pd, &init);
+	if (IS_ERR(vp->qp)) {
+		ret = PTR_ERR(vp->qp);
+		vp->qp = NULL;
+		goto err;
+	}
+	ret = rmad_qp_to_rts(vp->qp);
+	if (ret)
+		goto err;
+
+	for (i = 0; i < RMAD_SQ; i++) {
+		vp->send[i].vp = vp;
+		vp->send[i].cqe.done = rmad_send_done;
+		vp->send[i].buf = kzalloc(RMAD_MAD_SIZE, GFP_KERNEL);
+		if (!vp->send[i].buf) {
+			ret = -ENOMEM;
+			goto err;
+		}
+	}
+	for (i = 0; i < RMAD_RQ; i++) {
+		struct rmad_slot *s = &vp->recv[i];
+
+		s->vp = vp;
+		s->cqe.done = rmad_recv_done;
+		s->buf = kzalloc(RMAD_GRH_SIZE + RMAD_MAD_SIZE, GFP_KERNEL);
+		if (!s->buf) {
+			ret = -ENOMEM;
+			goto err;
+		}
+		s->dma = ib_dma_map_single(dev, s->buf, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
+					   DMA_FROM_DEVICE);
+		if (ib_dma_mapping_error(dev, s->dma)) {
+			kfree(s->buf);
+			s->buf = NULL;
+			ret = -ENOMEM;
+			goto err;
+		}
+		ret = rmad_post_recv(s);
+		if (ret)
+			goto err;
+	}
+	return vp;
+err:
+	rmad_shim_vport_close(vp);
+	return ERR_PTR(ret);
+}
+
+/*
+ * Sends one MAD from vp's QP to remote_qpn with the GSI Q_Key. The address is
+ * given by its parts: with has_grh, dgid/sgid_index (and, on RoCE, the
+ * destination MAC); otherwise dlid and src_path_bits. Atomic-safe: the address
+ * handle is created without sleeping and destroyed at the send completion.
+ */
+int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
+			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
+			 u8 has_grh, const u8 *dgid, u8 sgid_index, const u8 *dmac)
+{
+	struct rdma_ah_attr attr = {};
+	struct rmad_slot *s = NULL;
+	struct ib_ud_wr wr = {};
+	struct ib_sge sge;
+	unsigned long flags;
+	struct ib_ah *ah;
+	int i, ret;
+
+	if (len > RMAD_MAD_SIZE)
+		return -EINVAL;
+	attr.type = rdma_ah_find_type(vp->dev, vp->port);
+	rdma_ah_set_port_num(&attr, vp->port);
+	rdma_ah_set_dlid(&attr, dlid);
+	rdma_ah_set_path_bits(&attr, src_path_bits);
+	if (has_grh) {
+		union ib_gid g;
+
+		memcpy(g.raw, dgid, 16);
+		rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
+	}
+	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
+		ether_addr_copy(attr.roce.dmac, dmac);
+	ah = rdma_create_ah(vp->pd, &attr, 0);
+	if (IS_ERR(ah))
+		return PTR_ERR(ah);
+
+	spin_lock_irqsave(&vp->lock, flags);
+	for (i = 0; i < RMAD_SQ; i++) {
+		if (!vp->send[i].busy) {
+			s = &vp->send[i];
+			s->busy = true;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&vp->lock, flags);
+	if (!s) {
+		rdma_destroy_ah(ah, 0);
+		return -EBUSY;
+	}
+	memset(s->buf, 0, RMAD_MAD_SIZE);
+	memcpy(s->buf, mad, len);
+	s->dma = ib_dma_map_single(vp->dev, s->buf, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+	if (ib_dma_mapping_error(vp->dev, s->dma)) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	s->wr_id = wr_id;
+	s->ah = ah;
+	sge.addr = s->dma;
+	sge.length = RMAD_MAD_SIZE;
+	sge.lkey = vp->pd->local_dma_lkey;
+	wr.wr.wr_cqe = &s->cqe;
+	wr.wr.sg_list = &sge;
+	wr.wr.num_sge = 1;
+	wr.wr.opcode = IB_WR_SEND;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.ah = ah;
+	wr.remote_qpn = remote_qpn;
+	wr.remote_qkey = IB_QP1_QKEY;
+	wr.pkey_index = pkey_index;
+	ret = ib_post_send(vp->qp, &wr.wr, NULL);
+	if (ret) {
+		ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+		goto fail;
+	}
+	return 0;
+fail:
+	s->ah = NULL;
+	spin_lock_irqsave(&vp->lock, flags);
+	s->busy = false;
+	spin_unlock_irqrestore(&vp->lock, flags);
+	rdma_destroy_ah(ah, 0);
+	return ret;
+}
