@@ -431,24 +431,54 @@ mod tests {
             Address,
             GrhAttr, //
         },
+        state::SendState,
         testing::{
             post,
             request,
+            sleep_ms,
             Behaviour,
             Call,
             Recorder, //
         },
         wire,
     };
+    use kernel::time::{
+        delay::udelay,
+        Delta,
+        Instant,
+        Monotonic, //
+    };
 
     #[test]
     fn rxe_get_answered_through_qp1() -> Result {
         // One MAD from rmad's private QP to QP1 of the same port. No agent is registered for
         // the class, so ib_core's MAD layer answers it (GET_RESP, status "unsupported").
-        let found = find_port(c"rxe0", 1);
-        assert!(found.is_some());
-        let Some(port) = found else {
+        let s = setup()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
             return Ok(());
+        };
+        let h = post(rxe_request(&port, &a, 1, wire::IB_MGMT_METHOD_GET, 5000, 2)?);
+        let posted = h.is_ok();
+        let done = rec.wait_sends(1);
+        let calls = rec.calls()?;
+        a.unregister()?;
+        assert!(posted);
+        assert!(done);
+        let recv = matches!(calls.first(), Some(Call::Recv { tag: Some(1), method, .. })
+            if *method == wire::IB_MGMT_METHOD_GET_RESP);
+        let send = matches!(calls.get(1), Some(Call::Send { tag: 1, wc, .. })
+            if wc.status == WcStatus::Success);
+        assert!(recv);
+        assert!(send);
+        Ok(())
+    }
+
+    /// The rxe0 port, and an agent on it whose handlers record.
+    fn setup() -> Result<Option<(Arc<VerbsPort>, Arc<Agent>, Arc<Recorder>)>> {
+        let Some(port) = find_port(c"rxe0", 1) else {
+            return Ok(None);
         };
         let engine = verbs_engine().ok_or(ENODEV)?;
         let transport: Arc<dyn Transport> = port.clone();
@@ -466,8 +496,24 @@ mod tests {
                 recv_handler: Some(rec.clone()),
             },
         )?;
-        let gid = transport.gid(1, 1).ok_or(ENODEV)?;
-        let mut buf = request(&a, wire::IB_MGMT_CLASS_PERF_MGMT, 1, 0, 5000, 2)?;
+        Ok(Some((port, a, rec)))
+    }
+
+    /// A class-0x04 request with `method` from `a` to QP1 of its own port, through the
+    /// port's IPv4-mapped GID. ib_core answers GET; it never answers SEND.
+    fn rxe_request(
+        port: &Arc<VerbsPort>,
+        a: &Arc<Agent>,
+        tag: usize,
+        method: u8,
+        timeout_ms: i32,
+        retries: i32,
+    ) -> Result<crate::send::SendBuf> {
+        let gid = port.gid(1, 1).ok_or(ENODEV)?;
+        let mut buf = request(a, wire::IB_MGMT_CLASS_PERF_MGMT, tag, 0, timeout_ms, retries)?;
+        if let Some(m) = buf.mad_mut().get_mut(3) {
+            *m = method;
+        }
         buf.set_ah(Some(Address {
             dlid: 0,
             src_path_bits: 0,
@@ -476,19 +522,120 @@ mod tests {
                 sgid_index: 1,
             }),
         }));
-        let h = post(buf);
-        let posted = h.is_ok();
+        Ok(buf)
+    }
+
+    #[test]
+    fn rxe_timeout_with_retries() -> Result {
+        let s = setup()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let start = Instant::<Monotonic>::now();
+        let _h = post(rxe_request(&port, &a, 2, wire::IB_MGMT_METHOD_SEND, 200, 2)?)?;
         let done = rec.wait_sends(1);
-        let calls = rec.calls()?;
+        let elapsed = start.elapsed().as_millis();
+        let sends = rec.sends()?;
+        let stats = a.stats();
         a.unregister()?;
-        assert!(posted);
         assert!(done);
-        let recv = matches!(calls.first(), Some(Call::Recv { tag: Some(1), method, .. })
-            if *method == wire::IB_MGMT_METHOD_GET_RESP);
-        let send = matches!(calls.get(1), Some(Call::Send { tag: 1, wc, .. })
-            if wc.status == WcStatus::Success);
-        assert!(recv);
-        assert!(send);
+        assert_eq!(&sends[..], &[(2, WcStatus::RespTimeoutErr, 2)][..]);
+        assert_eq!(stats.transmitted, 3);
+        assert!(elapsed >= 600);
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_cancel_while_waiting() -> Result {
+        let s = setup()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let h = post(rxe_request(&port, &a, 3, wire::IB_MGMT_METHOD_SEND, 60_000, 0)?)?;
+        let start = Instant::<Monotonic>::now();
+        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000 {
+            sleep_ms(1);
+        }
+        let waiting = a.send_state(&h);
+        let cancel = h.cancel();
+        let done = rec.wait_sends(1);
+        let sends = rec.sends()?;
+        a.unregister()?;
+        assert_eq!(waiting, Some(SendState::WaitResp));
+        assert!(cancel.is_ok());
+        assert!(done);
+        assert_eq!(&sends[..], &[(3, WcStatus::WrFlushErr, 0)][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_modify_extends_wait() -> Result {
+        let s = setup()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let h = post(rxe_request(&port, &a, 4, wire::IB_MGMT_METHOD_SEND, 300, 0)?)?;
+        let start = Instant::<Monotonic>::now();
+        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000 {
+            sleep_ms(1);
+        }
+        let from = Instant::<Monotonic>::now();
+        let m = h.modify(1500);
+        sleep_ms(800);
+        let early = rec.send_count();
+        let done = rec.wait_sends(1);
+        let elapsed = from.elapsed().as_millis();
+        let sends = rec.sends()?;
+        a.unregister()?;
+        assert!(m.is_ok());
+        assert_eq!(early, 0);
+        assert!(done);
+        assert_eq!(&sends[..], &[(4, WcStatus::RespTimeoutErr, 0)][..]);
+        assert!(elapsed >= 1500);
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_cancel_races_response() -> Result {
+        let s = setup()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        const N: usize = 300;
+        let mut cancelled = KVec::with_capacity(N, GFP_KERNEL)?;
+        let mut seed: u32 = 0x2545_f491;
+        for tag in 0..N {
+            let h = post(rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_GET, 5000, 0)?)?;
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            udelay(Delta::from_micros(i64::from((seed >> 16) % 400)));
+            cancelled.push(h.cancel().is_ok(), GFP_KERNEL)?;
+        }
+        let all = rec.wait_sends(N);
+        let sends = rec.sends()?;
+        a.unregister()?;
+        let mut count = KVec::with_capacity(N, GFP_KERNEL)?;
+        count.resize(N, 0u32, GFP_KERNEL)?;
+        let mut agree = true;
+        for (tag, status, _) in sends.iter() {
+            if let (Some(c), Some(k)) = (count.get_mut(*tag), cancelled.get(*tag)) {
+                *c = c.saturating_add(1);
+                let want = if *k { WcStatus::WrFlushErr } else { WcStatus::Success };
+                agree &= *status == want;
+            } else {
+                agree = false;
+            }
+        }
+        assert!(all);
+        assert!(agree);
+        assert!(count.iter().all(|c| *c == 1));
         Ok(())
     }
 }
