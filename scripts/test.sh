@@ -38,7 +38,7 @@ if kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")" &&
 	mods=("$RMAD_ROOT/build/module/rmad.ko")
 	"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" \
 		"$RMAD_ROOT/tests/vm/kunit.sh" "${mods[@]}"
-	args=(loglevel=5 "kunit.timeout=${RMAD_KUNIT_TIMEOUT:-300}")
+	args=("loglevel=${RMAD_LOGLEVEL:-5}" "kunit.timeout=${RMAD_KUNIT_TIMEOUT:-300}")
 	if [ -n "${RMAD_KUNIT_FILTER:-}" ]; then
 		args+=("kunit.filter_glob=$RMAD_KUNIT_FILTER")
 	fi

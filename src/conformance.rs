@@ -129,13 +129,10 @@ mod tests {
             k.delay_ms = 0;
         });
         for r in recs {
-            drop(r.take_kept());
+            drop(r.release_all());
         }
         for a in agents {
             a.unregister()?;
-        }
-        for r in recs {
-            drop(r.take_kept());
         }
         Ok(())
     }

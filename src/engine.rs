@@ -164,6 +164,16 @@ impl Engine {
         drop(removed);
     }
 
+    /// Every registered agent (a snapshot, for device removal).
+    pub(crate) fn agents(&self) -> Result<KVec<Arc<Agent>>> {
+        let r = self.reg.lock();
+        let mut v = KVec::new();
+        for (_, a) in r.agents.iter() {
+            v.push(a.clone(), GFP_ATOMIC)?;
+        }
+        Ok(v)
+    }
+
     /// The agent a response with this TID belongs to.
     fn agent_by_tid(&self, tid: u64) -> Option<Arc<Agent>> {
         self.reg.lock().agents.get(&wire::tid_hi(tid)).cloned()

@@ -23,6 +23,7 @@ mod conformance;
 mod demo;
 mod engine;
 mod loopback;
+mod probe;
 mod races;
 mod send;
 mod state;
@@ -45,6 +46,10 @@ module! {
             default: false,
             description: "Run the loopback demonstration at load time",
         },
+        rxe_probe: u32 {
+            default: 0,
+            description: "Keep this many sends outstanding on rxe0 (device-removal tests)",
+        },
         bench: bool {
             default: false,
             description: "Run the cancel/modify/matching benchmark at load time",
@@ -53,7 +58,10 @@ module! {
 }
 
 /// The loaded module.
-struct Rmad;
+struct Rmad {
+    /// The removal probe, when `rxe_probe` asked for one.
+    probe: Option<probe::Probe>,
+}
 
 impl kernel::Module for Rmad {
     fn init(_module: &'static ThisModule) -> Result<Self> {
@@ -68,13 +76,17 @@ impl kernel::Module for Rmad {
         if module_parameters::bench.value() {
             bench::run()?;
         }
-        Ok(Rmad)
+        let n = module_parameters::rxe_probe.value();
+        let probe = if n > 0 { Some(probe::start(n)?) } else { None };
+        Ok(Rmad { probe })
     }
 }
 
 impl Drop for Rmad {
     fn drop(&mut self) {
+        // Removing the devices flushes the probe's sends; then the probe reports and goes.
         verbs::exit();
+        drop(self.probe.take());
         pr_info!("unloaded\n");
     }
 }

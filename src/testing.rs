@@ -125,6 +125,8 @@ pub(crate) struct RecorderInner {
     pub(crate) kept: KVec<SendBuf>,
     /// Results of actions taken inside handlers (cancel or unregister return codes).
     pub(crate) inner_results: KVec<i32>,
+    /// Buffers are no longer kept (teardown has started).
+    keep_off: bool,
     /// See [`Recorder::set_probe`].
     probe: Option<Arc<Fabric>>,
     probed: KVec<(usize, u64)>,
@@ -139,6 +141,7 @@ impl Recorder {
                     calls: KVec::new(),
                     kept: KVec::new(),
                     inner_results: KVec::new(),
+                    keep_off: false,
                     probe: None,
                     probed: KVec::new(),
                 }),
@@ -242,6 +245,14 @@ impl Recorder {
         core::mem::take(&mut self.calls.lock().kept)
     }
 
+    /// Stops keeping buffers and gives back those kept: an agent's unregistration waits for
+    /// every buffer, so a recorder that kept them through it would wait forever.
+    pub(crate) fn release_all(&self) -> KVec<SendBuf> {
+        let mut g = self.calls.lock();
+        g.keep_off = true;
+        core::mem::take(&mut g.kept)
+    }
+
     /// Waits until `cond` holds for the calls, at most [`WAIT_MS`]; returns whether it holds.
     pub(crate) fn wait_until(&self, cond: impl Fn(&[Call]) -> bool) -> bool {
         let start = Instant::<Monotonic>::now();
@@ -293,19 +304,28 @@ impl SendHandler for Recorder {
         if self.behaviour.sleep_in_send_ms > 0 {
             sleep_ms(self.behaviour.sleep_in_send_ms);
         }
-        self.push(Call::Send {
+        let call = Call::Send {
             tag: buf.context()[0],
             wc,
             retries: buf.retries(),
             task: task_id(),
-        });
+        };
         if self.behaviour.unregister_in_send {
             self.push_result(agent.unregister());
         }
-        if self.behaviour.keep {
+        let mut g = self.calls.lock();
+        // A kept buffer is in place before the call is visible, so that a test that saw the
+        // call finds the buffer.
+        if self.behaviour.keep && !g.keep_off {
             // Under memory pressure the buffer is freed instead, and the test sees it missing.
-            let _ = self.calls.lock().kept.push(buf, GFP_ATOMIC);
+            let _ = g.kept.push(buf, GFP_ATOMIC);
+        } else {
+            drop(g);
+            drop(buf);
+            g = self.calls.lock();
         }
+        let _ = g.calls.push(call, GFP_ATOMIC);
+        self.changed.notify_all();
     }
 }
 

@@ -119,7 +119,24 @@ pub(crate) struct VerbsPort {
     /// The shim's port; held while a transmission is handed to it, so that closing waits.
     #[pin]
     vp: SpinLock<*mut Vport>,
+    /// Transmissions waiting for room in the send queue, oldest first (the C layer's QP
+    /// overflow list, mad-spec.md §2.4.2). Lock order: `vp`, then `overflow`.
+    #[pin]
+    overflow: SpinLock<KVec<Pending>>,
 }
+
+/// A transmission waiting in the overflow list.
+struct Pending {
+    mad: KVec<u8>,
+    /// The completion's tag, as handed to the shim (see [`VerbsPort::post_send`]).
+    wr_id: *mut (Arc<SendRecord>, u64),
+    remote_qpn: u32,
+    pkey_index: u16,
+    ah: crate::send::Address,
+}
+
+/// The errno the shim returns when the send queue is full.
+const SQ_FULL: c_int = -(kernel::bindings::EBUSY as c_int);
 
 // SAFETY: The raw pointers are handles to kernel objects usable from any thread; the shim
 // synchronises its own state.
@@ -207,6 +224,7 @@ impl VerbsPort {
                 name,
                 engine: engine.clone(),
                 vp <- new_spinlock!(core::ptr::null_mut(), "VerbsPort::vp"),
+                overflow <- new_spinlock!(KVec::new(), "VerbsPort::overflow"),
             }),
             GFP_KERNEL,
         )?;
@@ -219,12 +237,21 @@ impl VerbsPort {
         Ok(this)
     }
 
-    /// Closes the private QP: outstanding transmissions complete (flushed) before it returns.
+    /// Closes the private QP. New transmissions fail with `ENODEV` from here on; every send of
+    /// the agents on this port is cancelled, so that each one's handler reports `WR_FLUSH_ERR`
+    /// exactly once; transmissions still on the QP complete (flushed) before this returns.
     fn close(&self) {
         let vp = core::mem::replace(&mut *self.vp.lock(), core::ptr::null_mut());
+        let me = core::ptr::from_ref(self).cast::<()>();
+        if let Ok(agents) = self.engine.agents() {
+            for a in agents.iter().filter(|a| a.uses_transport(me)) {
+                a.cancel_all();
+            }
+        }
         // SAFETY: `vp` was returned by `rmad_shim_vport_open` and is closed exactly once (it is
         // replaced by null under the lock).
         unsafe { rmad_shim_vport_close(vp) };
+        self.flush_overflow();
     }
 
     /// The device's name.
@@ -261,38 +288,144 @@ impl Transport for VerbsPort {
             return Err(ENODEV);
         }
         // The completion names the send through a small allocation that the completion frees.
-        let tag = KBox::new((wr.rec.clone(), wr.gen), GFP_ATOMIC)?;
-        let wr_id = KBox::into_raw(tag);
-        let (has_grh, dgid, sgid_index) = match wr.ah.grh {
-            Some(g) => (1u8, g.dgid, g.sgid_index),
-            None => (0u8, [0u8; 16], 0u8),
+        let wr_id = KBox::into_raw(KBox::new((wr.rec.clone(), wr.gen), GFP_ATOMIC)?);
+        // FIFO: once something waits for room, everything queues behind it.
+        let r = if self.overflow.lock().is_empty() {
+            // SAFETY: `*vp` is open (non-null under its lock, which is held).
+            unsafe { self.send_raw(*vp, wr.mad, wr_id, wr.remote_qpn, wr.pkey_index, wr.ah) }
+        } else {
+            SQ_FULL
         };
-        // SAFETY: `*vp` is an open port (checked non-null under its lock, which is held); the
-        // buffers are valid for their lengths; on success the shim hands `wr_id` back exactly
-        // once, to `rmad_rust_send_done`.
-        let r = unsafe {
-            rmad_shim_vport_send(
-                *vp,
-                wr.mad.as_ptr(),
-                u32::try_from(wr.mad.len()).map_err(|_| EINVAL)?,
-                wr_id.expose_provenance() as u64,
-                wr.remote_qpn,
-                wr.pkey_index,
-                u32::from(wr.ah.dlid),
-                wr.ah.src_path_bits,
-                has_grh,
-                dgid.as_ptr(),
-                sgid_index,
-                // RoCE: rmad reaches its own port only (the destination MAC is this port's).
-                self.mac.as_ptr(),
-            )
-        };
+        if r == SQ_FULL {
+            let mut mad = KVec::new();
+            let queued = mad
+                .extend_from_slice(wr.mad, GFP_ATOMIC)
+                .map_err(|_| ENOMEM)
+                .and_then(|()| {
+                    self.overflow
+                        .lock()
+                        .push(
+                            Pending {
+                                mad,
+                                wr_id,
+                                remote_qpn: wr.remote_qpn,
+                                pkey_index: wr.pkey_index,
+                                ah: wr.ah,
+                            },
+                            GFP_ATOMIC,
+                        )
+                        .map_err(|_| ENOMEM)
+                });
+            if let Err(e) = queued {
+                // SAFETY: The shim did not take `wr_id`; reclaim it.
+                drop(unsafe { KBox::from_raw(wr_id) });
+                return Err(e);
+            }
+            return Ok(());
+        }
         if r != 0 {
             // SAFETY: The shim did not take `wr_id`; reclaim it.
             drop(unsafe { KBox::from_raw(wr_id) });
             return Err(Error::from_errno(r));
         }
         Ok(())
+    }
+}
+
+impl VerbsPort {
+    /// Hands one transmission to the shim; returns its errno.
+    ///
+    /// # Safety
+    ///
+    /// `vp` must be this port's open shim port, with `self.vp` locked by the caller.
+    unsafe fn send_raw(
+        &self,
+        vp: *mut Vport,
+        mad: &[u8],
+        wr_id: *mut (Arc<SendRecord>, u64),
+        remote_qpn: u32,
+        pkey_index: u16,
+        ah: crate::send::Address,
+    ) -> c_int {
+        let (has_grh, dgid, sgid_index) = match ah.grh {
+            Some(g) => (1u8, g.dgid, g.sgid_index),
+            None => (0u8, [0u8; 16], 0u8),
+        };
+        let Ok(len) = u32::try_from(mad.len()) else {
+            return EINVAL.to_errno();
+        };
+        // SAFETY: `vp` is open (caller's promise); the buffers are valid for their lengths; on
+        // success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
+        unsafe {
+            rmad_shim_vport_send(
+                vp,
+                mad.as_ptr(),
+                len,
+                wr_id.expose_provenance() as u64,
+                remote_qpn,
+                pkey_index,
+                u32::from(ah.dlid),
+                ah.src_path_bits,
+                has_grh,
+                dgid.as_ptr(),
+                sgid_index,
+                // RoCE: rmad reaches its own port only (the destination MAC is this port's).
+                self.mac.as_ptr(),
+            )
+        }
+    }
+
+    /// A send-queue slot was freed: the oldest waiting transmissions go out. A transmission
+    /// the shim refuses completes with `LOC_QP_OP_ERR` (mad-spec.md §2.4.3 step 5).
+    fn drain_overflow(&self) {
+        let mut failed: KVec<*mut (Arc<SendRecord>, u64)> = KVec::new();
+        {
+            let vp = self.vp.lock();
+            loop {
+                let Some(p) = ({
+                    let mut o = self.overflow.lock();
+                    if o.is_empty() {
+                        None
+                    } else {
+                        o.remove(0).ok()
+                    }
+                }) else {
+                    break;
+                };
+                let r = if vp.is_null() {
+                    ENODEV.to_errno()
+                } else {
+                    // SAFETY: `*vp` is open and locked.
+                    unsafe { self.send_raw(*vp, &p.mad, p.wr_id, p.remote_qpn, p.pkey_index, p.ah) }
+                };
+                if r == SQ_FULL {
+                    let mut o = self.overflow.lock();
+                    if o.insert_within_capacity(0, p).is_err() {
+                        pr_warn!("verbs: lost an overflow transmission\n");
+                    }
+                    break;
+                }
+                if r != 0 && failed.push(p.wr_id, GFP_ATOMIC).is_err() {
+                    pr_warn!("verbs: lost a failed transmission\n");
+                }
+            }
+        }
+        // Completed outside the port's locks: agent locks come first.
+        for wr_id in failed {
+            // SAFETY: The shim did not take `wr_id`; reclaim it.
+            let (rec, gen) = KBox::into_inner(unsafe { KBox::from_raw(wr_id) });
+            Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
+        }
+    }
+
+    /// Flushes every waiting transmission (the port is closing).
+    fn flush_overflow(&self) {
+        let waiting = core::mem::take(&mut *self.overflow.lock());
+        for p in waiting {
+            // SAFETY: The shim never took `wr_id`; reclaim it.
+            let (rec, gen) = KBox::into_inner(unsafe { KBox::from_raw(p.wr_id) });
+            Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
+        }
     }
 }
 
@@ -362,10 +495,11 @@ unsafe extern "C" fn rmad_rust_device_remove(dev: *mut IbDevice) {
 ///
 /// # Safety
 ///
-/// Only called by the shim, once per successful `rmad_shim_vport_send`, with its `wr_id`.
+/// Only called by the shim, once per successful `rmad_shim_vport_send`, with its `wr_id`,
+/// and with `ctx` the port given to `rmad_shim_vport_open`.
 #[no_mangle]
 unsafe extern "C" fn rmad_rust_send_done(
-    _ctx: *mut c_void,
+    ctx: *mut c_void,
     wr_id: u64,
     status: c_int,
     vendor_err: u32,
@@ -377,6 +511,9 @@ unsafe extern "C" fn rmad_rust_send_done(
     let (rec, gen) = KBox::into_inner(tag);
     let status = WcStatus::from_code(u32::try_from(status).unwrap_or(u32::MAX));
     Agent::send_completed(&rec, gen, status, vendor_err);
+    // SAFETY: The port outlives its QP, whose completions these are (caller's promise).
+    let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    port.drain_overflow();
 }
 
 /// The shim's report that a MAD arrived at a private QP.
@@ -459,7 +596,14 @@ mod tests {
         let Some((port, a, rec)) = s else {
             return Ok(());
         };
-        let h = post(rxe_request(&port, &a, 1, wire::IB_MGMT_METHOD_GET, 5000, 2)?);
+        let h = post(rxe_request(
+            &port,
+            &a,
+            1,
+            wire::IB_MGMT_METHOD_GET,
+            5000,
+            2,
+        )?);
         let posted = h.is_ok();
         let done = rec.wait_sends(1);
         let calls = rec.calls()?;
@@ -510,7 +654,14 @@ mod tests {
         retries: i32,
     ) -> Result<crate::send::SendBuf> {
         let gid = port.gid(1, 1).ok_or(ENODEV)?;
-        let mut buf = request(a, wire::IB_MGMT_CLASS_PERF_MGMT, tag, 0, timeout_ms, retries)?;
+        let mut buf = request(
+            a,
+            wire::IB_MGMT_CLASS_PERF_MGMT,
+            tag,
+            0,
+            timeout_ms,
+            retries,
+        )?;
         if let Some(m) = buf.mad_mut().get_mut(3) {
             *m = method;
         }
@@ -534,7 +685,14 @@ mod tests {
             return Ok(());
         };
         let start = Instant::<Monotonic>::now();
-        let _h = post(rxe_request(&port, &a, 2, wire::IB_MGMT_METHOD_SEND, 200, 2)?)?;
+        let _h = post(rxe_request(
+            &port,
+            &a,
+            2,
+            wire::IB_MGMT_METHOD_SEND,
+            200,
+            2,
+        )?)?;
         let done = rec.wait_sends(1);
         let elapsed = start.elapsed().as_millis();
         let sends = rec.sends()?;
@@ -555,9 +713,17 @@ mod tests {
         let Some((port, a, rec)) = s else {
             return Ok(());
         };
-        let h = post(rxe_request(&port, &a, 3, wire::IB_MGMT_METHOD_SEND, 60_000, 0)?)?;
+        let h = post(rxe_request(
+            &port,
+            &a,
+            3,
+            wire::IB_MGMT_METHOD_SEND,
+            60_000,
+            0,
+        )?)?;
         let start = Instant::<Monotonic>::now();
-        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000 {
+        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000
+        {
             sleep_ms(1);
         }
         let waiting = a.send_state(&h);
@@ -580,9 +746,17 @@ mod tests {
         let Some((port, a, rec)) = s else {
             return Ok(());
         };
-        let h = post(rxe_request(&port, &a, 4, wire::IB_MGMT_METHOD_SEND, 300, 0)?)?;
+        let h = post(rxe_request(
+            &port,
+            &a,
+            4,
+            wire::IB_MGMT_METHOD_SEND,
+            300,
+            0,
+        )?)?;
         let start = Instant::<Monotonic>::now();
-        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000 {
+        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000
+        {
             sleep_ms(1);
         }
         let from = Instant::<Monotonic>::now();
@@ -613,7 +787,14 @@ mod tests {
         let mut cancelled = KVec::with_capacity(N, GFP_KERNEL)?;
         let mut seed: u32 = 0x2545_f491;
         for tag in 0..N {
-            let h = post(rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_GET, 5000, 0)?)?;
+            let h = post(rxe_request(
+                &port,
+                &a,
+                tag,
+                wire::IB_MGMT_METHOD_GET,
+                5000,
+                0,
+            )?)?;
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             udelay(Delta::from_micros(i64::from((seed >> 16) % 400)));
             cancelled.push(h.cancel().is_ok(), GFP_KERNEL)?;
@@ -627,7 +808,11 @@ mod tests {
         for (tag, status, _) in sends.iter() {
             if let (Some(c), Some(k)) = (count.get_mut(*tag), cancelled.get(*tag)) {
                 *c = c.saturating_add(1);
-                let want = if *k { WcStatus::WrFlushErr } else { WcStatus::Success };
+                let want = if *k {
+                    WcStatus::WrFlushErr
+                } else {
+                    WcStatus::Success
+                };
                 agree &= *status == want;
             } else {
                 agree = false;

@@ -22,4 +22,38 @@ impl Agent {
                 .map_err(|_| EINVAL)
         })
     }
+
+    /// Cancels every outstanding send of the agent, as `ib_cancel_mad` would one by one: the
+    /// transport under the agent is going away. Each send's handler then reports
+    /// `WR_FLUSH_ERR` exactly once: at once for waiting and queued sends, at their (flushed)
+    /// send completion for sends in flight.
+    pub(crate) fn cancel_all(self: &Arc<Self>) {
+        let mut g = self.inner.lock();
+        for q in [Q_WAIT, Q_BACKLOG] {
+            while let Some(rec) = first_in(&g.queues, q) {
+                Self::with_state(&mut g, &rec, |g, st| {
+                    let _ = self.apply(g, &rec, st, Event::Modify(0));
+                });
+            }
+        }
+        let mut after: Option<QKey> = None;
+        loop {
+            let bound = after.map_or((Q_FLIGHT, i64::MIN, 0), |k| {
+                (k.0, k.1, k.2.saturating_add(1))
+            });
+            let Some((k, rec)) = first_entry_from(&g.queues, bound, Q_FLIGHT) else {
+                break;
+            };
+            Self::with_state(&mut g, &rec, |g, st| {
+                // Already cancelled sends refuse; that is fine.
+                let _ = self.apply(g, &rec, st, Event::Modify(0));
+            });
+            after = Some(k);
+        }
+    }
+
+    /// Whether the agent sends through `t`.
+    pub(crate) fn uses_transport(&self, t: *const ()) -> bool {
+        core::ptr::eq(Arc::as_ptr(&self.transport).cast::<()>(), t)
+    }
 }

@@ -9,7 +9,7 @@ emit_suite() {
 	echo "RMAD-SUITE-END $1"
 }
 
-# Collected results of the harness's own checks (suite rmad_vm), as KTAP lines.
+# Collected results of the harness's own checks, as KTAP lines.
 VM_CASES=""
 VM_COUNT=0
 
@@ -29,30 +29,35 @@ vm_case() {
 	fi
 }
 
-# Emit the harness checks as a KTAP document for suite rmad_vm.
+# Emit the harness checks recorded so far as a KTAP document for suite $1,
+# and start a new list.
 emit_vm_suite() {
-	echo "RMAD-SUITE-BEGIN rmad_vm"
+	echo "RMAD-SUITE-BEGIN $1"
 	echo "KTAP version 1"
 	echo "1..1"
 	echo "    KTAP version 1"
-	echo "    # Subtest: rmad_vm"
+	echo "    # Subtest: $1"
 	echo "    1..$VM_COUNT"
 	printf '%s' "$VM_CASES"
 	if echo "$VM_CASES" | grep -q "not ok"; then
-		echo "not ok 1 rmad_vm"
+		echo "not ok 1 $1"
 	else
-		echo "ok 1 rmad_vm"
+		echo "ok 1 $1"
 	fi
-	echo "RMAD-SUITE-END rmad_vm"
+	echo "RMAD-SUITE-END $1"
+	VM_CASES=""
+	VM_COUNT=0
 }
 
 # Create soft-RoCE device rxe0 on a dummy netdev (rmad0; dummy0 exists already), and wait until its port has
 # the IPv4-mapped GID (index 1) that MADs to the same port are addressed with.
 setup_rxe() {
-	ip link add rmad0 type dummy &&
-		ip link set rmad0 up &&
-		ip addr add 10.0.0.1/24 dev rmad0 &&
-		rdma link add rxe0 type rxe netdev rmad0 || return 1
+	if ! ip link show rmad0 >/dev/null 2>&1; then
+		ip link add rmad0 type dummy &&
+			ip link set rmad0 up &&
+			ip addr add 10.0.0.1/24 dev rmad0 || return 1
+	fi
+	rdma link add rxe0 type rxe netdev rmad0 || return 1
 	i=0
 	while [ $i -lt 100 ]; do
 		gid="$(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null || true)"
@@ -64,4 +69,11 @@ setup_rxe() {
 		sleep 0.1
 	done
 	return 1
+}
+
+# Whether the kernel log has the line "probe: ... each once: yes" with all
+# $1 sends flushed, at least $2 times.
+probe_flushed() {
+	n="$(dmesg | grep -c "probe: posted $1, handler calls $1, flushed $1, each once: yes")"
+	[ "$n" -ge "$2" ]
 }
