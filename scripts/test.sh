@@ -8,7 +8,9 @@
 # when no test ran.
 #
 # Environment: RMAD_VM_TIMEOUT (seconds the VM may take, default 1500),
-# RMAD_KUNIT_FILTER (a kunit filter_glob such as 'rmad_wire.*' to run one suite).
+# RMAD_KUNIT_FILTER (a kunit filter_glob such as 'rmad_wire.*' to run one suite),
+# RMAD_KUNIT_TIMEOUT (seconds per KUnit test case, default 300), RMAD_LOGLEVEL
+# (console log level, default 5; 7 shows KUnit's progress in build/test/console.log).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
