@@ -18,6 +18,7 @@ use kernel::prelude::*;
 
 mod agent;
 mod bench;
+mod capi;
 mod check;
 mod conformance;
 mod demo;
@@ -69,6 +70,7 @@ impl kernel::Module for Rmad {
         for d in wire::self_description() {
             pr_info!("wire {}({}) = {:#x}\n", d.name, d.input, d.output);
         }
+        capi::init();
         verbs::init()?;
         if module_parameters::demo.value() {
             demo::run()?;
@@ -87,6 +89,7 @@ impl Drop for Rmad {
         // Removing the devices flushes the probe's sends; then the probe reports and goes.
         verbs::exit();
         drop(self.probe.take());
+        capi::exit();
         pr_info!("unloaded\n");
     }
 }
