@@ -162,6 +162,9 @@ int rmad_modify_mad(struct rmad_send_buf *send_buf, int timeout_ms);
 /* ib_cancel_mad, returning what ib_modify_mad(send_buf, 0) returns. */
 int rmad_cancel_mad(struct rmad_send_buf *send_buf);
 
+/* GID @index of @port of @device into @gid (16 bytes); -ENODEV, -EINVAL. */
+int rmad_port_gid(const char *device, u32 port, int index, u8 *gid);
+
 /* Wire helpers (ib_response_mad, ib_get_mad_data_offset, ib_is_mad_class_rmpp). */
 int rmad_response_mad(const void *mad, size_t len);
 int rmad_get_mad_data_offset(u8 mgmt_class);

@@ -23,5 +23,13 @@ else
 	step "module: building against the cached kernel"
 	LIBCLANG_PATH="/usr/lib/llvm$LLVM_SUFFIX/lib" \
 		make -C "$kbuild" M="$RMAD_ROOT" MO="$out" "${vars[@]}" modules >&2
+	# The sample client modules, linked against rmad's exported symbols.
+	for s in c rust; do
+		mkdir -p "$RMAD_ROOT/build/samples/$s"
+		LIBCLANG_PATH="/usr/lib/llvm$LLVM_SUFFIX/lib" \
+			make -C "$kbuild" M="$RMAD_ROOT/samples/$s" MO="$RMAD_ROOT/build/samples/$s" \
+			KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" "${vars[@]}" modules >&2
+	done
+	step "samples: build/samples/c/rmad_sample_c.ko build/samples/rust/rmad_sample_rust.ko"
 fi
 step "module: $out/rmad.ko"

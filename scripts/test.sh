@@ -37,7 +37,9 @@ grep -E '^test result:' "$out/host.log" >&2 || tail -n 20 "$out/host.log" >&2
 kbuild=""
 if kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")" &&
 	"$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
-	mods=("$RMAD_ROOT/build/module/rmad.ko")
+	mods=("$RMAD_ROOT/build/module/rmad.ko"
+		"$RMAD_ROOT/build/samples/c/rmad_sample_c.ko"
+		"$RMAD_ROOT/build/samples/rust/rmad_sample_rust.ko")
 	"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" \
 		"$RMAD_ROOT/tests/vm/kunit.sh" "${mods[@]}"
 	args=("loglevel=${RMAD_LOGLEVEL:-5}" "kunit.timeout=${RMAD_KUNIT_TIMEOUT:-300}")

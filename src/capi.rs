@@ -30,8 +30,7 @@ use crate::{
         RecvMad,
         Transport, //
     },
-    verbs,
-    wire,
+    verbs, wire,
 };
 use core::ffi::c_void;
 use kernel::{
@@ -249,8 +248,18 @@ pub(crate) unsafe extern "C" fn rmad_register_agent(
         oui: r.oui,
         methods: u128::from(r.method_mask[0]) | (u128::from(r.method_mask[1]) << 64),
     });
-    register_impl(name, port, qp_type, reg, rmpp_version, send_handler, recv_handler, context, flags)
-        .unwrap_or_else(err_ptr)
+    register_impl(
+        name,
+        port,
+        qp_type,
+        reg,
+        rmpp_version,
+        send_handler,
+        recv_handler,
+        context,
+        flags,
+    )
+    .unwrap_or_else(err_ptr)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -495,15 +504,19 @@ pub(crate) unsafe extern "C" fn rmad_send_buf_set(
 /// `rmad_send_buf_context`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_send_buf_context(send_buf: *mut c_void) -> *mut c_void {
-    with_buf(send_buf, |b| Ok(b.context))
-        .map_or(core::ptr::null_mut(), core::ptr::with_exposed_provenance_mut)
+    with_buf(send_buf, |b| Ok(b.context)).map_or(
+        core::ptr::null_mut(),
+        core::ptr::with_exposed_provenance_mut,
+    )
 }
 
 /// `rmad_send_buf_retries`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_send_buf_retries(send_buf: *mut c_void) -> c_int {
-    with_buf(send_buf, |b| b.buf.as_ref().map(|sb| sb.retries()).ok_or(EBUSY))
-        .unwrap_or_else(|e| e.to_errno())
+    with_buf(send_buf, |b| {
+        b.buf.as_ref().map(|sb| sb.retries()).ok_or(EBUSY)
+    })
+    .unwrap_or_else(|e| e.to_errno())
 }
 
 /// `rmad_post_send_mad`.
@@ -544,7 +557,9 @@ pub(crate) unsafe extern "C" fn rmad_post_send_mad(
 /// `rmad_modify_mad`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_modify_mad(send_buf: *mut c_void, timeout_ms: c_int) -> c_int {
-    match with_buf(send_buf, |b| b.handle.as_ref().ok_or(EINVAL)?.modify(timeout_ms)) {
+    match with_buf(send_buf, |b| {
+        b.handle.as_ref().ok_or(EINVAL)?.modify(timeout_ms)
+    }) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
@@ -554,6 +569,39 @@ pub(crate) extern "C" fn rmad_modify_mad(send_buf: *mut c_void, timeout_ms: c_in
 #[no_mangle]
 pub(crate) extern "C" fn rmad_cancel_mad(send_buf: *mut c_void) -> c_int {
     rmad_modify_mad(send_buf, 0)
+}
+
+/// `rmad_port_gid`: GID `index` of `port` of `device`.
+///
+/// # Safety
+///
+/// `device` must be NULL or NUL-terminated; `gid` NULL or valid for 16 bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rmad_port_gid(
+    device: *const c_char,
+    port: u32,
+    index: c_int,
+    gid: *mut u8,
+) -> c_int {
+    if device.is_null() || gid.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: Caller's promise.
+    let name = unsafe { CStr::from_char_ptr(device) };
+    let (Ok(port), Ok(index)) = (u8::try_from(port), u8::try_from(index)) else {
+        return EINVAL.to_errno();
+    };
+    let Some(p) = verbs::find_port(name, port) else {
+        return ENODEV.to_errno();
+    };
+    match p.gid(port, index) {
+        Some(g) => {
+            // SAFETY: Caller's promise.
+            unsafe { core::ptr::copy_nonoverlapping(g.as_ptr(), gid, 16) };
+            0
+        }
+        None => EINVAL.to_errno(),
+    }
 }
 
 /// `rmad_response_mad`: 1 for a response, 0 otherwise, `-EINVAL` for a short buffer.

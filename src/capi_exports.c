@@ -23,6 +23,7 @@ EXPORT_SYMBOL_GPL(rmad_send_buf_retries);
 EXPORT_SYMBOL_GPL(rmad_post_send_mad);
 EXPORT_SYMBOL_GPL(rmad_modify_mad);
 EXPORT_SYMBOL_GPL(rmad_cancel_mad);
+EXPORT_SYMBOL_GPL(rmad_port_gid);
 EXPORT_SYMBOL_GPL(rmad_response_mad);
 EXPORT_SYMBOL_GPL(rmad_get_mad_data_offset);
 EXPORT_SYMBOL_GPL(rmad_is_mad_class_rmpp);

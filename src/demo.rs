@@ -6,6 +6,15 @@
 //! send ended with and that each one completed exactly once.
 
 use crate::{
+    agent::{
+        Agent,
+        AgentConfig,
+        QpType, //
+    },
+    send::{
+        Address,
+        GrhAttr, //
+    },
     state::WcStatus,
     testing::{
         post,
@@ -14,9 +23,13 @@ use crate::{
         Env,
         Recorder, //
     },
+    transport::Transport,
     wire,
 };
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 /// Requests answered by the responder.
 const ANSWERED: usize = 24;
@@ -118,6 +131,74 @@ pub(crate) fn run() -> Result {
     drop(rrec.take_kept());
     requester.unregister()?;
     responder.unregister()?;
-    pr_info!("demo: agents unregistered; done\n");
+    pr_info!("demo: loopback agents unregistered\n");
+    rxe()
+}
+
+/// The same engine on a real RDMA device: soft-RoCE `rxe0`, if it exists.
+fn rxe() -> Result {
+    let Some(port) = crate::verbs::find_port(c"rxe0", 1) else {
+        pr_info!("demo: no rxe0; skipping the RDMA part\n");
+        return Ok(());
+    };
+    let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+    let transport: Arc<dyn Transport> = port.clone();
+    let rec = Recorder::new(Behaviour::default())?;
+    let agent = Agent::register(
+        &engine,
+        &transport,
+        AgentConfig {
+            port: 1,
+            qp_type: QpType::Gsi,
+            reg: None,
+            rmpp_version: 0,
+            flags: 0,
+            send_handler: Some(rec.clone()),
+            recv_handler: Some(rec.clone()),
+        },
+    )?;
+    let gid = transport.gid(1, 1).ok_or(ENODEV)?;
+    pr_info!(
+        "demo: rxe0/1: agent hi_tid {:#x} sends from its private UD QP to QP1 (Q_Key 0x80010000)\n",
+        agent.hi_tid
+    );
+    for tag in 0..6usize {
+        let mut buf = request(&agent, wire::IB_MGMT_CLASS_PERF_MGMT, tag, 0, 5000, 1)?;
+        // Four GETs, which ib_core answers; two SENDs, which nobody answers: cancelled.
+        let method = if tag < 4 {
+            wire::IB_MGMT_METHOD_GET
+        } else {
+            wire::IB_MGMT_METHOD_SEND
+        };
+        if let Some(m) = buf.mad_mut().get_mut(3) {
+            *m = method;
+        }
+        buf.set_ah(Some(Address {
+            dlid: 0,
+            src_path_bits: 0,
+            grh: Some(GrhAttr {
+                dgid: gid,
+                sgid_index: 1,
+            }),
+        }));
+        let h = post(buf)?;
+        if tag >= 4 {
+            let _ = h.cancel();
+        }
+    }
+    let all = rec.wait_sends(6);
+    let sends = rec.sends()?;
+    let ok = sends.iter().filter(|s| s.1 == WcStatus::Success).count();
+    let flushed = sends.iter().filter(|s| s.1 == WcStatus::WrFlushErr).count();
+    let verdict = if all && sends.len() == 6 { "yes" } else { "NO" };
+    pr_info!(
+        "demo: rxe0/1: {} answered by ib_core through QP1, {} cancelled, {} responses seen, all completed once: {}\n",
+        ok,
+        flushed,
+        rec.recv_count(),
+        verdict
+    );
+    agent.unregister()?;
+    pr_info!("demo: done\n");
     Ok(())
 }

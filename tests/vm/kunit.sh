@@ -18,6 +18,17 @@ emit_vm_suite rmad_vm >"$RESULTS"
 # The suites ran once; later loads skip them.
 echo "rmad_none_" >/sys/module/kunit/parameters/filter_glob
 
+# The sample client modules: each loads next to rmad, talks to rxe0 through
+# rmad's exported API and reports what its handlers saw.
+for lang in c rust; do
+	vm_case insmod_rmad insmod /modules/rmad.ko
+	vm_case insmod_sample insmod "/modules/rmad_sample_$lang.ko"
+	vm_case sample_reports_pass sh -c "dmesg | grep -q 'rmad_sample_$lang: PASS'"
+	vm_case rmmod_sample rmmod "rmad_sample_$lang"
+	vm_case rmmod_rmad rmmod rmad
+	emit_vm_suite "rmad_sample_$lang" >"$RESULTS"
+done
+
 # Device removal with sends outstanding: every send completes once, flushed.
 vm_case removal_insmod_probe insmod /modules/rmad.ko rxe_probe=8
 vm_case removal_rdma_link_delete rdma link delete rxe0
