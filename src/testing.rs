@@ -85,6 +85,8 @@ pub(crate) enum Call {
         tid: u64,
         /// Method of the received MAD.
         method: u8,
+        /// Status of the received MAD.
+        status: u16,
         /// The task that ran the handler.
         task: usize,
     },
@@ -340,6 +342,7 @@ impl RecvHandler for Recorder {
             tag,
             tid: hdr.tid,
             method: hdr.method,
+            status: hdr.status,
             task: task_id(),
         });
         if self.behaviour.cancel_in_recv {

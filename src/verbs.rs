@@ -85,6 +85,8 @@ extern "C" {
     fn rmad_shim_port_mac(dev: *mut IbDevice, port: u32, mac: *mut u8) -> c_int;
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
+    fn rmad_shim_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
+    fn rmad_shim_test_responder_stop(responder: *mut c_void);
     fn rmad_shim_vport_send(
         vp: *mut Vport,
         mad: *const u8,
@@ -252,6 +254,14 @@ impl VerbsPort {
         // replaced by null under the lock).
         unsafe { rmad_shim_vport_close(vp) };
         self.flush_overflow();
+    }
+
+    /// Registers, for tests, an agent in ib_core's own MAD layer on this port that answers GET
+    /// requests of `class` with a GET_RESP of status 0; `None` if ib_core refused it.
+    pub(crate) fn start_test_responder(&self, class: u8) -> Option<TestResponder> {
+        // SAFETY: `dev` is registered (type invariant).
+        let r = unsafe { rmad_shim_test_responder_start(self.dev, u32::from(self.port), class) };
+        (!r.is_null()).then_some(TestResponder(r))
     }
 
     /// The device's name.
@@ -426,6 +436,17 @@ impl VerbsPort {
             let (rec, gen) = KBox::into_inner(unsafe { KBox::from_raw(p.wr_id) });
             Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
         }
+    }
+}
+
+/// An ib_core agent that answers GETs (see [`VerbsPort::start_test_responder`]); dropping it
+/// unregisters it.
+pub(crate) struct TestResponder(*mut c_void);
+
+impl Drop for TestResponder {
+    fn drop(&mut self) {
+        // SAFETY: The pointer came from `rmad_shim_test_responder_start` and is released once.
+        unsafe { rmad_shim_test_responder_stop(self.0) };
     }
 }
 
@@ -610,11 +631,44 @@ mod tests {
         a.unregister()?;
         assert!(posted);
         assert!(done);
-        let recv = matches!(calls.first(), Some(Call::Recv { tag: Some(1), method, .. })
-            if *method == wire::IB_MGMT_METHOD_GET_RESP);
+        // Status 0x000C: method/attribute unsupported, ib_core's answer for unserved classes.
+        let recv = matches!(calls.first(), Some(Call::Recv { tag: Some(1), method, status, .. })
+            if *method == wire::IB_MGMT_METHOD_GET_RESP && *status == 0x000c);
         let send = matches!(calls.get(1), Some(Call::Send { tag: 1, wc, .. })
             if wc.status == WcStatus::Success);
         assert!(recv);
+        assert!(send);
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_get_answered_by_ib_core_agent() -> Result {
+        // The smallest experiment of the verbs path: a test agent registered in ib_core for
+        // congestion management (0x21) answers rmad's GET with status 0.
+        let s = setup()?;
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let responder = port.start_test_responder(wire::IB_MGMT_CLASS_CONG_MGMT);
+        let registered = responder.is_some();
+        let mut buf = rxe_request(&port, &a, 7, wire::IB_MGMT_METHOD_GET, 5000, 1)?;
+        if let Some(c) = buf.mad_mut().get_mut(1) {
+            *c = wire::IB_MGMT_CLASS_CONG_MGMT;
+        }
+        let posted = post(buf).is_ok();
+        let done = rec.wait_sends(1);
+        let calls = rec.calls()?;
+        drop(responder);
+        a.unregister()?;
+        assert!(registered);
+        assert!(posted);
+        assert!(done);
+        let answered = matches!(calls.first(), Some(Call::Recv { tag: Some(7), method, status, .. })
+            if *method == wire::IB_MGMT_METHOD_GET_RESP && *status == 0);
+        let send = matches!(calls.get(1), Some(Call::Send { tag: 7, wc, retries: 0, .. })
+            if wc.status == WcStatus::Success);
+        assert!(answered);
         assert!(send);
         Ok(())
     }

@@ -37,6 +37,10 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
 			 u8 has_grh, const u8 *dgid, u8 sgid_index, const u8 *dmac);
 
+/* Test scaffolding (verbs_test_responder.c): an ib_core agent that answers GETs. */
+void *rmad_shim_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class);
+void rmad_shim_test_responder_stop(void *responder);
+
 /* Implemented in Rust (verbs.rs). */
 void rmad_rust_device_add(struct ib_device *dev);
 void rmad_rust_device_remove(struct ib_device *dev);
