@@ -117,7 +117,6 @@ mod unregister;
 
 use queues::{
     first_entry,
-    first_entry_from,
     first_in, //
 };
 

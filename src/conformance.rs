@@ -34,6 +34,7 @@ mod tests {
             reg,
             request,
             sleep_ms,
+            wait_state,
             Behaviour,
             Call,
             Env,
@@ -794,18 +795,6 @@ mod tests {
             ][..]
         );
         Ok(())
-    }
-
-    /// Waits until the send `h` is in `state`.
-    fn wait_state(a: &Arc<Agent>, h: &crate::send::SendHandle, state: SendState) -> bool {
-        let start = Instant::<Monotonic>::now();
-        while start.elapsed().as_millis() < crate::testing::WAIT_MS {
-            if a.send_state(h) == Some(state) {
-                return true;
-            }
-            sleep_ms(1);
-        }
-        false
     }
 
     #[test]

@@ -6,30 +6,19 @@
 //! send ended with and that each one completed exactly once.
 
 use crate::{
-    agent::{
-        Agent,
-        AgentConfig,
-        QpType, //
-    },
-    send::{
-        Address,
-        GrhAttr, //
-    },
     state::WcStatus,
     testing::{
         post,
         request,
+        rxe_agent,
+        rxe_request,
         Behaviour,
         Env,
         Recorder, //
     },
-    transport::Transport,
     wire,
 };
-use kernel::{
-    prelude::*,
-    sync::Arc, //
-};
+use kernel::prelude::*;
 
 /// Requests answered by the responder.
 const ANSWERED: usize = 24;
@@ -137,51 +126,23 @@ pub(crate) fn run() -> Result {
 
 /// The same engine on a real RDMA device: soft-RoCE `rxe0`, if it exists.
 fn rxe() -> Result {
-    let Some(port) = crate::verbs::find_port(c"rxe0", 1) else {
+    let rec = Recorder::new(Behaviour::default())?;
+    let Some((port, agent)) = rxe_agent(&rec)? else {
         pr_info!("demo: no rxe0; skipping the RDMA part\n");
         return Ok(());
     };
-    let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
-    let rec = Recorder::new(Behaviour::default())?;
-    let agent = Agent::register(
-        &engine,
-        &transport,
-        AgentConfig {
-            port: 1,
-            qp_type: QpType::Gsi,
-            reg: None,
-            rmpp_version: 0,
-            flags: 0,
-            send_handler: Some(rec.clone()),
-            recv_handler: Some(rec.clone()),
-        },
-    )?;
-    let gid = transport.gid(1, 1).ok_or(ENODEV)?;
     pr_info!(
         "demo: rxe0/1: agent hi_tid {:#x} sends from its private UD QP to QP1 (Q_Key 0x80010000)\n",
         agent.hi_tid
     );
     for tag in 0..6usize {
-        let mut buf = request(&agent, wire::IB_MGMT_CLASS_PERF_MGMT, tag, 0, 5000, 1)?;
         // Four GETs, which ib_core answers; two SENDs, which nobody answers: cancelled.
         let method = if tag < 4 {
             wire::IB_MGMT_METHOD_GET
         } else {
             wire::IB_MGMT_METHOD_SEND
         };
-        if let Some(m) = buf.mad_mut().get_mut(3) {
-            *m = method;
-        }
-        buf.set_ah(Some(Address {
-            dlid: 0,
-            src_path_bits: 0,
-            grh: Some(GrhAttr {
-                dgid: gid,
-                sgid_index: 1,
-            }),
-        }));
-        let h = post(buf)?;
+        let h = post(rxe_request(&port, &agent, tag, method, 5000, 1)?)?;
         if tag >= 4 {
             let _ = h.cancel();
         }

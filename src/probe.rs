@@ -7,26 +7,21 @@
 //! with `WR_FLUSH_ERR`.
 
 use crate::{
-    agent::{
-        Agent,
-        AgentConfig,
-        QpType, //
-    },
-    send::{
-        Address,
-        GrhAttr, //
-    },
+    agent::Agent,
     state::WcStatus,
     testing::{
         post,
-        request,
+        rxe_agent,
+        rxe_request,
         Behaviour,
         Recorder, //
     },
-    transport::Transport,
-    verbs, wire,
+    wire,
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 /// An agent on `rxe0` with sends outstanding.
 pub(crate) struct Probe {
@@ -37,40 +32,19 @@ pub(crate) struct Probe {
 
 /// Registers the probe agent on `rxe0` port 1 and posts `n` unanswered requests.
 pub(crate) fn start(n: u32) -> Result<Probe> {
-    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
-    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
     let rec = Recorder::new(Behaviour::default())?;
-    let agent = Agent::register(
-        &engine,
-        &transport,
-        AgentConfig {
-            port: 1,
-            qp_type: QpType::Gsi,
-            reg: None,
-            rmpp_version: 0,
-            flags: 0,
-            send_handler: Some(rec.clone()),
-            recv_handler: Some(rec.clone()),
-        },
-    )?;
-    let gid = transport.gid(1, 1).ok_or(ENODEV)?;
+    let (port, agent) = rxe_agent(&rec)?.ok_or(ENODEV)?;
     let n = usize::try_from(n).map_err(|_| EINVAL)?;
     for tag in 0..n {
-        let mut buf = request(&agent, wire::IB_MGMT_CLASS_PERF_MGMT, tag, 0, 600_000, 0)?;
         // SEND requests are never answered by ib_core.
-        if let Some(m) = buf.mad_mut().get_mut(3) {
-            *m = wire::IB_MGMT_METHOD_SEND;
-        }
-        buf.set_ah(Some(Address {
-            dlid: 0,
-            src_path_bits: 0,
-            grh: Some(GrhAttr {
-                dgid: gid,
-                sgid_index: 1,
-            }),
-        }));
-        post(buf)?;
+        post(rxe_request(
+            &port,
+            &agent,
+            tag,
+            wire::IB_MGMT_METHOD_SEND,
+            600_000,
+            0,
+        )?)?;
     }
     pr_info!("probe: {} sends outstanding on rxe0\n", n);
     Ok(Probe {

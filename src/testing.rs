@@ -26,15 +26,23 @@ use crate::{
     },
     send::{
         Address,
+        GrhAttr,
         SendBuf,
         SendCompletion,
         SendHandle, //
     },
-    state::WcStatus,
+    state::{
+        SendState,
+        WcStatus, //
+    },
     transport::{
         PortAttr,
         RecvMad,
         Transport, //
+    },
+    verbs::{
+        self,
+        VerbsPort, //
     },
     wire::{
         self,
@@ -414,19 +422,7 @@ impl Env {
         rec: &Arc<Recorder>,
         reg: Option<RegReq>,
     ) -> Result<Arc<Agent>> {
-        Agent::register(
-            &self.engine,
-            &self.transport,
-            AgentConfig {
-                port,
-                qp_type: QpType::Gsi,
-                reg,
-                rmpp_version: 0,
-                flags: 0,
-                send_handler: Some(rec.clone()),
-                recv_handler: Some(rec.clone()),
-            },
-        )
+        register_gsi(&self.engine, &self.transport, port, rec, reg)
     }
 
     /// Registers a responder for `class` (methods GET and SET) on `port` that answers every
@@ -446,6 +442,85 @@ impl Drop for Env {
         self.lb.fabric.shutdown();
         self.engine.quiesce();
     }
+}
+
+/// Registers a GSI agent on `port` of `transport` with `rec` as both handlers.
+pub(crate) fn register_gsi(
+    engine: &Arc<Engine>,
+    transport: &Arc<dyn Transport>,
+    port: u8,
+    rec: &Arc<Recorder>,
+    reg: Option<RegReq>,
+) -> Result<Arc<Agent>> {
+    Agent::register(
+        engine,
+        transport,
+        AgentConfig {
+            port,
+            qp_type: QpType::Gsi,
+            reg,
+            rmpp_version: 0,
+            flags: 0,
+            send_handler: Some(rec.clone()),
+            recv_handler: Some(rec.clone()),
+        },
+    )
+}
+
+/// Port 1 of `rxe0` and an agent on it whose handlers are `rec`; `None` without `rxe0`.
+pub(crate) fn rxe_agent(rec: &Arc<Recorder>) -> Result<Option<(Arc<VerbsPort>, Arc<Agent>)>> {
+    let Some(port) = verbs::find_port(c"rxe0", 1) else {
+        return Ok(None);
+    };
+    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+    let transport: Arc<dyn Transport> = port.clone();
+    let a = register_gsi(&engine, &transport, 1, rec, None)?;
+    Ok(Some((port, a)))
+}
+
+/// A class-0x04 request with `method` from `a` to QP1 of its own rxe port, through the
+/// port's IPv4-mapped GID (index 1). ib_core answers GET itself; it never answers SEND.
+pub(crate) fn rxe_request(
+    port: &Arc<VerbsPort>,
+    a: &Arc<Agent>,
+    tag: usize,
+    method: u8,
+    timeout_ms: i32,
+    retries: i32,
+) -> Result<SendBuf> {
+    let gid = port.gid(1, 1).ok_or(ENODEV)?;
+    let mut buf = request(
+        a,
+        wire::IB_MGMT_CLASS_PERF_MGMT,
+        tag,
+        0,
+        timeout_ms,
+        retries,
+    )?;
+    if let Some(m) = buf.mad_mut().get_mut(3) {
+        *m = method;
+    }
+    buf.set_ah(Some(Address {
+        dlid: 0,
+        src_path_bits: 0,
+        grh: Some(GrhAttr {
+            dgid: gid,
+            sgid_index: 1,
+        }),
+    }));
+    Ok(buf)
+}
+
+/// Waits (at most [`WAIT_MS`]) until the send `h` is in `state`.
+pub(crate) fn wait_state(a: &Arc<Agent>, h: &SendHandle, state: SendState) -> bool {
+    let start = Instant::<Monotonic>::now();
+    while start.elapsed().as_millis() < WAIT_MS {
+        if a.send_state(h) == Some(state) {
+            return true;
+        }
+        sleep_ms(1);
+    }
+    false
 }
 
 /// A registration for GET and SET requests of `class`, version 1.

@@ -581,19 +581,13 @@ unsafe extern "C" fn rmad_rust_recv(
 mod tests {
     use super::*;
     use crate::{
-        agent::{
-            AgentConfig,
-            QpType, //
-        },
-        send::{
-            Address,
-            GrhAttr, //
-        },
         state::SendState,
         testing::{
             post,
-            request,
+            rxe_agent,
+            rxe_request,
             sleep_ms,
+            wait_state,
             Behaviour,
             Call,
             Recorder, //
@@ -675,59 +669,8 @@ mod tests {
 
     /// The rxe0 port, and an agent on it whose handlers record.
     fn setup() -> Result<Option<(Arc<VerbsPort>, Arc<Agent>, Arc<Recorder>)>> {
-        let Some(port) = find_port(c"rxe0", 1) else {
-            return Ok(None);
-        };
-        let engine = verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
         let rec = Recorder::new(Behaviour::default())?;
-        let a = Agent::register(
-            &engine,
-            &transport,
-            AgentConfig {
-                port: 1,
-                qp_type: QpType::Gsi,
-                reg: None,
-                rmpp_version: 0,
-                flags: 0,
-                send_handler: Some(rec.clone()),
-                recv_handler: Some(rec.clone()),
-            },
-        )?;
-        Ok(Some((port, a, rec)))
-    }
-
-    /// A class-0x04 request with `method` from `a` to QP1 of its own port, through the
-    /// port's IPv4-mapped GID. ib_core answers GET; it never answers SEND.
-    fn rxe_request(
-        port: &Arc<VerbsPort>,
-        a: &Arc<Agent>,
-        tag: usize,
-        method: u8,
-        timeout_ms: i32,
-        retries: i32,
-    ) -> Result<crate::send::SendBuf> {
-        let gid = port.gid(1, 1).ok_or(ENODEV)?;
-        let mut buf = request(
-            a,
-            wire::IB_MGMT_CLASS_PERF_MGMT,
-            tag,
-            0,
-            timeout_ms,
-            retries,
-        )?;
-        if let Some(m) = buf.mad_mut().get_mut(3) {
-            *m = method;
-        }
-        buf.set_ah(Some(Address {
-            dlid: 0,
-            src_path_bits: 0,
-            grh: Some(GrhAttr {
-                dgid: gid,
-                sgid_index: 1,
-            }),
-        }));
-        Ok(buf)
+        Ok(rxe_agent(&rec)?.map(|(p, a)| (p, a, rec)))
     }
 
     #[test]
@@ -775,11 +718,7 @@ mod tests {
             60_000,
             0,
         )?)?;
-        let start = Instant::<Monotonic>::now();
-        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000
-        {
-            sleep_ms(1);
-        }
+        let _ = wait_state(&a, &h, SendState::WaitResp);
         let waiting = a.send_state(&h);
         let cancel = h.cancel();
         let done = rec.wait_sends(1);
@@ -808,11 +747,7 @@ mod tests {
             300,
             0,
         )?)?;
-        let start = Instant::<Monotonic>::now();
-        while a.send_state(&h) != Some(SendState::WaitResp) && start.elapsed().as_millis() < 10_000
-        {
-            sleep_ms(1);
-        }
+        let _ = wait_state(&a, &h, SendState::WaitResp);
         let from = Instant::<Monotonic>::now();
         let m = h.modify(1500);
         sleep_ms(800);

@@ -29,27 +29,8 @@ impl Agent {
     /// send completion for sends in flight.
     pub(crate) fn cancel_all(self: &Arc<Self>) {
         let mut g = self.inner.lock();
-        for q in [Q_WAIT, Q_BACKLOG] {
-            while let Some(rec) = first_in(&g.queues, q) {
-                Self::with_state(&mut g, &rec, |g, st| {
-                    let _ = self.apply(g, &rec, st, Event::Modify(0));
-                });
-            }
-        }
-        let mut after: Option<QKey> = None;
-        loop {
-            let bound = after.map_or((Q_FLIGHT, i64::MIN, 0), |k| {
-                (k.0, k.1, k.2.saturating_add(1))
-            });
-            let Some((k, rec)) = first_entry_from(&g.queues, bound, Q_FLIGHT) else {
-                break;
-            };
-            Self::with_state(&mut g, &rec, |g, st| {
-                // Already cancelled sends refuse; that is fine.
-                let _ = self.apply(g, &rec, st, Event::Modify(0));
-            });
-            after = Some(k);
-        }
+        // Already cancelled sends refuse; that is fine.
+        self.apply_to_all(&mut g, &[Q_WAIT, Q_BACKLOG, Q_FLIGHT], Event::Modify(0));
     }
 
     /// Whether the agent sends through `t`.

@@ -9,6 +9,21 @@
 use super::*;
 
 impl Agent {
+    /// Applies `ev` once to every send in the queues `qs`, queue by queue in the order given
+    /// and in list order within each; refusals are ignored. Each send is visited once, even
+    /// when `ev` moves it to a later queue or leaves it where it is.
+    pub(super) fn apply_to_all(self: &Arc<Self>, g: &mut AgentInner, qs: &[u8], ev: Event) {
+        for &q in qs {
+            let mut bound = (q, i64::MIN, 0);
+            while let Some((k, rec)) = first_entry_from(&g.queues, bound, q) {
+                Self::with_state(g, &rec, |g, st| {
+                    let _ = self.apply(g, &rec, st, ev);
+                });
+                bound = (k.0, k.1, k.2.saturating_add(1));
+            }
+        }
+    }
+
     /// Runs `f` on the state of `rec` while giving it the rest of the agent's state too.
     pub(super) fn with_state<R>(
         g: &mut AgentInner,

@@ -28,26 +28,11 @@ impl Agent {
             g.dead = true;
             // Waiting, cancelled and queued sends are flushed now (T25), in the C layer's list
             // order; sends in flight are marked and flushed at their send completion (T24).
-            for q in [Q_CANCEL, Q_WAIT, Q_BACKLOG] {
-                while let Some(rec) = first_in(&g.queues, q) {
-                    Self::with_state(&mut g, &rec, |g, st| {
-                        let _ = self.apply(g, &rec, st, Event::Unregister);
-                    });
-                }
-            }
-            let mut after: Option<QKey> = None;
-            loop {
-                let bound = after.map_or((Q_FLIGHT, i64::MIN, 0), |k| {
-                    (k.0, k.1, k.2.saturating_add(1))
-                });
-                let Some((k, rec)) = first_entry_from(&g.queues, bound, Q_FLIGHT) else {
-                    break;
-                };
-                Self::with_state(&mut g, &rec, |g, st| {
-                    let _ = self.apply(g, &rec, st, Event::Unregister);
-                });
-                after = Some(k);
-            }
+            self.apply_to_all(
+                &mut g,
+                &[Q_CANCEL, Q_WAIT, Q_BACKLOG, Q_FLIGHT],
+                Event::Unregister,
+            );
         }
         self.engine.unpublish(self.hi_tid);
         wq::disable_sync::<Agent, 0>(self);

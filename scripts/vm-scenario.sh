@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot the VM with rmad and run one scenario script of tests/vm/ with KUnit
+# off, for `make run` and `make bench`. Sets everything up first.
+#
+# Usage: vm-scenario.sh NAME CONSOLE
+#   NAME     the scenario (tests/vm/NAME.sh); outputs go to build/NAME/
+#   CONSOLE  - to show the console here, or a file name under build/NAME/
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+name="$1"
+out="$RMAD_ROOT/build/$name"
+console="$2"
+[ "$console" = "-" ] || console="$out/$console"
+mkdir -p "$out"
+kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")"
+"$RMAD_ROOT/scripts/build-module.sh"
+"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" \
+	"$RMAD_ROOT/tests/vm/$name.sh" "$RMAD_ROOT/build/module/rmad.ko"
+step "VM: booting (software emulation)"
+"$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
+	"$console" "$out/results.log" "${RMAD_VM_TIMEOUT:-1200}" quiet kunit.autorun=0
