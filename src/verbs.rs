@@ -371,6 +371,7 @@ impl VerbsPort {
                 vp,
                 mad.as_ptr(),
                 len,
+                // A pointer always fits the 64-bit work-request id.
                 wr_id.expose_provenance() as u64,
                 remote_qpn,
                 pkey_index,
@@ -526,6 +527,7 @@ unsafe extern "C" fn rmad_rust_send_done(
     vendor_err: u32,
 ) {
     // `wr_id` is the pointer `post_send` leaked for this transmission.
+    // The id holds a pointer that `post_send` exposed, so it fits a `usize`.
     let ptr = core::ptr::with_exposed_provenance_mut::<(Arc<SendRecord>, u64)>(wr_id as usize);
     // SAFETY: see above.
     let tag = unsafe { KBox::from_raw(ptr) };
