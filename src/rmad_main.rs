@@ -21,6 +21,7 @@ mod bench;
 mod capi;
 mod check;
 mod conformance;
+mod debugfs;
 mod demo;
 mod engine;
 mod loopback;
@@ -62,6 +63,8 @@ module! {
 struct Rmad {
     /// The removal probe, when `rxe_probe` asked for one.
     probe: Option<probe::Probe>,
+    /// `/sys/kernel/debug/rmad`.
+    _debugfs: debugfs::Debugfs,
 }
 
 impl kernel::Module for Rmad {
@@ -71,16 +74,28 @@ impl kernel::Module for Rmad {
             pr_info!("wire {}({}) = {:#x}\n", d.name, d.input, d.output);
         }
         capi::init();
+        let debugfs = debugfs::create()?;
         verbs::init()?;
-        if module_parameters::demo.value() {
-            demo::run()?;
-        }
-        if module_parameters::bench.value() {
-            bench::run()?;
-        }
-        let n = module_parameters::rxe_probe.value();
-        let probe = if n > 0 { Some(probe::start(n)?) } else { None };
-        Ok(Rmad { probe })
+        // From here on a failure must stop the verbs side again before the module goes.
+        let probe = run_parameters().inspect_err(|_| verbs::exit())?;
+        Ok(Rmad {
+            probe,
+            _debugfs: debugfs,
+        })
+    }
+}
+
+/// Runs what the module parameters ask for at load time.
+fn run_parameters() -> Result<Option<probe::Probe>> {
+    if module_parameters::demo.value() {
+        demo::run()?;
+    }
+    if module_parameters::bench.value() {
+        bench::run()?;
+    }
+    match module_parameters::rxe_probe.value() {
+        0 => Ok(None),
+        n => Ok(Some(probe::start(n)?)),
     }
 }
 

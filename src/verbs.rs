@@ -168,7 +168,14 @@ pub(crate) fn init() -> Result {
         ports: KVec::new(),
     });
     // SAFETY: Plain call; the callbacks it triggers are defined below.
-    kernel::error::to_result(unsafe { rmad_shim_register_client() })
+    let r = kernel::error::to_result(unsafe { rmad_shim_register_client() });
+    if r.is_err() {
+        // Nothing was registered: drop the engine again.
+        if let Some(s) = VERBS.lock().take() {
+            s.engine.quiesce();
+        }
+    }
+    r
 }
 
 /// Stops the verbs transport: every device is removed (closing its ports), then the engine

@@ -31,6 +31,7 @@ done
 
 # Device removal with sends outstanding: every send completes once, flushed.
 vm_case removal_insmod_probe insmod /modules/rmad.ko rxe_probe=8
+vm_case debugfs_shows_outstanding sh -c 'grep -q "outstanding 8 posted 8" /sys/kernel/debug/rmad/agents'
 vm_case removal_rdma_link_delete rdma link delete rxe0
 sleep 1
 vm_case removal_rmmod rmmod rmad

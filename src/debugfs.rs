@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Observability: `/sys/kernel/debug/rmad/agents` lists every agent on the RDMA devices with
+//! its counters (outstanding, backlogged, sent, retried, timed out, cancelled, early
+//! responses), one line per agent.
+
+use crate::verbs;
+use kernel::{
+    debugfs::{
+        Dir,
+        File, //
+    },
+    prelude::*,
+};
+
+/// The debugfs directory and its file; dropping it removes them.
+pub(crate) struct Debugfs {
+    // Fields drop in declaration order: the file before its directory.
+    _agents: Pin<KBox<File<()>>>,
+    _dir: Dir,
+}
+
+/// Creates `rmad/agents`.
+pub(crate) fn create() -> Result<Debugfs> {
+    let dir = Dir::new(c"rmad");
+    let agents = KBox::pin_init(
+        dir.read_callback_file(c"agents", (), &|_: &(), f| {
+            let Some(engine) = verbs::verbs_engine() else {
+                return Ok(());
+            };
+            let Ok(agents) = engine.agents() else {
+                return writeln!(f, "(out of memory)");
+            };
+            for a in agents.iter() {
+                let s = a.stats();
+                writeln!(
+                    f,
+                    "hi_tid {:#x} port {} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {}",
+                    a.hi_tid,
+                    a.port(),
+                    a.outstanding(),
+                    s.posted,
+                    s.transmitted,
+                    s.retried,
+                    s.timed_out,
+                    s.cancelled,
+                    s.backlogged,
+                    s.responses,
+                    s.early_responses,
+                    s.dropped_responses,
+                    s.completed
+                )?;
+            }
+            Ok(())
+        }),
+        GFP_KERNEL,
+    )?;
+    Ok(Debugfs {
+        _agents: agents,
+        _dir: dir,
+    })
+}
