@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The benchmark that `make bench` runs (module parameter `bench=1`): the cost of cancel,
-//! modify and response matching as the number of outstanding sends grows.
+//! modify and response matching as the number of outstanding sends grows, and, on `rxe0`,
+//! rmad's cancel side by side with the C MAD layer's `ib_cancel_mad`.
 //!
 //! The C layer finds the send for cancel and modify, and the request of a response, by
 //! walking its lists, so its cost grows with the number of outstanding sends; rmad's should
@@ -13,9 +14,13 @@
 
 use crate::{
     send::SendHandle,
+    state::SendState,
     testing::{
         post,
         request,
+        rxe_agent,
+        rxe_request,
+        wait_state,
         Behaviour,
         Env,
         Recorder, //
@@ -170,5 +175,67 @@ pub(crate) fn run() -> Result {
         drop(handles);
         a.unregister()?;
     }
+    rxe()
+}
+
+/// Numbers of outstanding sends measured on rxe0.
+const RXE_SIZES: [usize; 3] = [256, 1024, 4096];
+
+/// The same cancel measured on soft-RoCE `rxe0`, side by side with the C MAD layer's
+/// `ib_cancel_mad` on the same port, in the same boot and the same cancel order.
+fn rxe() -> Result {
+    let rec = Recorder::new(Behaviour::default())?;
+    let Some((port, a)) = rxe_agent(&rec)? else {
+        pr_info!("bench: no rxe0; skipping the comparison with the C MAD layer\n");
+        return Ok(());
+    };
+    pr_info!("bench: rxe0: mean cancel cost, C MAD layer (ib_cancel_mad) vs rmad, same order\n");
+    let mut total = 0usize;
+    for n in RXE_SIZES {
+        let order = shuffled(n)?;
+        let mut order32 = KVec::with_capacity(n, GFP_KERNEL)?;
+        for i in order.iter() {
+            order32.push(u32::try_from(*i).unwrap_or(0), GFP_KERNEL)?;
+        }
+        let c_ns = port.bench_ib_cancel(&order32);
+
+        let mut handles: KVec<SendHandle> = KVec::with_capacity(n, GFP_KERNEL)?;
+        for tag in 0..n {
+            let buf = rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_SEND, 600_000, 0)?;
+            handles.push(post(buf)?, GFP_KERNEL)?;
+        }
+        for h in handles.iter() {
+            let _ = wait_state(&a, h, SendState::WaitResp);
+        }
+        let start = Instant::<Monotonic>::now();
+        for i in order.iter() {
+            if let Some(h) = handles.get(*i) {
+                let _ = h.cancel();
+            }
+        }
+        let rmad_ns = mean_ns(start, n);
+        total += n;
+        let t0 = Instant::<Monotonic>::now();
+        while !rec.wait_sends(total) && t0.elapsed().as_millis() < 300_000 {}
+        match c_ns {
+            Some(c) => {
+                let c_mean = i64::try_from(c).unwrap_or(i64::MAX) / i64::try_from(n).unwrap_or(1);
+                pr_info!(
+                    "bench: rxe0 n={:>5}  ib_cancel_mad {:>8} ns  rmad cancel {:>6} ns  ratio {}.{:02}\n",
+                    n,
+                    c_mean,
+                    rmad_ns,
+                    c_mean / rmad_ns.max(1),
+                    (c_mean % rmad_ns.max(1)) * 100 / rmad_ns.max(1)
+                );
+            }
+            None => pr_info!(
+                "bench: rxe0 n={:>5}  ib_cancel_mad failed  rmad cancel {:>6} ns\n",
+                n,
+                rmad_ns
+            ),
+        }
+    }
+    a.unregister()?;
     Ok(())
 }

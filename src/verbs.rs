@@ -87,6 +87,14 @@ extern "C" {
     fn rmad_shim_vport_close(vp: *mut Vport);
     fn rmad_shim_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
     fn rmad_shim_test_responder_stop(responder: *mut c_void);
+    fn rmad_shim_bench_ib_cancel(
+        dev: *mut IbDevice,
+        port: u32,
+        n: u32,
+        order: *const u32,
+        dgid: *const u8,
+        dmac: *const u8,
+    ) -> u64;
     fn rmad_shim_vport_send(
         vp: *mut Vport,
         mad: *const u8,
@@ -269,6 +277,26 @@ impl VerbsPort {
         // SAFETY: `dev` is registered (type invariant).
         let r = unsafe { rmad_shim_test_responder_start(self.dev, u32::from(self.port), class) };
         (!r.is_null()).then_some(TestResponder(r))
+    }
+
+    /// Benchmark: the C MAD layer's `ib_cancel_mad` on `order.len()` sends outstanding on
+    /// this port's QP1, cancelled in `order`; total nanoseconds, `None` on failure.
+    pub(crate) fn bench_ib_cancel(&self, order: &[u32]) -> Option<u64> {
+        let n = u32::try_from(order.len()).ok()?;
+        let gid = self.gid(self.port, 1)?;
+        // SAFETY: `dev` is registered (type invariant); `order` holds `n` indices below `n`;
+        // `gid` and `mac` are 16 and 6 bytes.
+        let t = unsafe {
+            rmad_shim_bench_ib_cancel(
+                self.dev,
+                u32::from(self.port),
+                n,
+                order.as_ptr(),
+                gid.as_ptr(),
+                self.mac.as_ptr(),
+            )
+        };
+        (t != 0).then_some(t)
     }
 
     /// The device's name.
