@@ -153,7 +153,7 @@ pub(crate) fn run() -> Result {
         for i in order.iter() {
             if let Some(h) = handles.get(*i) {
                 if h.cancel().is_ok() {
-                    cancelled += 1;
+                    cancelled = cancelled.saturating_add(1);
                 }
             }
         }
@@ -214,7 +214,7 @@ fn rxe() -> Result {
             }
         }
         let rmad_ns = mean_ns(start, n);
-        total += n;
+        total = total.saturating_add(n);
         let t0 = Instant::<Monotonic>::now();
         while !rec.wait_sends(total) && t0.elapsed().as_millis() < 300_000 {}
         match c_ns {
