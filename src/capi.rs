@@ -529,19 +529,29 @@ pub(crate) unsafe extern "C" fn rmad_post_send_mad(
     send_buf: *mut c_void,
     bad_send_buf: *mut *mut c_void,
 ) -> c_int {
-    let r = with_buf(send_buf, |b| {
-        let sb = b.buf.take().ok_or(EBUSY)?;
-        match Agent::post(sb) {
+    // The table's lock is held only to move the buffer out and its handle back, not while
+    // the send is posted: a concurrent free sees an outstanding buffer (EBUSY).
+    let r =
+        with_buf(send_buf, |b| b.buf.take().ok_or(EBUSY)).and_then(|sb| match Agent::post(sb) {
             Ok(h) => {
-                b.handle = Some(h);
+                let _ = with_buf(send_buf, |b| {
+                    // If the send handler already gave the buffer back, the handle is stale.
+                    if b.buf.is_none() {
+                        b.handle = Some(h);
+                    }
+                    Ok(())
+                });
                 Ok(())
             }
             Err(e) => {
-                b.buf = Some(e.buf);
+                let mut back = Some(e.buf);
+                let _ = with_buf(send_buf, |b| {
+                    b.buf = back.take();
+                    Ok(())
+                });
                 Err(e.err)
             }
-        }
-    });
+        });
     match r {
         Ok(()) => 0,
         Err(e) => {

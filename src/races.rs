@@ -36,18 +36,15 @@ mod tests {
 
     #[test]
     fn race_cancel_vs_send_completion() -> Result {
-        let (ok, flushes) = race(0, false, WcStatus::Success)?;
-        assert!(ok);
-        // Both outcomes are possible; the check above holds for each.
-        assert!(flushes <= N);
+        assert!(race(0, false, WcStatus::Success)?);
         Ok(())
     }
 
     /// Runs one race of [`N`] iterations: requests with `timeout_ms` and no retries, answered
     /// when `answered`, each cancelled after a short pseudo-random delay. Returns whether every
     /// send got exactly one handler call with the status its cancel result implies (`won`
-    /// when cancel lost), and how many cancels won.
-    fn race(timeout_ms: i32, answered: bool, won: WcStatus) -> Result<(bool, usize)> {
+    /// when cancel lost).
+    fn race(timeout_ms: i32, answered: bool, won: WcStatus) -> Result<bool> {
         let env = Env::new()?;
         let responder = if answered {
             Some(env.responder(2, CLASS)?)
@@ -90,21 +87,18 @@ mod tests {
             agree &= *status == want;
         }
         let once = count.iter().all(|c| *c == 1);
-        let flushes = cancelled.iter().filter(|c| **c).count();
-        Ok((all && agree && once && sends.len() == N, flushes))
+        Ok(all && agree && once && sends.len() == N)
     }
 
     #[test]
     fn race_cancel_vs_response() -> Result {
-        let (ok, _) = race(5000, true, WcStatus::Success)?;
-        assert!(ok);
+        assert!(race(5000, true, WcStatus::Success)?);
         Ok(())
     }
 
     #[test]
     fn race_cancel_vs_last_timeout() -> Result {
-        let (ok, _) = race(1, false, WcStatus::RespTimeoutErr)?;
-        assert!(ok);
+        assert!(race(1, false, WcStatus::RespTimeoutErr)?);
         Ok(())
     }
 }

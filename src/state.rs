@@ -142,9 +142,6 @@ pub(crate) struct Outcome {
     pub(crate) retry: bool,
     /// Store this relative timeout in the buffer's `timeout_ms` (modify and cancel).
     pub(crate) store_timeout: Option<u32>,
-    /// A response has now been matched to this send (kept apart from the timeout, so that a
-    /// later modify cannot re-arm matching; mad-spec.md §7.2 item 4).
-    pub(crate) response_seen: bool,
     /// What to do with the response of a [`Event::Response`].
     pub(crate) recv: Recv,
     /// Call the send handler with this status (after the receive handler, if any).
@@ -165,7 +162,6 @@ impl Outcome {
             transmit: false,
             retry: false,
             store_timeout: None,
-            response_seen: false,
             recv: Recv::None,
             complete: None,
             frees_fc_slot: false,
@@ -341,26 +337,19 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
 
         // T7: early response. The receive handler runs now; the send handler at completion.
         (SendStart, Event::Response) if s.timeout_ms != 0 => {
-            let mut o = Outcome::to(EarlyResp).fc(fc, -1, 0).recv(Recv::Deliver);
-            o.response_seen = true;
-            o
+            Outcome::to(EarlyResp).fc(fc, -1, 0).recv(Recv::Deliver)
         }
         // T9/T10: the receive handler, then the send handler with SUCCESS.
-        (WaitResp, Event::Response) => {
-            let mut o = Outcome::to(Done)
-                .place(Place::Nowhere)
-                .fc(fc, 0, -1)
-                .recv(Recv::Deliver)
-                .complete(WcStatus::Success);
-            o.response_seen = true;
-            o
-        }
+        (WaitResp, Event::Response) => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .fc(fc, 0, -1)
+            .recv(Recv::Deliver)
+            .complete(WcStatus::Success),
         (Queued, Event::Response) => {
             let mut o = Outcome::to(Done)
                 .place(Place::Nowhere)
                 .recv(Recv::Deliver)
                 .complete(WcStatus::Success);
-            o.response_seen = true;
             // Leaving the backlog lets the next queued send be considered.
             o.frees_fc_slot = fc;
             o
