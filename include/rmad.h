@@ -4,9 +4,23 @@
  *
  * The C API of the rmad module, mirroring the C MAD layer (ib_register_mad_agent,
  * ib_create_send_mad, ib_post_send_mad, ib_modify_mad, ib_cancel_mad,
- * ib_free_send_mad, ib_unregister_mad_agent) on rmad's agents. Every entry
- * point validates its handles: NULL, stale (freed) and foreign pointers get
- * -EINVAL (or NULL/ERR_PTR(-EINVAL)) instead of a crash.
+ * ib_free_send_mad, ib_unregister_mad_agent) on rmad's agents.
+ *
+ * Handles. struct rmad_agent and struct rmad_send_buf pointers are handles,
+ * never addresses: each one is unique for the life of the module, and once its
+ * object is gone (agent unregistered, buffer freed) it stays invalid forever.
+ * Every entry point validates its handles: NULL, stale and foreign values get
+ * -EINVAL (or NULL, 0 or ERR_PTR(-EINVAL), as each function says), never a
+ * crash and never another object. A handle is looked up in O(1) under a lock
+ * of its own, so calls on different agents and buffers do not contend.
+ *
+ * Contexts. "Atomic-safe" functions may be called in any context that may not
+ * sleep: with spinlocks held or interrupts disabled, from softirq (timers,
+ * tasklets) and from hard interrupt context, including hrtimer callbacks in
+ * the default mode. Like every user of spinlock_t, they must not be called
+ * from HRTIMER_MODE_HARD callbacks or IRQF_NO_THREAD handlers. Handlers are
+ * never called with an rmad lock held, nor from inside any rmad_* call other
+ * than rmad_unregister_agent() (which delivers the flushes it causes).
  *
  * Build a client module against rmad's Module.symvers (KBUILD_EXTRA_SYMBOLS).
  */
@@ -43,11 +57,15 @@ struct rmad_ah {
 /**
  * struct rmad_send_wc - a send's completion, as given to the send handler
  * @send_buf: the buffer, owned by the client again
+ * @post_id: the post that completed (as rmad_post_send() returned it)
+ * @context: the agent's context, as given to rmad_register_agent()
  * @status: enum ib_wc_status value
  * @vendor_err: vendor error of the transport completion (0 otherwise)
  */
 struct rmad_send_wc {
 	struct rmad_send_buf *send_buf;
+	u64 post_id;
+	void *context;
 	int status;
 	u32 vendor_err;
 };
@@ -55,12 +73,14 @@ struct rmad_send_wc {
 /**
  * struct rmad_recv_wc - a received MAD, valid only during the receive handler
  * @mad: the MAD bytes
+ * @context: the agent's context, as given to rmad_register_agent()
  * @mad_len: their number
  * @src_qp: source QP number
  * @slid: source LID
  */
 struct rmad_recv_wc {
 	const void *mad;
+	void *context;
 	u32 mad_len;
 	u32 src_qp;
 	u16 slid;
@@ -80,9 +100,16 @@ struct rmad_reg_req {
 	u64 method_mask[2];
 };
 
-/* Called exactly once per successful post, never with an rmad lock held. */
+/*
+ * Called exactly once per successful post, never with an rmad lock held, in
+ * process context (it may sleep). Calling rmad_unregister_agent() on the
+ * handler's own agent from it returns -EDEADLK.
+ */
 typedef void (*rmad_send_handler)(struct rmad_agent *agent, struct rmad_send_wc *wc);
-/* A response matched to @send_buf, or a request (@send_buf NULL). */
+/*
+ * A response matched to @send_buf, or a request (@send_buf NULL). Process
+ * context; the same -EDEADLK rule applies.
+ */
 typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
 				  const struct rmad_recv_wc *wc);
 
@@ -95,11 +122,14 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  * @rmpp_version: 0 or 1
  * @send_handler: the send handler
  * @recv_handler: the receive handler, or NULL
- * @context: returned by rmad_agent_context()
+ * @context: handed to both handlers (wc->context) and returned by rmad_agent_context()
  * @flags: registration flags (IB_MAD_USER_RMPP)
  *
- * Process context. Returns the agent or an ERR_PTR: -ENODEV for an unknown
- * device or port, the errors of ib_register_mad_agent otherwise.
+ * Process context. Handlers may run before this returns (a request that
+ * arrives at once); they receive the agent's handle already.
+ *
+ * Return: the agent, or an ERR_PTR: -ENODEV for an unknown device or port,
+ * -ENOSPC when no handle is left, the errors of ib_register_mad_agent otherwise.
  */
 struct rmad_agent *rmad_register_agent(const char *device, u32 port, int qp_type,
 				       const struct rmad_reg_req *reg_req, u8 rmpp_version,
@@ -110,64 +140,222 @@ struct rmad_agent *rmad_register_agent(const char *device, u32 port, int qp_type
  * rmad_unregister_agent - flush every send, wait for the handlers, free the agent
  * @agent: the agent
  *
- * Process context; waits until every send buffer of the agent is freed. Never
- * call it from the agent's own handler (-EDEADLK). -EINVAL for a bad handle.
+ * Process context; delivers the flushes it causes in the calling thread and
+ * waits until every handler has returned and every send buffer of the agent
+ * is freed. Afterwards @agent is invalid forever.
+ *
+ * Return: 0; -EDEADLK when called from one of @agent's own handlers (nothing
+ * is done and nothing waits); -EINVAL for a bad handle or an agent that is
+ * already being unregistered.
  */
 int rmad_unregister_agent(struct rmad_agent *agent);
 
-/* The @context given at registration; NULL for a bad handle. */
+/**
+ * rmad_agent_context - the context given at registration
+ * @agent: the agent
+ *
+ * Atomic-safe.
+ *
+ * Return: the context; NULL for a bad handle.
+ */
 void *rmad_agent_context(struct rmad_agent *agent);
 
-/* The agent's hi_tid (upper 32 bits of its TIDs); 0 for a bad handle. */
+/**
+ * rmad_agent_hi_tid - the agent's hi_tid (upper 32 bits of its TIDs)
+ * @agent: the agent
+ *
+ * Atomic-safe.
+ *
+ * Return: the hi_tid; 0 for a bad handle.
+ */
 u32 rmad_agent_hi_tid(struct rmad_agent *agent);
 
 /**
  * rmad_create_send_mad - allocate a send buffer (ib_create_send_mad)
+ * @agent: the agent
+ * @remote_qpn: destination QP number
+ * @pkey_index: P_Key table index
+ * @rmpp_active: the buffer carries an RMPP transfer
+ * @hdr_len: header bytes
+ * @data_len: payload bytes
+ * @gfp_mask: allocation flags; atomic-safe with GFP_ATOMIC
+ * @base_version: MAD base version
  *
- * Returns the buffer or an ERR_PTR (-EINVAL for every length the C MAD layer
- * leaves undefined, -ENOMEM). Atomic-safe with GFP_ATOMIC.
+ * Return: the buffer, owned by the caller, or an ERR_PTR: -EINVAL for a bad
+ * handle and for every length the C MAD layer leaves undefined, -ESHUTDOWN
+ * while the agent is being unregistered, -ENOMEM (quietly, even for huge
+ * lengths), -ENOSPC when no handle is left.
  */
 struct rmad_send_buf *rmad_create_send_mad(struct rmad_agent *agent, u32 remote_qpn,
 					   u16 pkey_index, int rmpp_active, int hdr_len,
 					   int data_len, gfp_t gfp_mask, u8 base_version);
 
-/* Frees a buffer that is not outstanding (ib_free_send_mad); -EBUSY while it is. */
+/**
+ * rmad_free_send_mad - free a buffer (ib_free_send_mad)
+ * @send_buf: a buffer the caller owns
+ *
+ * Atomic-safe. Afterwards @send_buf is invalid forever.
+ *
+ * Return: 0; -EBUSY while the buffer is outstanding (nothing is freed);
+ * -EINVAL for a bad handle.
+ */
 int rmad_free_send_mad(struct rmad_send_buf *send_buf);
 
-/* The MAD bytes of a buffer the client owns; NULL while outstanding or for a bad handle. */
+/**
+ * rmad_send_buf_mad - the MAD bytes of a buffer the caller owns
+ * @send_buf: the buffer
+ *
+ * Atomic-safe. The bytes stay where they are until the buffer is freed; write
+ * them only while you own the buffer.
+ *
+ * Return: the MAD; NULL while the buffer is outstanding or for a bad handle.
+ */
 void *rmad_send_buf_mad(struct rmad_send_buf *send_buf);
 
-/* Sets destination, timeout, retries and context of a buffer the client owns. */
+/**
+ * rmad_send_buf_set - set where and how a buffer the caller owns is sent
+ * @send_buf: the buffer
+ * @ah: destination
+ * @timeout_ms: response timeout in milliseconds (0: no response expected)
+ * @retries: retransmissions on timeout
+ * @context: returned by rmad_send_buf_context()
+ *
+ * Atomic-safe.
+ *
+ * Return: 0; -EBUSY while the buffer is outstanding; -EINVAL for a bad handle.
+ */
 int rmad_send_buf_set(struct rmad_send_buf *send_buf, const struct rmad_ah *ah,
 		      int timeout_ms, int retries, void *context);
 
-/* The context set with rmad_send_buf_set(); NULL for a bad handle. */
+/**
+ * rmad_send_buf_context - the context set with rmad_send_buf_set()
+ * @send_buf: the buffer
+ *
+ * Atomic-safe.
+ *
+ * Return: the context; NULL for a bad handle.
+ */
 void *rmad_send_buf_context(struct rmad_send_buf *send_buf);
 
-/* Retransmissions performed (valid in and after the send handler); -EINVAL for a bad handle. */
+/**
+ * rmad_send_buf_retries - retransmissions performed by the last post
+ * @send_buf: a buffer the caller owns (in or after its send handler)
+ *
+ * Atomic-safe.
+ *
+ * Return: the count; -EBUSY while outstanding; -EINVAL for a bad handle.
+ */
 int rmad_send_buf_retries(struct rmad_send_buf *send_buf);
 
 /**
  * rmad_post_send_mad - post one send (ib_post_send_mad)
- * @send_buf: the buffer
+ * @send_buf: a buffer the caller owns
  * @bad_send_buf: set to @send_buf on failure, if not NULL
  *
- * Atomic-safe; never calls a handler. -EBUSY if the buffer is already outstanding.
+ * Atomic-safe; never calls a handler. On success the buffer is outstanding
+ * until its send handler returns it; on failure the caller still owns it.
+ *
+ * Return: 0; -EBUSY if the buffer is already outstanding; -EINVAL for a bad
+ * handle or bad contents; the errors of ib_post_send_mad otherwise.
  */
 int rmad_post_send_mad(struct rmad_send_buf *send_buf, struct rmad_send_buf **bad_send_buf);
 
-/* ib_modify_mad: 0 or -EINVAL (not outstanding, already cancelled, bad handle). */
+/**
+ * rmad_post_send - post one send and learn the id of this post
+ * @send_buf: a buffer the caller owns
+ * @post_id: set to the id of this post on success (may be NULL)
+ *
+ * Atomic-safe; as rmad_post_send_mad(). A buffer can be posted many times; the
+ * pair (@send_buf, *@post_id) names this post alone, so rmad_modify_post() and
+ * rmad_cancel_post() with it never touch a later post of the same buffer. The
+ * send handler of this post may already have run when the call returns.
+ *
+ * Return: as rmad_post_send_mad().
+ */
+int rmad_post_send(struct rmad_send_buf *send_buf, u64 *post_id);
+
+/**
+ * rmad_modify_mad - change the response timeout of the buffer's current post (ib_modify_mad)
+ * @send_buf: the buffer
+ * @timeout_ms: new timeout from now, in milliseconds; 0 cancels
+ *
+ * Atomic-safe; never calls a handler.
+ *
+ * Return: 0; -EINVAL when the buffer is not outstanding, already cancelled or
+ * its final status is decided, and for a bad handle.
+ */
 int rmad_modify_mad(struct rmad_send_buf *send_buf, int timeout_ms);
 
-/* ib_cancel_mad, returning what ib_modify_mad(send_buf, 0) returns. */
+/**
+ * rmad_cancel_mad - cancel the buffer's current post (ib_cancel_mad)
+ * @send_buf: the buffer
+ *
+ * Atomic-safe. On success the send handler reports IB_WC_WR_FLUSH_ERR later,
+ * from the completion workqueue.
+ *
+ * Return: as rmad_modify_mad(@send_buf, 0).
+ */
 int rmad_cancel_mad(struct rmad_send_buf *send_buf);
 
-/* GID @index of @port of @device into @gid (16 bytes); -ENODEV, -EINVAL. */
+/**
+ * rmad_modify_post - change the response timeout of one post
+ * @send_buf: the buffer
+ * @post_id: the post, as rmad_post_send() returned it
+ * @timeout_ms: new timeout from now, in milliseconds; 0 cancels
+ *
+ * Atomic-safe.
+ *
+ * Return: as rmad_modify_mad(); -EINVAL too when @post_id is not the
+ * buffer's outstanding post.
+ */
+int rmad_modify_post(struct rmad_send_buf *send_buf, u64 post_id, int timeout_ms);
+
+/**
+ * rmad_cancel_post - cancel one post
+ * @send_buf: the buffer
+ * @post_id: the post, as rmad_post_send() returned it
+ *
+ * Atomic-safe.
+ *
+ * Return: as rmad_modify_post(@send_buf, @post_id, 0).
+ */
+int rmad_cancel_post(struct rmad_send_buf *send_buf, u64 post_id);
+
+/**
+ * rmad_port_gid - read a GID of a port
+ * @device: device name
+ * @port: port number
+ * @index: GID table index
+ * @gid: 16 bytes to fill in
+ *
+ * Return: 0; -ENODEV for an unknown (or removed) device or port; -EINVAL for
+ * a bad argument or an empty GID entry.
+ */
 int rmad_port_gid(const char *device, u32 port, int index, u8 *gid);
 
-/* Wire helpers (ib_response_mad, ib_get_mad_data_offset, ib_is_mad_class_rmpp). */
+/**
+ * rmad_response_mad - whether a MAD is a response (ib_response_mad)
+ * @mad: the MAD
+ * @len: its length
+ *
+ * Return: 1 or 0; -EINVAL for NULL or a buffer shorter than the MAD header.
+ */
 int rmad_response_mad(const void *mad, size_t len);
+
+/**
+ * rmad_get_mad_data_offset - where a class's data starts (ib_get_mad_data_offset)
+ * @mgmt_class: management class
+ *
+ * Return: the offset in bytes.
+ */
 int rmad_get_mad_data_offset(u8 mgmt_class);
+
+/**
+ * rmad_is_mad_class_rmpp - whether a class uses RMPP (ib_is_mad_class_rmpp)
+ * @mgmt_class: management class
+ *
+ * Return: 1 or 0.
+ */
 int rmad_is_mad_class_rmpp(u8 mgmt_class);
 
 #endif /* RMAD_H */

@@ -7,7 +7,9 @@
 //! rmad's `Module.symvers`. The ownership model is the in-module one: a [`SendBuf`] is owned
 //! by the client until it is posted; posting consumes it and returns a [`Posted`] handle that
 //! can only modify or cancel; the [`Client`]'s `send_done` gets the buffer back by value.
-//! Handles are checked by rmad on every call, so a stale [`Posted`] gets `EINVAL`.
+//! Handles are checked by rmad on every call and never reused, and a [`Posted`] names one post
+//! of its buffer (not the buffer), so a stale [`Posted`] gets `EINVAL`, even after its buffer
+//! was posted again.
 
 use core::ffi::c_void;
 use kernel::{
@@ -35,20 +37,38 @@ pub(crate) struct Ah {
     pub(crate) dgid: [u8; 16],
 }
 
+/// `struct rmad_send_wc`.
 #[repr(C)]
 struct SendWc {
     send_buf: *mut c_void,
+    post_id: u64,
+    context: *mut c_void,
     status: c_int,
     vendor_err: u32,
 }
 
+/// `struct rmad_recv_wc`.
 #[repr(C)]
 struct RecvWc {
     mad: *const c_void,
+    context: *mut c_void,
     mad_len: u32,
     src_qp: u32,
     slid: u16,
 }
+
+// The layouts of `include/rmad.h` (rmad checks the same numbers on its side).
+const _: () = {
+    use core::mem::{
+        offset_of,
+        size_of, //
+    };
+    assert!(size_of::<Ah>() == 22 && offset_of!(Ah, dgid) == 5);
+    assert!(size_of::<SendWc>() == 32 && offset_of!(SendWc, context) == 16);
+    assert!(offset_of!(SendWc, status) == 24 && offset_of!(SendWc, vendor_err) == 28);
+    assert!(size_of::<RecvWc>() == 32 && offset_of!(RecvWc, context) == 8);
+    assert!(offset_of!(RecvWc, mad_len) == 16 && offset_of!(RecvWc, slid) == 24);
+};
 
 type SendFn = Option<unsafe extern "C" fn(*mut c_void, *mut SendWc)>;
 type RecvFn = Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *const RecvWc)>;
@@ -88,8 +108,8 @@ extern "C" {
         retries: c_int,
         context: *mut c_void,
     ) -> c_int;
-    fn rmad_post_send_mad(buf: *mut c_void, bad: *mut *mut c_void) -> c_int;
-    fn rmad_modify_mad(buf: *mut c_void, timeout_ms: c_int) -> c_int;
+    fn rmad_post_send(buf: *mut c_void, post_id: *mut u64) -> c_int;
+    fn rmad_modify_post(buf: *mut c_void, post_id: u64, timeout_ms: c_int) -> c_int;
 }
 
 /// Turns an errno return into a `Result`.
@@ -107,43 +127,47 @@ pub(crate) trait Client: Sync + 'static {
 }
 
 /// A registered agent; dropping it unregisters it (after every buffer is freed).
+///
+/// # Invariants
+///
+/// `client` is the context rmad hands to this agent's handlers: it stays allocated until
+/// rmad's unregistration has returned successfully, and is leaked if it never does.
 pub(crate) struct Agent<C: Client> {
     raw: *mut c_void,
-    /// Referenced by rmad as the agent's context until unregistration returns.
-    _client: KBox<C>,
+    client: *mut C,
 }
 
 /// The send handler rmad calls for agents of client type `C`.
-unsafe extern "C" fn send_tramp<C: Client>(agent: *mut c_void, wc: *mut SendWc) {
+unsafe extern "C" fn send_tramp<C: Client>(_agent: *mut c_void, wc: *mut SendWc) {
     // SAFETY: rmad passes a valid completion for the duration of the call.
     let wc = unsafe { &*wc };
-    // SAFETY: The context is the `C` that the `Agent` keeps alive until unregistration.
-    let client = unsafe { &*rmad_agent_context(agent).cast::<C>() };
+    // SAFETY: The context is the `C` that the `Agent` keeps alive until unregistration has
+    // returned, after which no handler runs (invariant of `Agent`).
+    let client = unsafe { &*wc.context.cast::<C>() };
     client.send_done(SendBuf { raw: wc.send_buf }, wc.status);
 }
 
 /// The receive handler rmad calls for agents of client type `C`.
 unsafe extern "C" fn recv_tramp<C: Client>(
-    agent: *mut c_void,
+    _agent: *mut c_void,
     buf: *mut c_void,
     wc: *const RecvWc,
 ) {
     // SAFETY: rmad passes a valid receive completion for the duration of the call.
     let wc = unsafe { &*wc };
+    let len = usize::try_from(wc.mad_len).unwrap_or(0);
     // SAFETY: As above; the MAD is valid for `mad_len` bytes during the call.
-    let mad = unsafe { core::slice::from_raw_parts(wc.mad.cast::<u8>(), wc.mad_len as usize) };
-    // SAFETY: The context is the `C` that the `Agent` keeps alive until unregistration.
-    let client = unsafe { &*rmad_agent_context(agent).cast::<C>() };
+    let mad = unsafe { core::slice::from_raw_parts(wc.mad.cast::<u8>(), len) };
+    // SAFETY: As in `send_tramp`.
+    let client = unsafe { &*wc.context.cast::<C>() };
     client.recv(!buf.is_null(), mad);
 }
 
 impl<C: Client> Agent<C> {
     /// Registers a GSI agent on `port` of `device` (no class registration).
     pub(crate) fn register(device: &CStr, port: u32, client: C) -> Result<Self> {
-        let client = KBox::new(client, GFP_KERNEL)?;
-        let ctx = core::ptr::from_ref::<C>(&client)
-            .cast_mut()
-            .cast::<c_void>();
+        let client = KBox::into_raw(KBox::new(client, GFP_KERNEL)?);
+        let ctx = client.cast::<c_void>();
         // SAFETY: The name is NUL-terminated; the handlers match the C prototypes; `ctx` stays
         // valid until `rmad_unregister_agent` returns (in `drop`).
         let raw = unsafe {
@@ -159,16 +183,22 @@ impl<C: Client> Agent<C> {
                 0,
             )
         };
-        let raw = from_err_ptr(raw)?;
-        Ok(Self {
-            raw,
-            _client: client,
-        })
+        match from_err_ptr(raw) {
+            // INVARIANT: rmad hands `client` to the handlers until unregistration.
+            Ok(raw) => Ok(Self { raw, client }),
+            Err(e) => {
+                // SAFETY: Registration failed, so no handler of this agent runs: the client
+                // allocated above is ours alone.
+                drop(unsafe { KBox::from_raw(client) });
+                Err(e)
+            }
+        }
     }
 
     /// The client given at registration.
     pub(crate) fn client(&self) -> &C {
-        &self._client
+        // SAFETY: The client lives at least as long as the agent (type invariant).
+        unsafe { &*self.client }
     }
 
     /// The agent's `hi_tid`.
@@ -200,8 +230,20 @@ impl<C: Client> Agent<C> {
 
 impl<C: Client> Drop for Agent<C> {
     fn drop(&mut self) {
-        // SAFETY: rmad validates the handle; it returns once no handler can run any more.
-        let _ = unsafe { rmad_unregister_agent(self.raw) };
+        // SAFETY: rmad validates the handle; on success it returns once no handler can run
+        // any more.
+        let r = unsafe { rmad_unregister_agent(self.raw) };
+        if r == 0 {
+            // SAFETY: No handler runs any more (see above): the client is ours alone again.
+            drop(unsafe { KBox::from_raw(self.client) });
+        } else {
+            // Dropped inside one of its own handlers (-EDEADLK): the handlers may still run, so
+            // the client must stay; it is leaked, never freed under them.
+            pr_warn!(
+                "rmad: agent dropped from its own handler ({}); client leaked\n",
+                r
+            );
+        }
     }
 }
 
@@ -242,15 +284,16 @@ impl SendBuf {
 
     /// Posts the buffer; on failure it comes back with the error.
     pub(crate) fn post(self) -> core::result::Result<Posted, (Error, SendBuf)> {
-        // SAFETY: rmad validates the handle.
-        let r = unsafe { rmad_post_send_mad(self.raw, core::ptr::null_mut()) };
+        let mut post = 0u64;
+        // SAFETY: rmad validates the handle; `post` is valid for a write.
+        let r = unsafe { rmad_post_send(self.raw, &mut post) };
         if r != 0 {
             return Err((Error::from_errno(r), self));
         }
-        let raw = self.raw;
+        let buf = self.raw;
         // The engine owns the buffer now: do not free it.
         core::mem::forget(self);
-        Ok(Posted { raw })
+        Ok(Posted { buf, post })
     }
 }
 
@@ -261,17 +304,18 @@ impl Drop for SendBuf {
     }
 }
 
-/// The handle of a posted send: modify or cancel it. Stale once its handler has run (`EINVAL`).
-#[derive(Clone, Copy)]
+/// The handle of one post of a send buffer: modify or cancel that post. Stale once its
+/// handler has run (`EINVAL`), even if the buffer is posted again.
 pub(crate) struct Posted {
-    raw: *mut c_void,
+    buf: *mut c_void,
+    post: u64,
 }
 
 impl Posted {
-    /// `ib_modify_mad`.
+    /// `ib_modify_mad`, for this post only.
     pub(crate) fn modify(&self, timeout_ms: i32) -> Result {
-        // SAFETY: rmad validates the handle, stale or not.
-        check(unsafe { rmad_modify_mad(self.raw, timeout_ms) })
+        // SAFETY: rmad validates the handle and the post, stale or not.
+        check(unsafe { rmad_modify_post(self.buf, self.post, timeout_ms) })
     }
 
     /// `ib_cancel_mad`.

@@ -3,9 +3,11 @@
 #
 # Build the test VM's initramfs: static busybox, the `rdma` tool with the
 # shared libraries it needs, tests/vm/init.sh as /init, a scenario script as
-# /scenario.sh and the given kernel modules under /modules.
+# /scenario.sh and the given kernel modules under /modules (a MODULE given as
+# PATH=NAME lands at /modules/NAME, so that two builds of one module can
+# travel side by side).
 #
-# Usage: make-initramfs.sh OUTPUT.cpio.gz SCENARIO.sh MODULE.ko...
+# Usage: make-initramfs.sh OUTPUT.cpio.gz SCENARIO.sh MODULE.ko[=NAME]...
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -41,7 +43,13 @@ cp "$RMAD_ROOT/tests/vm/lib.sh" "$root/lib.sh"
 cp "$scenario" "$root/scenario.sh"
 chmod +x "$root/init" "$root/scenario.sh"
 for ko in "$@"; do
-	cp "$ko" "$root/modules/"
+	case "$ko" in
+	*=*)
+		mkdir -p "$root/modules/$(dirname "${ko#*=}")"
+		cp "${ko%%=*}" "$root/modules/${ko#*=}"
+		;;
+	*) cp "$ko" "$root/modules/" ;;
+	esac
 done
 
 mkdir -p "$(dirname "$out")"

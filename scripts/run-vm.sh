@@ -24,10 +24,13 @@ else
 fi
 : >"$results"
 
-# panic=-1 with -no-reboot turns a kernel panic into an immediate QEMU exit.
+# panic=-1 with -no-reboot turns a kernel panic into an immediate QEMU exit;
+# sysctl.kernel.hung_task_panic=1 turns a hung task into one, so that a deadlock ends the
+# run at once with its report. slub_debug=U lets kmemleak see small kmalloc
+# leaks; kasan_multi_shot keeps KASAN reporting after its first report.
 exec timeout --kill-after=10 "$limit" \
-	qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1024 \
+	qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 2048 \
 	-display none -monitor none -no-reboot \
 	-serial "$serial0" -serial "file:$results" \
 	-kernel "$kernel" -initrd "$initrd" \
-	-append "console=ttyS0 panic=-1 $*" </dev/null
+	-append "console=ttyS0 panic=-1 sysctl.kernel.hung_task_panic=1 slub_debug=U kasan_multi_shot $*" </dev/null

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Boot the VM with rmad and run one scenario script of tests/vm/ with KUnit
-# off, for `make run` and `make bench`. Sets everything up first.
+# off, for `make run` and `make bench` (the test flavour of rmad.ko, which
+# holds both). Sets everything up first.
 #
 # Usage: vm-scenario.sh NAME CONSOLE
 #   NAME     the scenario (tests/vm/NAME.sh); outputs go to build/NAME/
@@ -17,8 +18,9 @@ console="$2"
 mkdir -p "$out"
 kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")"
 "$RMAD_ROOT/scripts/build-module.sh"
+# The test flavour: it holds the demonstration and the benchmark.
 "$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" \
-	"$RMAD_ROOT/tests/vm/$name.sh" "$RMAD_ROOT/build/module/rmad.ko"
+	"$RMAD_ROOT/tests/vm/$name.sh" "$RMAD_ROOT/build/module-test/rmad.ko=rmad.ko"
 step "VM: booting (software emulation)"
 "$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
 	"$console" "$out/results.log" "${RMAD_VM_TIMEOUT:-1200}" quiet kunit.autorun=0

@@ -2,18 +2,24 @@
 # SPDX-License-Identifier: GPL-2.0
 """Turn one VM run's outputs into a verdict.
 
-Reads the results channel (one KTAP document per KUnit suite between
+Reads the results channel (one KTAP document per suite between
 RMAD-SUITE-BEGIN/END markers, the kernel log, and the RMAD-VM-DONE line) and
 the console log. Each suite document is parsed by the kernel's own
 tools/testing/kunit/kunit.py parse. Besides the suites' test cases, the verdict
-holds two checks of the run itself, in the suite `rmad_vm_run`:
+holds checks of the run itself, in the suite `rmad_vm_run`:
 `guest_completed` (the guest reached the end of its scenario instead of hanging
-or crashing) and `kernel_log_clean` (no WARNING, BUG, oops, lockdep or
-sanitizer report in the console or the kernel log).
+or crashing), `kernel_log_clean` (no WARNING, BUG, oops, lockdep, KASAN,
+kmemleak, hung-task, soft-lockup, RCU-stall or workqueue-lockup report in the
+console or the kernel log, outside the sections where the scenario makes a
+detector fire on purpose), and `suites_as_expected` (every suite of the
+manifest ran with at least its number of cases, and no other suite ran; suites
+that a KUnit filter leaves out count as skipped; a filter that matches nothing
+fails).
 
-Usage: vm-verdict.py KUNIT_PY RESULTS CONSOLE OUT.json
+Usage: vm-verdict.py KUNIT_PY RESULTS CONSOLE OUT.json MANIFEST [FILTER]
 """
 
+import fnmatch
 import json
 import os
 import re
@@ -24,12 +30,15 @@ import tempfile
 # Kernel reports that fail a run even when every KUnit verdict passed.
 SPLAT = re.compile(
     r"WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|Call Trace:|"
-    r"INFO: possible|INFO: task .* blocked for more than|detected stall|"
+    r"INFO: possible|INFO: task .* blocked for more than|detected stall|stall on CPU|"
+    r"self-detected stall|soft lockup|hard LOCKUP|workqueue lockup|"
     r"inconsistent lock state|possible recursive locking|circular locking dependency|"
-    r"DEBUG_LOCKS_WARN_ON|KASAN:|KCSAN:|UBSAN:|unreferenced object|"
+    r"Invalid wait context|DEBUG_LOCKS_WARN_ON|KASAN:|KCSAN:|UBSAN:|"
+    r"unreferenced object|suspected memory leak|"
     r"sleeping function called from invalid context|scheduling while atomic|"
-    r"panicked at"
+    r"panicked at|FAULT_INJECTION: forcing"
 )
+CONTROL = re.compile(r"RMAD-CONTROL-(BEGIN|END) (\S+)")
 SUITE_BEGIN = re.compile(r"^RMAD-SUITE-BEGIN (\S+)")
 TAIL_LINES = 40
 
@@ -108,8 +117,61 @@ def parse_suite(kunit_py, name, doc):
         return cases, proc.stdout + proc.stderr, proc.returncode
 
 
+def outside_controls(lines):
+    """The lines outside RMAD-CONTROL-BEGIN/END sections (detectors firing on purpose)."""
+    out, inside = [], None
+    for line in lines:
+        m = CONTROL.search(line)
+        if m:
+            inside = m.group(2) if m.group(1) == "BEGIN" else None
+        elif inside is None:
+            out.append(line)
+    return out
+
+
+def read_manifest(path):
+    """[(suite, kind, min cases)] from tests/suites.txt."""
+    rows = []
+    for line in read(path):
+        line = line.split("#", 1)[0].split()
+        if len(line) == 3:
+            rows.append((line[0], line[1], int(line[2])))
+    return rows
+
+
+def check_suites(manifest, cases, flt):
+    """The suites_as_expected case, and a skipped count per suite left out."""
+    counts = {}
+    for c in cases:
+        counts[c["suite"]] = counts.get(c["suite"], 0) + 1
+    suite_glob = flt.split(".", 1)[0] if flt else ""
+    problems, skipped, known = [], [], set()
+    for suite, kind, least in manifest:
+        known.add(suite)
+        have = counts.get(suite, 0)
+        filtered = bool(flt) and (
+            (kind == "kunit" and not fnmatch.fnmatchcase(suite, suite_glob)) or kind == "stress")
+        if filtered:
+            if have == 0:
+                skipped.append((suite, least))
+            continue
+        if have == 0:
+            problems.append(f"suite {suite} did not run (tests/suites.txt expects {least} cases)")
+        elif have < least and not (flt and kind == "kunit"):
+            problems.append(f"suite {suite} ran {have} cases, fewer than the {least} expected")
+    for suite in sorted(counts):
+        if suite not in known:
+            problems.append(f"suite {suite} ran but is not listed in tests/suites.txt")
+    if flt:
+        kunit_suites = {s for s, k, _ in manifest if k == "kunit"}
+        if not any(c["suite"] in kunit_suites for c in cases):
+            problems.append(f"the KUnit filter '{flt}' matched no test")
+    return problems, skipped
+
+
 def main():
-    kunit_py, results_path, console_path, out_path = sys.argv[1:5]
+    kunit_py, results_path, console_path, out_path, manifest_path = sys.argv[1:6]
+    flt = sys.argv[6] if len(sys.argv) > 6 else ""
     kunit_py = os.path.abspath(kunit_py)
     console = read(console_path)
     suites, dmesg, completed, rc = split_results(read(results_path))
@@ -136,12 +198,20 @@ def main():
         "log": [] if completed else
         ["the guest did not finish its scenario (hung, crashed or timed out); console tail:"] + tail,
     })
-    splats = sorted({l for l in console + dmesg if SPLAT.search(l)}, key=(console + dmesg).index)
+    logs = outside_controls(console) + outside_controls(dmesg)
+    splats = sorted({l for l in logs if SPLAT.search(l)}, key=logs.index)
     cases.append({
         "suite": "rmad_vm_run", "name": "kernel_log_clean",
         "status": "FAIL" if splats else "PASS",
         "log": ["kernel reports in the VM log:"] + splats[:60] if splats else [],
     })
+    problems, skipped = check_suites(read_manifest(manifest_path), cases, flt)
+    cases.append({"suite": "rmad_vm_run", "name": "suites_as_expected",
+                  "status": "FAIL" if problems else "PASS", "log": problems})
+    for suite, least in skipped:
+        for i in range(least):
+            cases.append({"suite": suite, "name": f"left_out_by_filter_{i + 1}",
+                          "status": "SKIP", "log": []})
     if completed and rc not in (None, "0"):
         cases.append({"suite": "rmad_vm_run", "name": "scenario_exit_status",
                       "status": "FAIL", "log": [f"scenario exited with {rc}"]})

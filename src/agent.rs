@@ -110,6 +110,7 @@ use kernel::{
 mod cancel;
 mod complete;
 mod create;
+mod frames;
 mod matching;
 mod post;
 mod queues;
@@ -229,8 +230,8 @@ pub(crate) struct AgentInner {
     dead: bool,
     /// When the agent's work is due, if it is queued (nanoseconds since `Agent::epoch`).
     armed_ns: Option<i64>,
-    /// The task that is running one of this agent's handlers, if any (for scenario 52).
-    handler_task: usize,
+    /// The handler calls in progress, by task (unregistration refuses to wait for itself).
+    frames: frames::Frames,
     stats: Stats,
 }
 
@@ -288,6 +289,10 @@ pub(crate) struct PostError {
 }
 
 /// The result of a chained post that did not fail.
+#[cfg_attr(
+    not(rmad_test),
+    expect(dead_code, reason = "Rust API that only the test flavour calls")
+)]
 pub(crate) struct Chain {
     /// Handles of the posted elements, in chain order.
     pub(crate) posted: KVec<SendHandle>,
@@ -296,6 +301,10 @@ pub(crate) struct Chain {
 }
 
 /// A chained post that failed.
+#[cfg_attr(
+    not(rmad_test),
+    expect(dead_code, reason = "Rust API that only the test flavour calls")
+)]
 pub(crate) struct ChainError {
     /// Why the failed element could not be posted.
     pub(crate) err: Error,
@@ -421,7 +430,7 @@ impl Agent {
                             in_recv: 0,
                             dead: false,
                             armed_ns: None,
-                            handler_task: 0,
+                            frames: frames::Frames::new(),
                             stats: Stats::default(),
                         },
                         "Agent::inner"
@@ -460,6 +469,10 @@ impl Agent {
     }
 
     /// Number of send buffers created on the agent and not yet dropped.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "Rust API that only the test flavour calls")
+    )]
     pub(crate) fn buffers(&self) -> u32 {
         self.inner.lock().buffers
     }

@@ -4,11 +4,21 @@
 //!
 //! Rust symbols cannot be exported between out-of-tree modules, so the API is a set of
 //! `extern "C"` functions (exported with `EXPORT_SYMBOL_GPL` by `capi_exports.c`), thin shells
-//! around the Rust API. C hands out raw pointers; rmad never dereferences one. Every handle is
-//! the address of a small allocation that rmad keeps in one table ([`HANDLES`]) together with
-//! what the handle stands for, so a NULL, stale (freed) or foreign pointer is simply not found
-//! and gets `-EINVAL`, and a send buffer's phase (owned by the client, outstanding) is known
-//! without trusting the caller.
+//! around the Rust API. C sees agents and send buffers as opaque pointers; they are handles
+//! from [`crate::handles`], never addresses, so rmad never dereferences what a caller passes:
+//! a NULL, stale or foreign value is simply not found and gets `-EINVAL`, and a handle stays
+//! invalid forever once its object is gone.
+//!
+//! Each handle has a slot of its own: looking one up takes that slot's lock only, so calls on
+//! different agents and buffers never contend. A send buffer's slot holds the buffer while the
+//! client owns it; posting moves it to the engine and the send handler moves it back, so a
+//! buffer's phase (owned, outstanding) is known without trusting the caller. Post, modify and
+//! cancel run under the buffer's slot lock: the post a cancel acts on cannot change under it.
+//!
+//! # Lock order
+//!
+//! A buffer's slot lock, then its agent's lock (post, modify, cancel). No rmad lock is held
+//! while a client's handler runs.
 
 use crate::{
     agent::{
@@ -18,13 +28,23 @@ use crate::{
         RecvHandler,
         SendHandler, //
     },
-    engine::RegReq,
+    engine::{
+        Engine,
+        RegReq, //
+    },
+    handles::{
+        HandleTable,
+        KIND_AGENT,
+        KIND_BUF, //
+    },
     send::{
         Address,
         GrhAttr,
+        SendBody,
         SendBuf,
         SendCompletion,
-        SendHandle, //
+        SendHandle,
+        SendRecord, //
     },
     transport::{
         RecvMad,
@@ -40,38 +60,46 @@ use kernel::{
         c_int, //
     },
     prelude::*,
-    rbtree::{
-        RBTree,
-        RBTreeNodeReservation, //
+    static_lock_class,
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
+        Arc,
     },
-    sync::Arc,
 };
 
 /// `struct rmad_ah`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub(crate) struct RmadAh {
-    dlid: u16,
-    src_path_bits: u8,
-    has_grh: u8,
-    sgid_index: u8,
-    dgid: [u8; 16],
+    pub(crate) dlid: u16,
+    pub(crate) src_path_bits: u8,
+    pub(crate) has_grh: u8,
+    pub(crate) sgid_index: u8,
+    pub(crate) dgid: [u8; 16],
 }
 
 /// `struct rmad_send_wc`.
 #[repr(C)]
 pub(crate) struct RmadSendWc {
-    send_buf: *mut c_void,
-    status: c_int,
-    vendor_err: u32,
+    pub(crate) send_buf: *mut c_void,
+    pub(crate) post_id: u64,
+    pub(crate) context: *mut c_void,
+    pub(crate) status: c_int,
+    pub(crate) vendor_err: u32,
 }
 
 /// `struct rmad_recv_wc`.
 #[repr(C)]
 pub(crate) struct RmadRecvWc {
-    mad: *const c_void,
-    mad_len: u32,
-    src_qp: u32,
-    slid: u16,
+    pub(crate) mad: *const c_void,
+    pub(crate) context: *mut c_void,
+    pub(crate) mad_len: u32,
+    pub(crate) src_qp: u32,
+    pub(crate) slid: u16,
 }
 
 /// `struct rmad_reg_req`.
@@ -83,53 +111,99 @@ pub(crate) struct RmadRegReq {
     method_mask: [u64; 2],
 }
 
+// The layouts `include/rmad.h` promises; `capi_exports.c` checks the same numbers in C.
+const _: () = {
+    use core::mem::{
+        offset_of,
+        size_of, //
+    };
+    assert!(size_of::<RmadAh>() == 22 && offset_of!(RmadAh, dgid) == 5);
+    assert!(size_of::<RmadSendWc>() == 32);
+    assert!(offset_of!(RmadSendWc, post_id) == 8 && offset_of!(RmadSendWc, context) == 16);
+    assert!(offset_of!(RmadSendWc, status) == 24 && offset_of!(RmadSendWc, vendor_err) == 28);
+    assert!(size_of::<RmadRecvWc>() == 32);
+    assert!(offset_of!(RmadRecvWc, context) == 8 && offset_of!(RmadRecvWc, mad_len) == 16);
+    assert!(offset_of!(RmadRecvWc, src_qp) == 20 && offset_of!(RmadRecvWc, slid) == 24);
+    assert!(size_of::<RmadRegReq>() == 24 && offset_of!(RmadRegReq, method_mask) == 8);
+};
+
 /// `rmad_send_handler`.
-type SendFn = Option<unsafe extern "C" fn(agent: *mut c_void, wc: *mut RmadSendWc)>;
+pub(crate) type SendFn = Option<unsafe extern "C" fn(agent: *mut c_void, wc: *mut RmadSendWc)>;
 /// `rmad_recv_handler`.
-type RecvFn =
+pub(crate) type RecvFn =
     Option<unsafe extern "C" fn(agent: *mut c_void, buf: *mut c_void, wc: *const RmadRecvWc)>;
 
-/// An agent handle.
-struct AgentEntry {
-    /// The allocation whose address is the handle.
-    _token: KBox<u8>,
+/// What an agent handle stands for.
+pub(crate) struct CAgent {
     agent: Arc<Agent>,
     context: usize,
 }
 
-/// A send-buffer handle.
-struct BufEntry {
-    /// The allocation whose address is the handle.
-    _token: KBox<u8>,
-    /// The buffer while the client owns it.
-    buf: Option<SendBuf>,
-    /// The send while it is outstanding.
-    handle: Option<SendHandle>,
+/// What a send-buffer handle stands for.
+///
+/// # Invariants
+///
+/// `body` is `Some` exactly while the client owns the buffer; while it is `None` the send is
+/// outstanding (or being posted, or its completion is on its way back) and the engine owns the
+/// body. `rec` is the buffer's record for its whole life.
+pub(crate) struct CBuf {
+    rec: Arc<SendRecord>,
+    body: Option<KBox<SendBody>>,
     context: usize,
 }
 
-/// What a handle stands for.
-enum Entry {
-    Agent(AgentEntry),
-    Buf(BufEntry),
+/// The handle tables, made at load and dropped at unload.
+#[pin_data]
+pub(crate) struct Tables {
+    #[pin]
+    agents: HandleTable<CAgent>,
+    #[pin]
+    bufs: HandleTable<CBuf>,
 }
 
-kernel::sync::global_lock! {
-    // SAFETY: Initialized by `init` in the module initializer before any other use.
-    unsafe(uninit) static HANDLES: SpinLock<Option<RBTree<usize, Entry>>> = None;
+/// The tables, between [`init`] and [`exit`].
+///
+/// # Invariants
+///
+/// Null, or a pointer from `KBox::into_raw` of pinned tables that live until [`exit`].
+static TABLES: Atomic<*mut Tables> = Atomic::new(core::ptr::null_mut());
+
+/// Makes the handle tables; called once by the module initializer.
+pub(crate) fn init() -> Result {
+    let t = KBox::pin_init(
+        pin_init!(Tables {
+            agents <- HandleTable::new(KIND_AGENT, static_lock_class!(), static_lock_class!()),
+            bufs <- HandleTable::new(KIND_BUF, static_lock_class!(), static_lock_class!()),
+        }),
+        GFP_KERNEL,
+    )?;
+    // SAFETY: The tables are never moved out of their allocation; `exit` frees them in place.
+    let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(t) });
+    // INVARIANT: Published once, freed by `exit`.
+    TABLES.store(raw, Release);
+    Ok(())
 }
 
-/// Prepares the handle table; called once by the module initializer.
-pub(crate) fn init() {
-    // SAFETY: Called exactly once, from the module initializer.
-    unsafe { HANDLES.init() };
-    *HANDLES.lock() = Some(RBTree::new());
-}
-
-/// Drops every handle left (clients are gone: they hold a reference on the module).
+/// Drops the tables and whatever handles are left. Called at unload, when no client module is
+/// loaded (each holds a reference on rmad) and rmad's own completion work has stopped.
 pub(crate) fn exit() {
-    let left = HANDLES.lock().take();
-    drop(left);
+    let raw = TABLES.xchg(core::ptr::null_mut(), Acquire);
+    if !raw.is_null() {
+        // SAFETY: `raw` came from `KBox::into_raw` in `init` and is unpublished now; nothing can
+        // use it any more (see above).
+        drop(unsafe { KBox::from_raw(raw) });
+    }
+}
+
+/// The tables, while the module is loaded.
+fn tables() -> Result<&'static Tables> {
+    let raw = TABLES.load(Acquire);
+    if raw.is_null() {
+        return Err(ENODEV);
+    }
+    // SAFETY: By the invariant of `TABLES` the tables live until `exit`, which runs only when
+    // no caller of this API is left (see `exit`).
+    Ok(unsafe { &*raw })
 }
 
 /// `ERR_PTR(e)`.
@@ -138,57 +212,73 @@ fn err_ptr(e: Error) -> *mut c_void {
     core::ptr::without_provenance_mut(e.to_errno() as isize as usize)
 }
 
-/// The key of a handle.
-fn key(p: *mut c_void) -> usize {
-    p.addr()
+/// A handle as the pointer C sees.
+fn to_ptr(h: u64) -> *mut c_void {
+    // Handles are below 2^63 and pointers are 64 bits wide on every architecture rmad builds for.
+    core::ptr::without_provenance_mut(usize::try_from(h).unwrap_or(0))
 }
 
-/// Inserts `entry` under the address of `token`; returns the handle.
-fn publish(entry: impl FnOnce(KBox<u8>) -> Entry, gfp: Flags) -> Result<*mut c_void> {
-    let token = KBox::new(0u8, gfp)?;
-    let k = core::ptr::from_ref::<u8>(&token).addr();
-    let node = RBTreeNodeReservation::new(gfp)?;
-    let mut g = HANDLES.lock();
-    let map = g.as_mut().ok_or(ENODEV)?;
-    map.insert(node.into_node(k, entry(token)));
-    Ok(core::ptr::with_exposed_provenance_mut(k))
+/// The handle a C pointer carries.
+fn from_ptr(p: *const c_void) -> u64 {
+    // A pointer is at most 64 bits wide.
+    u64::try_from(p.addr()).unwrap_or(0)
+}
+
+/// A context word as the pointer C gave.
+fn ctx_ptr(c: usize) -> *mut c_void {
+    core::ptr::with_exposed_provenance_mut(c)
+}
+
+/// An errno result as C's `int`.
+fn code(r: Result) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// The handlers of a C agent.
 struct CHandlers {
     send: SendFn,
     recv: RecvFn,
-    /// The agent's handle, set once registration has published it.
-    agent_key: kernel::sync::SetOnce<usize>,
+    /// The agent's handle (known before registration starts).
+    handle: u64,
+    /// The agent's context, handed to every handler call.
+    context: usize,
 }
 
 impl SendHandler for CHandlers {
     fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
-        let bkey = buf.context()[0];
-        {
-            let mut g = HANDLES.lock();
-            match g.as_mut().and_then(|m| m.get_mut(&bkey)) {
-                Some(Entry::Buf(b)) => {
-                    b.buf = Some(buf);
-                    b.handle = None;
+        let post_id = buf.last_post();
+        let bh = u64::try_from(buf.context()[0]).unwrap_or(0);
+        let SendBuf { rec, body } = buf;
+        let mut body = Some(body);
+        let back = tables().and_then(|t| {
+            t.bufs.with(bh, |b| {
+                // INVARIANT: The client owns the buffer again.
+                if b.body.is_none() {
+                    b.body = body.take();
                 }
-                _ => {
-                    drop(g);
-                    drop(buf);
-                    return;
-                }
-            }
+            })
+        });
+        drop(rec);
+        if back.is_err() || body.is_some() {
+            // Only reachable if the slot invariant were broken: drop the buffer, call nobody.
+            pr_err!("capi: a completed send has no buffer slot\n");
+            drop(body);
+            return;
         }
         let mut cwc = RmadSendWc {
-            send_buf: core::ptr::with_exposed_provenance_mut(bkey),
+            send_buf: to_ptr(bh),
+            post_id,
+            context: ctx_ptr(self.context),
             status: c_int::try_from(wc.status.code()).unwrap_or(c_int::MAX),
             vendor_err: wc.vendor_err,
         };
-        let agent = self.agent_key.as_ref().copied().unwrap_or(0);
         if let Some(f) = self.send {
-            // SAFETY: The client registered `f` as its send handler; both handles are valid
-            // for the duration of the call (the buffer is the client's again).
-            unsafe { f(core::ptr::with_exposed_provenance_mut(agent), &mut cwc) };
+            // SAFETY: The client registered `f` as its send handler; `cwc` lives until the call
+            // returns, and the buffer it names is the client's again.
+            unsafe { f(to_ptr(self.handle), &mut cwc) };
         }
     }
 }
@@ -198,23 +288,20 @@ impl RecvHandler for CHandlers {
         let Some(f) = self.recv else {
             return;
         };
-        let bkey = send.and_then(|h| h.tag()).unwrap_or(0);
+        let bh = send
+            .and_then(|h| h.tag())
+            .and_then(|t| u64::try_from(t).ok())
+            .unwrap_or(0);
         let wc = RmadRecvWc {
             mad: mad.mad.as_ptr().cast(),
+            context: ctx_ptr(self.context),
             mad_len: u32::try_from(mad.mad.len()).unwrap_or(0),
             src_qp: mad.wc.src_qp,
             slid: mad.wc.slid,
         };
-        let agent = self.agent_key.as_ref().copied().unwrap_or(0);
         // SAFETY: The client registered `f` as its receive handler; `wc` and the MAD it points
         // to live until the call returns.
-        unsafe {
-            f(
-                core::ptr::with_exposed_provenance_mut(agent),
-                core::ptr::with_exposed_provenance_mut(bkey),
-                &wc,
-            )
-        };
+        unsafe { f(to_ptr(self.handle), to_ptr(bh), &wc) };
     }
 }
 
@@ -248,120 +335,125 @@ pub(crate) unsafe extern "C" fn rmad_register_agent(
         oui: r.oui,
         methods: u128::from(r.method_mask[0]) | (u128::from(r.method_mask[1]) << 64),
     });
-    register_impl(
-        name,
-        port,
-        qp_type,
-        reg,
-        rmpp_version,
-        send_handler,
-        recv_handler,
-        context,
-        flags,
-    )
-    .unwrap_or_else(err_ptr)
+    let handlers = CHandlers {
+        send: send_handler,
+        recv: recv_handler,
+        handle: 0,
+        context: context.expose_provenance(),
+    };
+    register_impl(name, port, qp_type, reg, rmpp_version, handlers, flags)
+        .map_or_else(err_ptr, to_ptr)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Registers a C agent: its handle is reserved first, so that handlers that run before
+/// registration returns already know it.
 fn register_impl(
     name: &CStr,
     port: u32,
     qp_type: c_int,
     reg: Option<RegReq>,
     rmpp_version: u8,
-    send: SendFn,
-    recv: RecvFn,
-    context: *mut c_void,
+    mut handlers: CHandlers,
     flags: u32,
-) -> Result<*mut c_void> {
+) -> Result<u64> {
     let qp_type = match qp_type {
         0 => QpType::Smi,
         1 => QpType::Gsi,
         _ => return Err(EINVAL),
     };
     let port = u8::try_from(port).map_err(|_| ENODEV)?;
-    let vp = verbs::find_port(name, port).ok_or(ENODEV)?;
-    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = vp;
-    let handlers = Arc::new(
-        CHandlers {
-            send,
-            recv,
-            agent_key: kernel::sync::SetOnce::new(),
-        },
-        GFP_KERNEL,
-    )?;
-    let agent = Agent::register(
-        &engine,
-        &transport,
-        AgentConfig {
-            port,
-            qp_type,
-            reg,
-            rmpp_version,
-            flags,
-            send_handler: send.map(|_| -> Arc<dyn SendHandler> { handlers.clone() }),
-            recv_handler: recv.map(|_| -> Arc<dyn RecvHandler> { handlers.clone() }),
-        },
-    )?;
-    let context = context.expose_provenance();
-    let a2 = agent.clone();
-    match publish(
-        move |token| {
-            Entry::Agent(AgentEntry {
-                _token: token,
-                agent: a2,
-                context,
-            })
-        },
-        GFP_KERNEL,
-    ) {
-        Ok(h) => {
-            handlers.agent_key.populate(h.addr());
-            Ok(h)
-        }
+    let t = tables()?;
+    let (engine, transport) = find_transport(name, port)?;
+    let h = t.agents.reserve(GFP_KERNEL)?;
+    handlers.handle = h;
+    let context = handlers.context;
+    let (send, recv) = (handlers.send.is_some(), handlers.recv.is_some());
+    let registered = Arc::new(handlers, GFP_KERNEL)
+        .map_err(Error::from)
+        .and_then(|handlers| {
+            Agent::register(
+                &engine,
+                &transport,
+                AgentConfig {
+                    port,
+                    qp_type,
+                    reg,
+                    rmpp_version,
+                    flags,
+                    send_handler: send.then(|| -> Arc<dyn SendHandler> { handlers.clone() }),
+                    recv_handler: recv.then(|| -> Arc<dyn RecvHandler> { handlers.clone() }),
+                },
+            )
+        });
+    let agent = match registered {
+        Ok(a) => a,
         Err(e) => {
-            let _ = agent.unregister();
-            Err(e)
+            let _ = t.agents.remove(h, |_| Ok(()));
+            return Err(e);
+        }
+    };
+    match t.agents.fill(h, CAgent { agent, context }) {
+        Ok(()) => Ok(h),
+        Err(c) => {
+            // Only reachable if the reservation vanished; leave nothing registered.
+            let _ = c.agent.unregister();
+            Err(EINVAL)
         }
     }
 }
 
-/// The agent behind a handle.
-fn agent_of(h: *mut c_void) -> Option<(Arc<Agent>, usize)> {
-    let g = HANDLES.lock();
-    match g.as_ref()?.get(&key(h))? {
-        Entry::Agent(a) => Some((a.agent.clone(), a.context)),
-        Entry::Buf(_) => None,
+/// The engine and transport of port `port` of the device named `name`.
+fn find_transport(name: &CStr, port: u8) -> Result<(Arc<Engine>, Arc<dyn Transport>)> {
+    // The test build also offers a loopback fabric, `lb0`, to the C API.
+    #[cfg(rmad_test)]
+    if let Some(t) = crate::stress::transport(name, port) {
+        return Ok(t);
     }
+    let vp = verbs::find_port(name, port).ok_or(ENODEV)?;
+    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+    Ok((engine, vp))
+}
+
+/// The agent behind a handle.
+fn agent_of(h: *mut c_void) -> Result<Arc<Agent>> {
+    tables()?.agents.with(from_ptr(h), |a| a.agent.clone())
 }
 
 /// `rmad_unregister_agent`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_unregister_agent(agent: *mut c_void) -> c_int {
-    let Some((a, _)) = agent_of(agent) else {
-        return EINVAL.to_errno();
-    };
-    if let Err(e) = a.unregister() {
-        return e.to_errno();
-    }
-    let entry = HANDLES.lock().as_mut().and_then(|m| m.remove(&key(agent)));
-    drop(entry);
-    0
+    code((|| {
+        let a = agent_of(agent)?;
+        a.unregister()?;
+        // The handle goes stale now; the agent is dropped outside the table's lock.
+        let left = tables()?.agents.remove(from_ptr(agent), |_| Ok(()))?;
+        drop(left);
+        Ok(())
+    })())
 }
 
 /// `rmad_agent_context`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_agent_context(agent: *mut c_void) -> *mut c_void {
-    agent_of(agent).map_or(core::ptr::null_mut(), |(_, c)| {
-        core::ptr::with_exposed_provenance_mut(c)
-    })
+    tables()
+        .and_then(|t| t.agents.with(from_ptr(agent), |a| a.context))
+        .map_or(core::ptr::null_mut(), ctx_ptr)
 }
 
 /// `rmad_agent_hi_tid`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_agent_hi_tid(agent: *mut c_void) -> u32 {
-    agent_of(agent).map_or(0, |(a, _)| a.hi_tid)
+    agent_of(agent).map_or(0, |a| a.hi_tid)
+}
+
+/// The allocation flags that match a caller's `gfp_t`: it may sleep exactly when it allows
+/// direct reclaim.
+fn flags_of(gfp_mask: kernel::bindings::gfp_t) -> Flags {
+    if gfp_mask & (1 << kernel::bindings::___GFP_DIRECT_RECLAIM_BIT) != 0 {
+        GFP_KERNEL
+    } else {
+        GFP_ATOMIC
+    }
 }
 
 /// `rmad_create_send_mad`.
@@ -376,91 +468,67 @@ pub(crate) extern "C" fn rmad_create_send_mad(
     gfp_mask: kernel::bindings::gfp_t,
     base_version: u8,
 ) -> *mut c_void {
-    let Some((a, _)) = agent_of(agent) else {
-        return err_ptr(EINVAL);
-    };
-    // The caller may sleep exactly when it allows direct reclaim.
-    let gfp = if gfp_mask & (1 << kernel::bindings::___GFP_DIRECT_RECLAIM_BIT) != 0 {
-        GFP_KERNEL
-    } else {
-        GFP_ATOMIC
-    };
-    let created = a.create_send(
-        remote_qpn,
-        pkey_index,
-        rmpp_active != 0,
-        hdr_len,
-        data_len,
-        gfp,
-        base_version,
-    );
-    let buf = match created {
-        Ok(b) => b,
-        Err(e) => return err_ptr(e),
-    };
-    let mut slot = Some(buf);
-    let h = publish(
-        |token| {
-            Entry::Buf(BufEntry {
-                _token: token,
-                buf: slot.take(),
-                handle: None,
-                context: 0,
-            })
-        },
-        gfp,
-    );
-    match h {
-        Ok(h) => {
-            // The buffer names its handle, so that its send handler can find it.
-            with_buf(h, |b| {
-                if let Some(sb) = b.buf.as_mut() {
-                    sb.set_context([h.addr(), 0]);
-                }
-                Ok(())
-            })
-            .map_or_else(err_ptr, |()| h)
+    let gfp = flags_of(gfp_mask);
+    (|| {
+        let t = tables()?;
+        let a = agent_of(agent)?;
+        let mut buf = a.create_send(
+            remote_qpn,
+            pkey_index,
+            rmpp_active != 0,
+            hdr_len,
+            data_len,
+            gfp,
+            base_version,
+        )?;
+        let h = t.bufs.reserve(gfp)?;
+        // The buffer names its handle, so that its send handler can find its slot.
+        buf.set_context([usize::try_from(h).map_err(|_| EINVAL)?, 0]);
+        let SendBuf { rec, body } = buf;
+        let cbuf = CBuf {
+            rec,
+            body: Some(body),
+            context: 0,
+        };
+        match t.bufs.fill(h, cbuf) {
+            Ok(()) => Ok(h),
+            Err(c) => {
+                drop(c);
+                Err(EINVAL)
+            }
         }
-        Err(e) => err_ptr(e),
-    }
+    })()
+    .map_or_else(err_ptr, to_ptr)
 }
 
-/// Runs `f` on the buffer entry behind `h`, under the handle table's lock.
-fn with_buf<R>(h: *mut c_void, f: impl FnOnce(&mut BufEntry) -> Result<R>) -> Result<R> {
-    let mut g = HANDLES.lock();
-    match g.as_mut().and_then(|m| m.get_mut(&key(h))) {
-        Some(Entry::Buf(b)) => f(b),
-        _ => Err(EINVAL),
-    }
+/// Runs `f` on the buffer behind `h`, under its slot's lock.
+fn with_buf<R>(h: *mut c_void, f: impl FnOnce(&mut CBuf) -> Result<R>) -> Result<R> {
+    tables()?.bufs.with(from_ptr(h), f)?
 }
 
 /// `rmad_free_send_mad`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_free_send_mad(send_buf: *mut c_void) -> c_int {
-    let removed = {
-        let mut g = HANDLES.lock();
-        let Some(map) = g.as_mut() else {
-            return EINVAL.to_errno();
-        };
-        match map.get(&key(send_buf)) {
-            Some(Entry::Buf(b)) if b.buf.is_some() => map.remove(&key(send_buf)),
-            Some(Entry::Buf(_)) => return EBUSY.to_errno(),
-            _ => return EINVAL.to_errno(),
-        }
-    };
-    // The buffer is freed outside the table's lock.
-    drop(removed);
-    0
+    code((|| {
+        let removed = tables()?.bufs.remove(from_ptr(send_buf), |b| {
+            if b.body.is_some() {
+                Ok(())
+            } else {
+                Err(EBUSY)
+            }
+        })?;
+        // The buffer is freed outside its slot's lock.
+        drop(removed);
+        Ok(())
+    })())
 }
 
 /// `rmad_send_buf_mad`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_send_buf_mad(send_buf: *mut c_void) -> *mut c_void {
     with_buf(send_buf, |b| {
-        b.buf
-            .as_mut()
-            .map(|sb| sb.mad_mut().as_mut_ptr().cast::<c_void>())
-            .ok_or(EBUSY)
+        let body = b.body.as_mut().ok_or(EBUSY)?;
+        Ok(body.mad.as_mut_ptr().cast::<c_void>())
     })
     .unwrap_or(core::ptr::null_mut())
 }
@@ -488,35 +556,48 @@ pub(crate) unsafe extern "C" fn rmad_send_buf_set(
         }),
     });
     let context = context.expose_provenance();
-    match with_buf(send_buf, |b| {
-        let sb = b.buf.as_mut().ok_or(EBUSY)?;
-        sb.set_ah(ah);
-        sb.set_timeout_ms(timeout_ms);
-        sb.set_retries(retries);
+    code(with_buf(send_buf, |b| {
+        let body = b.body.as_mut().ok_or(EBUSY)?;
+        body.ah = ah;
+        body.timeout_ms = timeout_ms;
+        body.retries = retries;
         b.context = context;
         Ok(())
-    }) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
+    }))
 }
 
 /// `rmad_send_buf_context`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_send_buf_context(send_buf: *mut c_void) -> *mut c_void {
-    with_buf(send_buf, |b| Ok(b.context)).map_or(
-        core::ptr::null_mut(),
-        core::ptr::with_exposed_provenance_mut,
-    )
+    with_buf(send_buf, |b| Ok(b.context)).map_or(core::ptr::null_mut(), ctx_ptr)
 }
 
 /// `rmad_send_buf_retries`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_send_buf_retries(send_buf: *mut c_void) -> c_int {
     with_buf(send_buf, |b| {
-        b.buf.as_ref().map(|sb| sb.retries()).ok_or(EBUSY)
+        b.body.as_ref().map(|body| body.retries).ok_or(EBUSY)
     })
     .unwrap_or_else(|e| e.to_errno())
+}
+
+/// Posts the buffer behind `h`; returns the id of the post.
+fn post_impl(h: *mut c_void) -> Result<u64> {
+    with_buf(h, |b| {
+        let body = b.body.take().ok_or(EBUSY)?;
+        match Agent::post(SendBuf {
+            rec: b.rec.clone(),
+            body,
+        }) {
+            Ok(posted) => Ok(posted.gen),
+            Err(e) => {
+                // INVARIANT: A failed post hands the body back: the client owns it again.
+                let SendBuf { rec: _, body } = e.buf;
+                b.body = Some(body);
+                Err(e.err)
+            }
+        }
+    })
 }
 
 /// `rmad_post_send_mad`.
@@ -529,31 +610,8 @@ pub(crate) unsafe extern "C" fn rmad_post_send_mad(
     send_buf: *mut c_void,
     bad_send_buf: *mut *mut c_void,
 ) -> c_int {
-    // The table's lock is held only to move the buffer out and its handle back, not while
-    // the send is posted: a concurrent free sees an outstanding buffer (EBUSY).
-    let r =
-        with_buf(send_buf, |b| b.buf.take().ok_or(EBUSY)).and_then(|sb| match Agent::post(sb) {
-            Ok(h) => {
-                let _ = with_buf(send_buf, |b| {
-                    // If the send handler already gave the buffer back, the handle is stale.
-                    if b.buf.is_none() {
-                        b.handle = Some(h);
-                    }
-                    Ok(())
-                });
-                Ok(())
-            }
-            Err(e) => {
-                let mut back = Some(e.buf);
-                let _ = with_buf(send_buf, |b| {
-                    b.buf = back.take();
-                    Ok(())
-                });
-                Err(e.err)
-            }
-        });
-    match r {
-        Ok(()) => 0,
+    match post_impl(send_buf) {
+        Ok(_) => 0,
         Err(e) => {
             if !bad_send_buf.is_null() {
                 // SAFETY: Caller's promise.
@@ -564,21 +622,63 @@ pub(crate) unsafe extern "C" fn rmad_post_send_mad(
     }
 }
 
-/// `rmad_modify_mad`.
+/// `rmad_post_send`.
+///
+/// # Safety
+///
+/// `post_id` must be NULL or valid for a write.
 #[no_mangle]
-pub(crate) extern "C" fn rmad_modify_mad(send_buf: *mut c_void, timeout_ms: c_int) -> c_int {
-    match with_buf(send_buf, |b| {
-        b.handle.as_ref().ok_or(EINVAL)?.modify(timeout_ms)
-    }) {
-        Ok(()) => 0,
+pub(crate) unsafe extern "C" fn rmad_post_send(send_buf: *mut c_void, post_id: *mut u64) -> c_int {
+    match post_impl(send_buf) {
+        Ok(id) => {
+            if !post_id.is_null() {
+                // SAFETY: Caller's promise.
+                unsafe { *post_id = id };
+            }
+            0
+        }
         Err(e) => e.to_errno(),
     }
+}
+
+/// `rmad_modify_mad`: modifies whatever post of the buffer is outstanding.
+#[no_mangle]
+pub(crate) extern "C" fn rmad_modify_mad(send_buf: *mut c_void, timeout_ms: c_int) -> c_int {
+    code(with_buf(send_buf, |b| {
+        if b.body.is_some() {
+            // The client owns the buffer: nothing is outstanding.
+            return Err(EINVAL);
+        }
+        b.rec.agent.modify_current(&b.rec, timeout_ms)
+    }))
 }
 
 /// `rmad_cancel_mad`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_cancel_mad(send_buf: *mut c_void) -> c_int {
     rmad_modify_mad(send_buf, 0)
+}
+
+/// `rmad_modify_post`: modifies post `post_id` of the buffer, if it is still outstanding.
+#[no_mangle]
+pub(crate) extern "C" fn rmad_modify_post(
+    send_buf: *mut c_void,
+    post_id: u64,
+    timeout_ms: c_int,
+) -> c_int {
+    code(with_buf(send_buf, |b| {
+        let h = SendHandle {
+            rec: b.rec.clone(),
+            gen: post_id,
+        };
+        h.modify(timeout_ms)
+    }))
+}
+
+/// `rmad_cancel_post`.
+#[no_mangle]
+pub(crate) extern "C" fn rmad_cancel_post(send_buf: *mut c_void, post_id: u64) -> c_int {
+    rmad_modify_post(send_buf, post_id, 0)
 }
 
 /// `rmad_port_gid`: GID `index` of `port` of `device`.

@@ -2,13 +2,30 @@
 /*
  * Exports rmad's C API (implemented in Rust, src/capi.rs) to other modules.
  * Including the header here makes the compiler check that the prototypes
- * other modules see are those of the exported symbols.
+ * other modules see are those of the exported symbols, and the assertions
+ * below check the structure layouts that src/capi.rs assumes (it asserts the
+ * same numbers on its side).
  */
 
+#include <linux/build_bug.h>
 #include <linux/export.h>
 #include <linux/module.h>
+#include <linux/stddef.h>
 
 #include "../include/rmad.h"
+
+static_assert(sizeof(struct rmad_ah) == 22 && offsetof(struct rmad_ah, dgid) == 5);
+static_assert(sizeof(struct rmad_send_wc) == 32);
+static_assert(offsetof(struct rmad_send_wc, post_id) == 8);
+static_assert(offsetof(struct rmad_send_wc, context) == 16);
+static_assert(offsetof(struct rmad_send_wc, status) == 24);
+static_assert(offsetof(struct rmad_send_wc, vendor_err) == 28);
+static_assert(sizeof(struct rmad_recv_wc) == 32);
+static_assert(offsetof(struct rmad_recv_wc, context) == 8);
+static_assert(offsetof(struct rmad_recv_wc, mad_len) == 16);
+static_assert(offsetof(struct rmad_recv_wc, src_qp) == 20);
+static_assert(offsetof(struct rmad_recv_wc, slid) == 24);
+static_assert(sizeof(struct rmad_reg_req) == 24 && offsetof(struct rmad_reg_req, method_mask) == 8);
 
 EXPORT_SYMBOL_GPL(rmad_register_agent);
 EXPORT_SYMBOL_GPL(rmad_unregister_agent);
@@ -21,8 +38,11 @@ EXPORT_SYMBOL_GPL(rmad_send_buf_set);
 EXPORT_SYMBOL_GPL(rmad_send_buf_context);
 EXPORT_SYMBOL_GPL(rmad_send_buf_retries);
 EXPORT_SYMBOL_GPL(rmad_post_send_mad);
+EXPORT_SYMBOL_GPL(rmad_post_send);
 EXPORT_SYMBOL_GPL(rmad_modify_mad);
 EXPORT_SYMBOL_GPL(rmad_cancel_mad);
+EXPORT_SYMBOL_GPL(rmad_modify_post);
+EXPORT_SYMBOL_GPL(rmad_cancel_post);
 EXPORT_SYMBOL_GPL(rmad_port_gid);
 EXPORT_SYMBOL_GPL(rmad_response_mad);
 EXPORT_SYMBOL_GPL(rmad_get_mad_data_offset);

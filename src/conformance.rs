@@ -249,6 +249,25 @@ mod tests {
     }
 
     #[test]
+    fn s06_create_huge_is_a_quiet_enomem() -> Result {
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let r = rmpp_agent(&env, &rec, 1, 0)?;
+        // Plain GFP_KERNEL, as a C client passes it: beyond what kmalloc can give, the answer
+        // is ENOMEM without a page-allocator warning (the run's log check sees warnings).
+        let mut codes = KVec::new();
+        for len in [8 << 20, 64 << 20, i32::MAX] {
+            let res = r.create_send(1, 0, true, 56, len, GFP_KERNEL, 1);
+            codes.push(errno(&res), GFP_KERNEL)?;
+        }
+        let count = r.buffers();
+        r.unregister()?;
+        assert!(codes.iter().all(|c| *c == ENOMEM.to_errno()));
+        assert_eq!(count, 0);
+        Ok(())
+    }
+
+    #[test]
     fn s07_post_without_send_handler_einval() -> Result {
         let env = Env::new()?;
         let rec = Recorder::new(Behaviour::default())?;

@@ -20,6 +20,14 @@ pub(crate) struct Debugfs {
     _dir: Dir,
 }
 
+impl Debugfs {
+    /// The `rmad` directory, for the test build's files.
+    #[cfg(rmad_test)]
+    pub(crate) fn dir(&self) -> &Dir {
+        &self._dir
+    }
+}
+
 /// Creates `rmad/agents`.
 pub(crate) fn create() -> Result<Debugfs> {
     let dir = Dir::new(c"rmad");

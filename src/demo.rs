@@ -31,6 +31,9 @@ const LOST: u32 = 6;
 
 /// Runs the demonstration and prints its report.
 pub(crate) fn run() -> Result {
+    for d in wire::self_description() {
+        pr_info!("demo: wire {}({}) = {:#x}\n", d.name, d.input, d.output);
+    }
     pr_info!("demo: loopback fabric with 2 ports; requester on port 1, responder on port 2\n");
     let env = Env::new()?;
     let (responder, rrec) = env.responder(2, wire::IB_MGMT_CLASS_PERF_MGMT)?;

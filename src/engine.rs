@@ -57,9 +57,15 @@ struct Route {
 }
 
 /// Routing state, under the engine's lock.
+///
+/// # Invariants
+///
+/// Every route's `hi_tid` is a key of `agents`. An entry of `agents` is `None` while its agent
+/// is being made: its `hi_tid` and class registration are taken (so that no other
+/// registration can take them), but nothing is routed to it.
 struct Registry {
     /// Agents by `hi_tid`.
-    agents: RBTree<u32, Arc<Agent>>,
+    agents: RBTree<u32, Option<Arc<Agent>>>,
     /// Where the next `hi_tid` search starts (allocation is cyclic).
     next_tid: u32,
     /// Class registrations.
@@ -102,7 +108,9 @@ impl Engine {
     /// with `EINVAL` when the registration's methods overlap another agent's on the same port
     /// and QP (mad-spec.md §1.3 step 9), `EBUSY` when every `hi_tid` is in use.
     ///
-    /// `make` builds the agent once its `hi_tid` is known.
+    /// `make` builds the agent once its `hi_tid` is known. The clash check, the `hi_tid` and
+    /// the registration are taken in one hold of the lock, before the agent is made, so two
+    /// registrations that clash can never both succeed.
     pub(crate) fn publish(
         &self,
         port: u8,
@@ -112,8 +120,6 @@ impl Engine {
     ) -> Result<Arc<Agent>> {
         // Allocate outside the lock; registration may sleep.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-
-        // Pick the id under the lock, then build the agent unlocked and insert it.
         let hi_tid = {
             let mut r = self.reg.lock();
             if let Some(q) = req {
@@ -130,26 +136,35 @@ impl Engine {
                 }
             }
             let id = free_tid(&r.agents, r.next_tid).ok_or(EBUSY)?;
+            if let Some(q) = req {
+                r.routes.push(
+                    Route {
+                        port,
+                        qp,
+                        req: q,
+                        hi_tid: id,
+                    },
+                    GFP_ATOMIC | __GFP_NOWARN,
+                )?;
+            }
             r.next_tid = if id >= HI_TID_MAX { 1 } else { id + 1 };
+            // INVARIANT: The route above names a reserved entry.
+            r.agents.insert(node.into_node(id, None));
             id
         };
-        let agent = make(hi_tid)?;
-        let mut r = self.reg.lock();
-        if r.agents.get(&hi_tid).is_some() {
-            // Another registration raced us to the id; the caller may retry.
-            return Err(EBUSY);
+        match make(hi_tid) {
+            Ok(agent) => {
+                let mut r = self.reg.lock();
+                if let Some(entry) = r.agents.get_mut(&hi_tid) {
+                    *entry = Some(agent.clone());
+                }
+                Ok(agent)
+            }
+            Err(e) => {
+                self.unpublish(hi_tid);
+                Err(e)
+            }
         }
-        if let Some(q) = req {
-            r.routes.reserve(1, GFP_ATOMIC).map_err(|_| ENOMEM)?;
-            let _ = r.routes.push_within_capacity(Route {
-                port,
-                qp,
-                req: q,
-                hi_tid,
-            });
-        }
-        r.agents.insert(node.into_node(hi_tid, agent.clone()));
-        Ok(agent)
     }
 
     /// Removes the agent with `hi_tid` from routing: from now on responses carrying its
@@ -168,7 +183,7 @@ impl Engine {
     pub(crate) fn agents(&self) -> Result<KVec<Arc<Agent>>> {
         let r = self.reg.lock();
         let mut v = KVec::new();
-        for (_, a) in r.agents.iter() {
+        for a in r.agents.values().flatten() {
             v.push(a.clone(), GFP_ATOMIC)?;
         }
         Ok(v)
@@ -176,7 +191,7 @@ impl Engine {
 
     /// The agent a response with this TID belongs to.
     fn agent_by_tid(&self, tid: u64) -> Option<Arc<Agent>> {
-        self.reg.lock().agents.get(&wire::tid_hi(tid)).cloned()
+        self.reg.lock().agents.get(&wire::tid_hi(tid))?.clone()
     }
 
     /// The agent registered for requests of this class and method on `port`.
@@ -198,7 +213,7 @@ impl Engine {
                 && m < 128
                 && x.req.methods & (1u128 << m) != 0
         })?;
-        r.agents.get(&route.hi_tid).cloned()
+        r.agents.get(&route.hi_tid)?.clone()
     }
 
     /// Routes a received MAD to its agent (`ib_mad_recv_done`): responses by the `hi_tid` in
@@ -254,7 +269,7 @@ fn mad_is_valid(hdr: &MadHdr, qp: QpType) -> bool {
 
 /// The first unused `hi_tid` at or after `start`, wrapping around once within
 /// [1, [`HI_TID_MAX`]]; `None` when all are in use.
-fn free_tid(agents: &RBTree<u32, Arc<Agent>>, start: u32) -> Option<u32> {
+fn free_tid(agents: &RBTree<u32, Option<Arc<Agent>>>, start: u32) -> Option<u32> {
     let mut id = start.clamp(1, HI_TID_MAX);
     let mut wrapped = false;
     loop {
@@ -284,5 +299,127 @@ impl Engine {
         self.cq_wq.flush();
         self.wq.flush();
         self.cq_wq.flush();
+    }
+}
+
+/// KUnit suite `rmad_engine`: registration and routing shared by all agents.
+#[cfg(rmad_test)]
+#[kernel::prelude::kunit_tests(rmad_engine)]
+mod tests {
+    use crate::{
+        agent::Agent,
+        testing::{
+            reg,
+            Behaviour,
+            Env,
+            Recorder, //
+        },
+        wire,
+    };
+    use kernel::{
+        new_spinlock,
+        prelude::*,
+        sync::{
+            atomic::{
+                Acquire,
+                Atomic,
+                Relaxed,
+                Release, //
+            },
+            Arc, SpinLock,
+        },
+        time::{
+            delay::udelay,
+            Delta, //
+        },
+        workqueue,
+    };
+
+    /// What the other thread of a round saw.
+    #[pin_data]
+    struct Round {
+        ready: Atomic<u32>,
+        done: Atomic<bool>,
+        #[pin]
+        agent: SpinLock<Option<Arc<Agent>>>,
+    }
+
+    /// Spins until `n` parties are ready (bounded: a stuck party fails the round, not the
+    /// kernel).
+    fn meet(r: &Round, n: u32) {
+        r.ready.add(1, Relaxed);
+        for _ in 0..1_000_000 {
+            if r.ready.load(Acquire) >= n {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn clashing_registrations_have_one_winner() -> Result {
+        // mad-spec.md §1.3 step 9: of two registrations for the same class and method on
+        // the same port, exactly one succeeds, however they interleave.
+        const ROUNDS: usize = 400;
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let (mut one, mut two, mut none) = (0usize, 0usize, 0usize);
+        for _ in 0..ROUNDS {
+            let round = Arc::pin_init(
+                pin_init!(Round {
+                    ready: Atomic::new(0),
+                    done: Atomic::new(false),
+                    agent <- new_spinlock!(None),
+                }),
+                GFP_KERNEL,
+            )?;
+            let (r2, rec2, engine, transport) = (
+                round.clone(),
+                rec.clone(),
+                env.engine.clone(),
+                env.transport.clone(),
+            );
+            workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+                meet(&r2, 2);
+                let a = crate::testing::register_gsi(
+                    &engine,
+                    &transport,
+                    1,
+                    &rec2,
+                    Some(reg(wire::IB_MGMT_CLASS_PERF_MGMT)),
+                );
+                *r2.agent.lock() = a.ok();
+                r2.done.store(true, Release);
+            })?;
+            meet(&round, 2);
+            let mine = env
+                .agent(1, &rec, Some(reg(wire::IB_MGMT_CLASS_PERF_MGMT)))
+                .ok();
+            let mut waited = 0;
+            while !round.done.load(Acquire) && waited < 2_000_000 {
+                udelay(Delta::from_micros(10));
+                waited += 10;
+            }
+            let theirs = round.agent.lock().take();
+            match (mine.is_some(), theirs.is_some()) {
+                (true, true) => two += 1,
+                (false, false) => none += 1,
+                _ => one += 1,
+            }
+            for a in [mine, theirs].iter().flatten() {
+                a.unregister()?;
+            }
+        }
+        pr_info!(
+            "engine: {} rounds: one winner {}, two {}, none {}\n",
+            ROUNDS,
+            one,
+            two,
+            none
+        );
+        assert_eq!(two, 0);
+        assert_eq!(none, 0);
+        assert_eq!(one, ROUNDS);
+        Ok(())
     }
 }

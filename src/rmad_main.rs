@@ -12,24 +12,27 @@
 //! - [`wire`]: the MAD wire format and the C layer's helper functions, as pure functions over
 //!   byte buffers (shared with the host tests).
 //! - [`state`]: the 7.3 send state machine as one pure transition function (also shared).
-//! - [`check`]: support for the table-driven checks that run on the host and under KUnit.
+//! - [`agent`], [`send`], [`engine`]: the agent engine.
+//! - [`verbs`]: the transport over real RDMA devices; [`capi`] and [`handles`]: the exported C
+//!   API and its handles; [`debugfs`]: per-agent counters.
+//!
+//! # Two flavours
+//!
+//! The production module (the default build) holds only the above. The test flavour (Kbuild
+//! `RMAD_TEST=1`, which sets `--cfg rmad_test`) adds the KUnit suites, the loopback fabric, the
+//! demonstration, the benchmark, the removal probe and the stress driver, and the module
+//! parameters that start them.
 
 use kernel::prelude::*;
 
 mod agent;
-mod bench;
 mod capi;
 mod check;
-mod conformance;
 mod debugfs;
-mod demo;
 mod engine;
-mod loopback;
-mod probe;
-mod races;
+mod handles;
 mod send;
 mod state;
-mod testing;
 mod transport;
 mod verbs;
 // The wire module keeps the C header's whole constant set for API parity, used or not.
@@ -37,11 +40,40 @@ mod verbs;
 mod wire;
 mod wq;
 
+#[cfg(rmad_test)]
+mod bench;
+#[cfg(rmad_test)]
+mod capi_tests;
+#[cfg(rmad_test)]
+mod conformance;
+#[cfg(rmad_test)]
+mod demo;
+#[cfg(rmad_test)]
+mod loopback;
+#[cfg(rmad_test)]
+mod probe;
+#[cfg(rmad_test)]
+mod races;
+#[cfg(rmad_test)]
+mod stress;
+#[cfg(rmad_test)]
+mod testing;
+
+#[cfg(not(rmad_test))]
 module! {
     type: Rmad,
     name: "rmad",
     authors: ["rmad developers"],
     description: "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust",
+    license: "GPL",
+}
+
+#[cfg(rmad_test)]
+module! {
+    type: Rmad,
+    name: "rmad",
+    authors: ["rmad developers"],
+    description: "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust (test build)",
     license: "GPL",
     params: {
         demo: bool {
@@ -62,47 +94,63 @@ module! {
 /// The loaded module.
 struct Rmad {
     /// The removal probe, when `rxe_probe` asked for one.
+    #[cfg(rmad_test)]
     probe: Option<probe::Probe>,
+    /// The stress driver's debugfs files.
+    #[cfg(rmad_test)]
+    _stress: stress::Control,
     /// `/sys/kernel/debug/rmad`.
     _debugfs: debugfs::Debugfs,
 }
 
 impl kernel::Module for Rmad {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("InfiniBand MAD agents in Rust, loaded\n");
-        for d in wire::self_description() {
-            pr_info!("wire {}({}) = {:#x}\n", d.name, d.input, d.output);
-        }
-        capi::init();
-        let debugfs = debugfs::create()?;
-        verbs::init()?;
+        capi::init()?;
+        let debugfs = debugfs::create().inspect_err(|_| capi::exit())?;
+        verbs::init().inspect_err(|_| capi::exit())?;
         // From here on a failure must stop the verbs side again before the module goes.
-        let probe = run_parameters().inspect_err(|_| verbs::exit())?;
+        #[cfg(rmad_test)]
+        let (probe, stress) = match test_parameters(&debugfs) {
+            Ok(p) => p,
+            Err(e) => {
+                verbs::exit();
+                capi::exit();
+                return Err(e);
+            }
+        };
+        // The one line a load logs.
+        pr_info!("InfiniBand MAD agents in Rust, loaded\n");
         Ok(Rmad {
+            #[cfg(rmad_test)]
             probe,
+            #[cfg(rmad_test)]
+            _stress: stress,
             _debugfs: debugfs,
         })
     }
 }
 
-/// Runs what the module parameters ask for at load time.
-fn run_parameters() -> Result<Option<probe::Probe>> {
+/// Runs what the test build's module parameters ask for at load time.
+#[cfg(rmad_test)]
+fn test_parameters(debugfs: &debugfs::Debugfs) -> Result<(Option<probe::Probe>, stress::Control)> {
     if module_parameters::demo.value() {
         demo::run()?;
     }
     if module_parameters::bench.value() {
         bench::run()?;
     }
-    match module_parameters::rxe_probe.value() {
-        0 => Ok(None),
-        n => Ok(Some(probe::start(n)?)),
-    }
+    let probe = match module_parameters::rxe_probe.value() {
+        0 => None,
+        n => Some(probe::start(n)?),
+    };
+    Ok((probe, stress::Control::new(debugfs.dir())?))
 }
 
 impl Drop for Rmad {
     fn drop(&mut self) {
         // Removing the devices flushes the probe's sends; then the probe reports and goes.
         verbs::exit();
+        #[cfg(rmad_test)]
         drop(self.probe.take());
         capi::exit();
         pr_info!("unloaded\n");

@@ -70,6 +70,13 @@ pub(crate) type QueueSlot = RBTreeNodeReservation<QKey, Arc<SendRecord>>;
 pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
 
 /// The part of a send buffer that moves between the client and the engine.
+#[cfg_attr(
+    not(rmad_test),
+    allow(
+        dead_code,
+        reason = "RMPP bookkeeping that only the test flavour reads"
+    )
+)]
 pub(crate) struct SendBody {
     /// The MAD: `mad_size` bytes, the headers first.
     pub(crate) mad: KVec<u8>,
@@ -160,6 +167,10 @@ pub(crate) struct SendBuf {
     pub(crate) body: KBox<SendBody>,
 }
 
+#[cfg_attr(
+    not(rmad_test),
+    allow(dead_code, reason = "accessors of the Rust API; the C API uses a few")
+)]
 impl SendBuf {
     /// The MAD bytes (`mad_size` of them).
     pub(crate) fn mad(&self) -> &[u8] {
@@ -245,6 +256,13 @@ impl SendBuf {
     pub(crate) fn agent(&self) -> &Arc<Agent> {
         &self.rec.agent
     }
+
+    /// The id of the buffer's last post (0 before the first): the generation that a
+    /// [`SendHandle`] of that post carries.
+    pub(crate) fn last_post(&self) -> u64 {
+        let g = self.rec.agent.inner.lock();
+        self.rec.state.access(&g).gen
+    }
 }
 
 /// The handle of an outstanding send: what modify and cancel act on.
@@ -262,6 +280,10 @@ impl SendHandle {
     /// once with `IB_WC_WR_FLUSH_ERR`, later and from the completion workqueue; `EINVAL` means
     /// the send was already cancelled or its final status is already decided. Never sleeps,
     /// never allocates, never calls a handler; usable with interrupts disabled.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "Rust API that only the test flavour calls")
+    )]
     pub(crate) fn cancel(&self) -> Result {
         self.modify(0)
     }

@@ -111,6 +111,8 @@ pub(crate) struct Behaviour {
     pub(crate) cancel_in_recv: bool,
     /// Unregister the agent from inside the send handler (scenario 52).
     pub(crate) unregister_in_send: bool,
+    /// Unregister the agent from inside the receive handler.
+    pub(crate) unregister_in_recv: bool,
     /// Sleep this long in the send handler (handlers may sleep, scenario 62).
     pub(crate) sleep_in_send_ms: i64,
     /// Take the agent's lock from inside the handlers (it must not be held, scenario 62).
@@ -265,19 +267,7 @@ impl Recorder {
 
     /// Waits until `cond` holds for the calls, at most [`WAIT_MS`]; returns whether it holds.
     pub(crate) fn wait_until(&self, cond: impl Fn(&[Call]) -> bool) -> bool {
-        let start = Instant::<Monotonic>::now();
-        let mut g = self.calls.lock();
-        loop {
-            if cond(&g.calls) {
-                return true;
-            }
-            let left = WAIT_MS.saturating_sub(start.elapsed().as_millis());
-            if left <= 0 {
-                return false;
-            }
-            let j = msecs_to_jiffies(u32::try_from(left.min(100)).unwrap_or(100));
-            let _ = self.changed.wait_interruptible_timeout(&mut g, j);
-        }
+        wait_locked(&self.calls, &self.changed, |g| cond(&g.calls))
     }
 
     /// Waits until there are at least `n` send-handler calls.
@@ -288,6 +278,28 @@ impl Recorder {
     /// Waits until there are at least `n` receive-handler calls.
     pub(crate) fn wait_recvs(&self, n: usize) -> bool {
         self.wait_until(|c| c.iter().filter(|x| matches!(x, Call::Recv { .. })).count() >= n)
+    }
+}
+
+/// Waits until `cond` holds for what `lock` protects, at most [`WAIT_MS`]; `changed` is
+/// notified whenever it may have become true. Returns whether it holds.
+pub(crate) fn wait_locked<T>(
+    lock: &SpinLock<T>,
+    changed: &CondVar,
+    cond: impl Fn(&T) -> bool,
+) -> bool {
+    let start = Instant::<Monotonic>::now();
+    let mut g = lock.lock();
+    loop {
+        if cond(&g) {
+            return true;
+        }
+        let left = WAIT_MS.saturating_sub(start.elapsed().as_millis());
+        if left <= 0 {
+            return false;
+        }
+        let j = msecs_to_jiffies(u32::try_from(left.min(100)).unwrap_or(100));
+        let _ = changed.wait_interruptible_timeout(&mut g, j);
     }
 }
 
@@ -357,6 +369,9 @@ impl RecvHandler for Recorder {
             if let Some(h) = send {
                 self.push_result(h.cancel());
             }
+        }
+        if self.behaviour.unregister_in_recv {
+            self.push_result(agent.unregister());
         }
         if self.behaviour.respond && send.is_none() && !hdr.is_response() {
             let _ = respond(agent, &hdr, &mad);
@@ -445,11 +460,11 @@ impl Drop for Env {
 }
 
 /// Registers a GSI agent on `port` of `transport` with `rec` as both handlers.
-pub(crate) fn register_gsi(
+pub(crate) fn register_gsi<H: SendHandler + RecvHandler + 'static>(
     engine: &Arc<Engine>,
     transport: &Arc<dyn Transport>,
     port: u8,
-    rec: &Arc<Recorder>,
+    rec: &Arc<H>,
     reg: Option<RegReq>,
 ) -> Result<Arc<Agent>> {
     Agent::register(
@@ -570,7 +585,108 @@ pub(crate) fn post(buf: SendBuf) -> Result<SendHandle> {
     Agent::post(buf).map_err(|e| e.err)
 }
 
+extern "C" {
+    fn rmad_test_cond_resched();
+}
+
+/// Gives the CPU away if something else should run (`cond_resched`), in long test loops.
+pub(crate) fn cond_resched() {
+    // SAFETY: Plain call, from process context.
+    unsafe { rmad_test_cond_resched() };
+}
+
 /// Sleeps for `ms` milliseconds.
 pub(crate) fn sleep_ms(ms: i64) {
     kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms));
+}
+
+/// How a race test of cancel against another event ended.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RaceOutcome {
+    /// Sends posted and cancelled.
+    pub(crate) iterations: usize,
+    /// Cancels that returned 0: the send was flushed.
+    pub(crate) cancel_won: usize,
+    /// Cancels that returned `EINVAL`: the other event had decided the send's fate.
+    pub(crate) cancel_lost: usize,
+    /// Every send got exactly one handler call, with the status its cancel result implies.
+    pub(crate) exactly_once: bool,
+}
+
+/// Runs a race of cancel against the event that decides a send's fate, until each outcome
+/// happened at least `min` times (or `max` sends were used).
+///
+/// `post_one(tag)` posts send `tag`; after a pseudo-random delay the test thread cancels it.
+/// The delay window adapts to the machine: it widens while cancel always wins (the event had
+/// no time to happen) and narrows while cancel always loses, so that both interleavings keep
+/// happening even under software emulation, whose timing jitters. `won` is the status a send
+/// ends with when its cancel lost.
+pub(crate) fn race_cancel(
+    rec: &Arc<Recorder>,
+    min: usize,
+    max: usize,
+    mut post_one: impl FnMut(usize) -> Result<SendHandle>,
+    won: WcStatus,
+) -> Result<RaceOutcome> {
+    const BATCH: usize = 50;
+    let mut cancelled = KVec::with_capacity(max, GFP_KERNEL)?;
+    let mut window_us: i64 = 20;
+    let mut seed: u32 = 0x1234_5678;
+    let (mut won_n, mut lost_n, mut batch_won, mut batch_lost) = (0usize, 0usize, 0usize, 0usize);
+    for tag in 0..max {
+        let h = post_one(tag)?;
+        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let us = i64::from(seed >> 8) % window_us.saturating_add(1);
+        if us >= 1000 {
+            sleep_ms(us / 1000);
+        } else {
+            kernel::time::delay::udelay(kernel::time::Delta::from_micros(us));
+        }
+        let ok = h.cancel().is_ok();
+        cancelled.push(ok, GFP_KERNEL)?;
+        if ok {
+            won_n += 1;
+            batch_won += 1;
+        } else {
+            lost_n += 1;
+            batch_lost += 1;
+        }
+        if (tag + 1) % BATCH == 0 {
+            if batch_lost == 0 {
+                window_us = window_us.saturating_mul(2).min(50_000);
+            } else if batch_won == 0 {
+                window_us = (window_us / 2).max(1);
+            }
+            batch_won = 0;
+            batch_lost = 0;
+            if won_n >= min && lost_n >= min && tag + 1 >= 4 * BATCH {
+                break;
+            }
+        }
+    }
+    let n = cancelled.len();
+    let all = rec.wait_sends(n);
+    let sends = rec.sends()?;
+    let mut count = KVec::with_capacity(n, GFP_KERNEL)?;
+    count.resize(n, 0u32, GFP_KERNEL)?;
+    let mut agree = all && sends.len() == n;
+    for (tag, status, _) in sends.iter() {
+        let (Some(c), Some(was_cancelled)) = (count.get_mut(*tag), cancelled.get(*tag)) else {
+            agree = false;
+            continue;
+        };
+        *c = c.saturating_add(1);
+        let want = if *was_cancelled {
+            WcStatus::WrFlushErr
+        } else {
+            won
+        };
+        agree &= *status == want;
+    }
+    Ok(RaceOutcome {
+        iterations: n,
+        cancel_won: won_n,
+        cancel_lost: lost_n,
+        exactly_once: agree && count.iter().all(|c| *c == 1),
+    })
 }

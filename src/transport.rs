@@ -43,6 +43,10 @@ pub(crate) struct SendWr<'a> {
     /// Destination QP number.
     pub(crate) remote_qpn: u32,
     /// Source QP number (0 for SMI agents, 1 for GSI agents).
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
+    )]
     pub(crate) src_qpn: u32,
     /// P_Key index.
     pub(crate) pkey_index: u16,

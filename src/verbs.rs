@@ -13,6 +13,8 @@
 //! Devices are discovered as an `ib_client`; each [`VerbsPort`] is a [`Transport`] that
 //! agents register on, all sharing one engine ([`verbs_engine`]).
 
+mod tx;
+
 use crate::{
     agent::Agent,
     engine::Engine,
@@ -35,13 +37,15 @@ use kernel::{
         c_char,
         c_int, //
     },
-    new_spinlock,
+    new_spinlock_irq, new_work,
     prelude::*,
     str::CString,
+    sync::ArcBorrow,
     sync::{
         Arc,
-        SpinLock, //
+        SpinLockIrq, //
     },
+    workqueue::Work,
 };
 
 /// `struct ib_device`, opaque.
@@ -83,10 +87,15 @@ extern "C" {
     ) -> c_int;
     fn rmad_shim_query_gid(dev: *mut IbDevice, port: u32, index: c_int, gid: *mut u8) -> c_int;
     fn rmad_shim_port_mac(dev: *mut IbDevice, port: u32, mac: *mut u8) -> c_int;
+    fn rmad_shim_dev_try_get(dev: *mut IbDevice) -> c_int;
+    fn rmad_shim_dev_put(dev: *mut IbDevice);
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
+    #[cfg(rmad_test)]
     fn rmad_shim_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
+    #[cfg(rmad_test)]
     fn rmad_shim_test_responder_stop(responder: *mut c_void);
+    #[cfg(rmad_test)]
     fn rmad_shim_bench_ib_cancel(
         dev: *mut IbDevice,
         port: u32,
@@ -115,8 +124,15 @@ extern "C" {
 ///
 /// # Invariants
 ///
-/// `dev` is a registered `ib_device` for as long as the port is in [`VERBS`]; `vp` is the
-/// shim's open port until [`VerbsPort::close`] sets it to null (under `vp`'s lock).
+/// `vp` is the shim's open port until [`VerbsPort::close`] sets it to null (under `vp`'s
+/// lock), which happens in the device's `remove` callback, before ib_core lets go of `dev`.
+/// So while `vp` is non-null `dev` points to a device that is registered or being
+/// unregistered, and a registration reference taken then ([`VerbsPort::with_device`]) keeps
+/// it usable until it is put back. `dev` is never used otherwise.
+///
+/// The shim holds one reference on the port (its callback context) from
+/// `rmad_shim_vport_open` until `rmad_shim_vport_close` returns. A `VerbsPort` only ever lives
+/// inside an `Arc` (see [`VerbsPort::open`]).
 #[pin_data]
 pub(crate) struct VerbsPort {
     dev: *mut IbDevice,
@@ -126,30 +142,22 @@ pub(crate) struct VerbsPort {
     mac: [u8; 6],
     name: CString,
     engine: Arc<Engine>,
-    /// The shim's port; held while a transmission is handed to it, so that closing waits.
+    /// The shim's port, or null once the port is closed. Its lock disables interrupts:
+    /// transmissions are queued from any context a post may be called in.
     #[pin]
-    vp: SpinLock<*mut Vport>,
-    /// Transmissions waiting for room in the send queue, oldest first (the C layer's QP
-    /// overflow list, mad-spec.md §2.4.2). Lock order: `vp`, then `overflow`.
+    vp: SpinLockIrq<*mut Vport>,
+    /// Transmissions waiting for the transmit work (and for room in the send queue), oldest
+    /// first: the C layer's QP overflow list, mad-spec.md §2.4.2. Lock order: `vp`, then
+    /// `txq`.
     #[pin]
-    overflow: SpinLock<KVec<Pending>>,
+    txq: SpinLockIrq<tx::TxQueue>,
+    /// Hands queued transmissions to the device (see `verbs/tx.rs`).
+    #[pin]
+    tx_work: Work<VerbsPort>,
 }
 
-/// A transmission waiting in the overflow list.
-struct Pending {
-    mad: KVec<u8>,
-    /// The completion's tag, as handed to the shim (see [`VerbsPort::post_send`]).
-    wr_id: *mut (Arc<SendRecord>, u64),
-    remote_qpn: u32,
-    pkey_index: u16,
-    ah: crate::send::Address,
-}
-
-/// The errno the shim returns when the send queue is full.
-const SQ_FULL: c_int = -(kernel::bindings::EBUSY as c_int);
-
-// SAFETY: The raw pointers are handles to kernel objects usable from any thread; the shim
-// synchronises its own state.
+// SAFETY: The raw pointers are handles to kernel objects usable from any thread (under the
+// rules of the type invariant); the shim synchronises its own state.
 unsafe impl Send for VerbsPort {}
 // SAFETY: As above; `vp` is only read and written under its lock.
 unsafe impl Sync for VerbsPort {}
@@ -240,62 +248,120 @@ impl VerbsPort {
                 mac,
                 name,
                 engine: engine.clone(),
-                vp <- new_spinlock!(core::ptr::null_mut(), "VerbsPort::vp"),
-                overflow <- new_spinlock!(KVec::new(), "VerbsPort::overflow"),
+                vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
+                txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
+                tx_work <- new_work!("VerbsPort::tx_work"),
             }),
             GFP_KERNEL,
         )?;
-        let ctx = Arc::as_ptr(&this).cast_mut().cast::<c_void>();
-        // SAFETY: `dev` is registered; `ctx` stays valid until the port is closed, because the
-        // port is kept in `VERBS` (a reference) until after `close`.
+        // INVARIANT: The shim's reference, given back by `close` (or below on failure).
+        let ctx = Arc::into_raw(this.clone()).cast_mut().cast::<c_void>();
+        // SAFETY: `dev` is registered; `ctx` is a counted reference that stays valid until the
+        // shim is done with it.
         let vp = unsafe { rmad_shim_vport_open(dev, port, ctx) };
-        let vp = kernel::error::from_err_ptr(vp)?;
-        *this.vp.lock() = vp;
-        Ok(this)
+        match kernel::error::from_err_ptr(vp) {
+            Ok(vp) => {
+                *this.vp.lock() = vp;
+                Ok(this)
+            }
+            Err(e) => {
+                // SAFETY: The shim failed to open and keeps no reference to `ctx`, which came
+                // from `Arc::into_raw` above.
+                drop(unsafe { Arc::from_raw(ctx.cast::<VerbsPort>()) });
+                Err(e)
+            }
+        }
+    }
+
+    /// The `Arc` this port lives in.
+    fn arc(&self) -> Arc<Self> {
+        // SAFETY: A `VerbsPort` only ever lives inside an `Arc` (type invariant), which `&self`
+        // keeps alive for the borrow.
+        let b = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(self)) };
+        Arc::from(b)
+    }
+
+    /// Runs `f` with the port's device while the port is open, holding a registration
+    /// reference on the device across `f` (so the device's unregistration waits for `f`);
+    /// `None` once the port is closed. Any context: taking and putting the reference are
+    /// atomic operations.
+    fn with_device<R>(&self, f: impl FnOnce(*mut IbDevice) -> R) -> Option<R> {
+        {
+            let vp = self.vp.lock();
+            if vp.is_null() {
+                return None;
+            }
+            // SAFETY: The port is open, so `dev` is a device that has not finished its
+            // unregistration (type invariant).
+            if unsafe { rmad_shim_dev_try_get(self.dev) } == 0 {
+                return None;
+            }
+        }
+        let r = f(self.dev);
+        // SAFETY: The reference taken above.
+        unsafe { rmad_shim_dev_put(self.dev) };
+        Some(r)
     }
 
     /// Closes the private QP. New transmissions fail with `ENODEV` from here on; every send of
     /// the agents on this port is cancelled, so that each one's handler reports `WR_FLUSH_ERR`
-    /// exactly once; transmissions still on the QP complete (flushed) before this returns.
-    fn close(&self) {
+    /// exactly once; transmissions still queued or on the QP complete (flushed) before this
+    /// returns.
+    fn close(self: &Arc<Self>) {
         let vp = core::mem::replace(&mut *self.vp.lock(), core::ptr::null_mut());
-        let me = core::ptr::from_ref(self).cast::<()>();
+        if vp.is_null() {
+            return;
+        }
+        let me = Arc::as_ptr(self).cast::<()>();
         if let Ok(agents) = self.engine.agents() {
             for a in agents.iter().filter(|a| a.uses_transport(me)) {
                 a.cancel_all();
             }
         }
+        // The transmit work stops using `vp` before the shim's port closes.
+        crate::wq::disable_work_sync::<VerbsPort, 0>(self);
         // SAFETY: `vp` was returned by `rmad_shim_vport_open` and is closed exactly once (it is
-        // replaced by null under the lock).
+        // replaced by null under the lock); nothing uses it any more.
         unsafe { rmad_shim_vport_close(vp) };
-        self.flush_overflow();
+        self.flush_tx();
+        // SAFETY: The shim has returned the reference it held since `open` (no callback with
+        // this context can run any more); `self` is another reference, so this is not the last.
+        drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
     }
 
     /// Registers, for tests, an agent in ib_core's own MAD layer on this port that answers GET
-    /// requests of `class` with a GET_RESP of status 0; `None` if ib_core refused it.
+    /// requests of `class` with a GET_RESP of status 0; `None` if ib_core refused it. The test
+    /// stops it before the device goes away.
+    #[cfg(rmad_test)]
     pub(crate) fn start_test_responder(&self, class: u8) -> Option<TestResponder> {
-        // SAFETY: `dev` is registered (type invariant).
-        let r = unsafe { rmad_shim_test_responder_start(self.dev, u32::from(self.port), class) };
+        let port = u32::from(self.port);
+        // SAFETY: `with_device` holds a registration reference on `dev`.
+        let r =
+            self.with_device(|dev| unsafe { rmad_shim_test_responder_start(dev, port, class) })?;
         (!r.is_null()).then_some(TestResponder(r))
     }
 
     /// Benchmark: the C MAD layer's `ib_cancel_mad` on `order.len()` sends outstanding on
     /// this port's QP1, cancelled in `order`; total nanoseconds, `None` on failure.
+    #[cfg(rmad_test)]
     pub(crate) fn bench_ib_cancel(&self, order: &[u32]) -> Option<u64> {
         let n = u32::try_from(order.len()).ok()?;
         let gid = self.gid(self.port, 1)?;
-        // SAFETY: `dev` is registered (type invariant); `order` holds `n` indices below `n`;
-        // `gid` and `mac` are 16 and 6 bytes.
-        let t = unsafe {
-            rmad_shim_bench_ib_cancel(
-                self.dev,
-                u32::from(self.port),
-                n,
-                order.as_ptr(),
-                gid.as_ptr(),
-                self.mac.as_ptr(),
-            )
-        };
+        let port = u32::from(self.port);
+        let t = self.with_device(|dev| {
+            // SAFETY: `with_device` holds a registration reference on `dev`; `order` holds `n`
+            // indices below `n`; `gid` and `mac` are 16 and 6 bytes.
+            unsafe {
+                rmad_shim_bench_ib_cancel(
+                    dev,
+                    port,
+                    n,
+                    order.as_ptr(),
+                    gid.as_ptr(),
+                    self.mac.as_ptr(),
+                )
+            }
+        })?;
         (t != 0).then_some(t)
     }
 
@@ -315,170 +381,27 @@ impl Transport for VerbsPort {
             return None;
         }
         let mut gid = [0u8; 16];
-        // SAFETY: `dev` is registered (type invariant); `gid` has 16 bytes.
-        let r = unsafe {
-            rmad_shim_query_gid(
-                self.dev,
-                u32::from(port),
-                c_int::from(index),
-                gid.as_mut_ptr(),
-            )
-        };
+        let r = self.with_device(|dev| {
+            // SAFETY: `with_device` holds a registration reference on `dev`; `gid` has 16
+            // bytes.
+            unsafe {
+                rmad_shim_query_gid(dev, u32::from(port), c_int::from(index), gid.as_mut_ptr())
+            }
+        })?;
         (r == 0).then_some(gid)
     }
 
     fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result {
-        let vp = self.vp.lock();
-        if vp.is_null() {
-            return Err(ENODEV);
-        }
-        // The completion names the send through a small allocation that the completion frees.
-        let wr_id = KBox::into_raw(KBox::new((wr.rec.clone(), wr.gen), GFP_ATOMIC)?);
-        // FIFO: once something waits for room, everything queues behind it.
-        let r = if self.overflow.lock().is_empty() {
-            // SAFETY: `*vp` is open (non-null under its lock, which is held).
-            unsafe { self.send_raw(*vp, wr.mad, wr_id, wr.remote_qpn, wr.pkey_index, wr.ah) }
-        } else {
-            SQ_FULL
-        };
-        if r == SQ_FULL {
-            let mut mad = KVec::new();
-            let queued = mad
-                .extend_from_slice(wr.mad, GFP_ATOMIC)
-                .map_err(|_| ENOMEM)
-                .and_then(|()| {
-                    self.overflow
-                        .lock()
-                        .push(
-                            Pending {
-                                mad,
-                                wr_id,
-                                remote_qpn: wr.remote_qpn,
-                                pkey_index: wr.pkey_index,
-                                ah: wr.ah,
-                            },
-                            GFP_ATOMIC,
-                        )
-                        .map_err(|_| ENOMEM)
-                });
-            if let Err(e) = queued {
-                // SAFETY: The shim did not take `wr_id`; reclaim it.
-                drop(unsafe { KBox::from_raw(wr_id) });
-                return Err(e);
-            }
-            return Ok(());
-        }
-        if r != 0 {
-            // SAFETY: The shim did not take `wr_id`; reclaim it.
-            drop(unsafe { KBox::from_raw(wr_id) });
-            return Err(Error::from_errno(r));
-        }
-        Ok(())
-    }
-}
-
-impl VerbsPort {
-    /// Hands one transmission to the shim; returns its errno.
-    ///
-    /// # Safety
-    ///
-    /// `vp` must be this port's open shim port, with `self.vp` locked by the caller.
-    unsafe fn send_raw(
-        &self,
-        vp: *mut Vport,
-        mad: &[u8],
-        wr_id: *mut (Arc<SendRecord>, u64),
-        remote_qpn: u32,
-        pkey_index: u16,
-        ah: crate::send::Address,
-    ) -> c_int {
-        let (has_grh, dgid, sgid_index) = match ah.grh {
-            Some(g) => (1u8, g.dgid, g.sgid_index),
-            None => (0u8, [0u8; 16], 0u8),
-        };
-        let Ok(len) = u32::try_from(mad.len()) else {
-            return EINVAL.to_errno();
-        };
-        // SAFETY: `vp` is open (caller's promise); the buffers are valid for their lengths; on
-        // success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
-        unsafe {
-            rmad_shim_vport_send(
-                vp,
-                mad.as_ptr(),
-                len,
-                // A pointer always fits the 64-bit work-request id.
-                wr_id.expose_provenance() as u64,
-                remote_qpn,
-                pkey_index,
-                u32::from(ah.dlid),
-                ah.src_path_bits,
-                has_grh,
-                dgid.as_ptr(),
-                sgid_index,
-                // RoCE: rmad reaches its own port only (the destination MAC is this port's).
-                self.mac.as_ptr(),
-            )
-        }
-    }
-
-    /// A send-queue slot was freed: the oldest waiting transmissions go out. A transmission
-    /// the shim refuses completes with `LOC_QP_OP_ERR` (mad-spec.md §2.4.3 step 5).
-    fn drain_overflow(&self) {
-        let mut failed: KVec<*mut (Arc<SendRecord>, u64)> = KVec::new();
-        {
-            let vp = self.vp.lock();
-            loop {
-                let Some(p) = ({
-                    let mut o = self.overflow.lock();
-                    if o.is_empty() {
-                        None
-                    } else {
-                        o.remove(0).ok()
-                    }
-                }) else {
-                    break;
-                };
-                let r = if vp.is_null() {
-                    ENODEV.to_errno()
-                } else {
-                    // SAFETY: `*vp` is open and locked.
-                    unsafe { self.send_raw(*vp, &p.mad, p.wr_id, p.remote_qpn, p.pkey_index, p.ah) }
-                };
-                if r == SQ_FULL {
-                    let mut o = self.overflow.lock();
-                    if o.insert_within_capacity(0, p).is_err() {
-                        pr_warn!("verbs: lost an overflow transmission\n");
-                    }
-                    break;
-                }
-                if r != 0 && failed.push(p.wr_id, GFP_ATOMIC).is_err() {
-                    pr_warn!("verbs: lost a failed transmission\n");
-                }
-            }
-        }
-        // Completed outside the port's locks: agent locks come first.
-        for wr_id in failed {
-            // SAFETY: The shim did not take `wr_id`; reclaim it.
-            let (rec, gen) = KBox::into_inner(unsafe { KBox::from_raw(wr_id) });
-            Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
-        }
-    }
-
-    /// Flushes every waiting transmission (the port is closing).
-    fn flush_overflow(&self) {
-        let waiting = core::mem::take(&mut *self.overflow.lock());
-        for p in waiting {
-            // SAFETY: The shim never took `wr_id`; reclaim it.
-            let (rec, gen) = KBox::into_inner(unsafe { KBox::from_raw(p.wr_id) });
-            Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
-        }
+        self.queue_tx(&wr)
     }
 }
 
 /// An ib_core agent that answers GETs (see [`VerbsPort::start_test_responder`]); dropping it
 /// unregisters it.
+#[cfg(rmad_test)]
 pub(crate) struct TestResponder(*mut c_void);
 
+#[cfg(rmad_test)]
 impl Drop for TestResponder {
     fn drop(&mut self) {
         // SAFETY: The pointer came from `rmad_shim_test_responder_start` and is released once.
@@ -505,7 +428,7 @@ unsafe extern "C" fn rmad_rust_device_add(dev: *mut IbDevice) {
         }
         match VerbsPort::open(dev, port, &engine) {
             Ok(p) => {
-                pr_info!(
+                pr_debug!(
                     "verbs: {}/{} open\n",
                     p.name().to_str().unwrap_or("?"),
                     port
@@ -561,17 +484,12 @@ unsafe extern "C" fn rmad_rust_send_done(
     status: c_int,
     vendor_err: u32,
 ) {
-    // `wr_id` is the pointer `post_send` leaked for this transmission.
-    // The id holds a pointer that `post_send` exposed, so it fits a `usize`.
-    let ptr = core::ptr::with_exposed_provenance_mut::<(Arc<SendRecord>, u64)>(wr_id as usize);
-    // SAFETY: see above.
-    let tag = unsafe { KBox::from_raw(ptr) };
-    let (rec, gen) = KBox::into_inner(tag);
     let status = WcStatus::from_code(u32::try_from(status).unwrap_or(u32::MAX));
-    Agent::send_completed(&rec, gen, status, vendor_err);
-    // SAFETY: The port outlives its QP, whose completions these are (caller's promise).
+    // SAFETY: `ctx` is the shim's counted reference to the port (type invariant of
+    // `VerbsPort`), held until `rmad_shim_vport_close` returns, after every callback.
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
-    port.drain_overflow();
+    // SAFETY: The shim reports each transmission it took once, with its id (caller's promise).
+    unsafe { port.tx_done(wr_id, status, vendor_err) };
 }
 
 /// The shim's report that a MAD arrived at a private QP.
@@ -587,7 +505,8 @@ unsafe extern "C" fn rmad_rust_recv(
     len: u32,
     info: *const VerbsRecvInfo,
 ) {
-    // SAFETY: The port outlives its QP, whose completions these are (caller's promise).
+    // SAFETY: `ctx` is the shim's counted reference to the port (type invariant of
+    // `VerbsPort`), held until `rmad_shim_vport_close` returns, after every callback.
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
     // SAFETY: Caller's promise.
     let (bytes, info) = unsafe {
@@ -614,6 +533,7 @@ unsafe extern "C" fn rmad_rust_recv(
 
 /// KUnit suite `rmad_rxe`: rmad agents on soft-RoCE (`rxe0`, which the test VM creates on a
 /// dummy netdev before loading rmad).
+#[cfg(rmad_test)]
 #[kernel::prelude::kunit_tests(rmad_rxe)]
 mod tests {
     use super::*;
@@ -621,6 +541,7 @@ mod tests {
         state::SendState,
         testing::{
             post,
+            race_cancel,
             rxe_agent,
             rxe_request,
             sleep_ms,
@@ -632,8 +553,6 @@ mod tests {
         wire,
     };
     use kernel::time::{
-        delay::udelay,
-        Delta,
         Instant,
         Monotonic, //
     };
@@ -809,44 +728,33 @@ mod tests {
         let Some((port, a, rec)) = s else {
             return Ok(());
         };
-        const N: usize = 300;
-        let mut cancelled = KVec::with_capacity(N, GFP_KERNEL)?;
-        let mut seed: u32 = 0x2545_f491;
-        for tag in 0..N {
-            let h = post(rxe_request(
-                &port,
-                &a,
-                tag,
-                wire::IB_MGMT_METHOD_GET,
-                5000,
-                0,
-            )?)?;
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            udelay(Delta::from_micros(i64::from((seed >> 16) % 400)));
-            cancelled.push(h.cancel().is_ok(), GFP_KERNEL)?;
-        }
-        let all = rec.wait_sends(N);
-        let sends = rec.sends()?;
+        let out = race_cancel(
+            &rec,
+            25,
+            1500,
+            |tag| {
+                post(rxe_request(
+                    &port,
+                    &a,
+                    tag,
+                    wire::IB_MGMT_METHOD_GET,
+                    5000,
+                    0,
+                )?)
+            },
+            WcStatus::Success,
+        )?;
         a.unregister()?;
-        let mut count = KVec::with_capacity(N, GFP_KERNEL)?;
-        count.resize(N, 0u32, GFP_KERNEL)?;
-        let mut agree = true;
-        for (tag, status, _) in sends.iter() {
-            if let (Some(c), Some(k)) = (count.get_mut(*tag), cancelled.get(*tag)) {
-                *c = c.saturating_add(1);
-                let want = if *k {
-                    WcStatus::WrFlushErr
-                } else {
-                    WcStatus::Success
-                };
-                agree &= *status == want;
-            } else {
-                agree = false;
-            }
-        }
-        assert!(all);
-        assert!(agree);
-        assert!(count.iter().all(|c| *c == 1));
+        pr_info!(
+            "races: rxe cancel vs response: {} sends, cancel won {}, lost {}, each completed once: {}\n",
+            out.iterations,
+            out.cancel_won,
+            out.cancel_lost,
+            out.exactly_once
+        );
+        assert!(out.exactly_once);
+        assert!(out.cancel_won >= 25);
+        assert!(out.cancel_lost >= 25);
         Ok(())
     }
 }

@@ -119,6 +119,17 @@ int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid)
 }
 
 /* The MAC of the port's netdev (RoCE), for address handles to this port. */
+/* Takes a registration reference: the device's unregistration waits for it. */
+int rmad_shim_dev_try_get(struct ib_device *dev)
+{
+	return ib_device_try_get(dev);
+}
+
+void rmad_shim_dev_put(struct ib_device *dev)
+{
+	ib_device_put(dev);
+}
+
 int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac)
 {
 	struct net_device *ndev = ib_device_get_netdev(dev, port);

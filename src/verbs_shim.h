@@ -31,13 +31,15 @@ int rmad_shim_port_has_gsi(struct ib_device *dev, u32 port);
 int rmad_shim_query_port(struct ib_device *dev, u32 port, u32 *lid, u8 *lmc, u8 *has_smi);
 int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid);
 int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac);
+int rmad_shim_dev_try_get(struct ib_device *dev);
+void rmad_shim_dev_put(struct ib_device *dev);
 struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx);
 void rmad_shim_vport_close(struct rmad_vport *vp);
 int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
 			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
 			 u8 has_grh, const u8 *dgid, u8 sgid_index, const u8 *dmac);
 
-/* Test scaffolding (verbs_test_responder.c): an ib_core agent that answers GETs. */
+/* Test scaffolding (verbs_test_responder.c, test build only): an ib_core agent that answers GETs. */
 void *rmad_shim_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class);
 void rmad_shim_test_responder_stop(void *responder);
 u64 rmad_shim_bench_ib_cancel(struct ib_device *dev, u32 port, u32 n, const u32 *order,

@@ -156,3 +156,21 @@ where
         drop(unsafe { Arc::from_raw(raw) });
     }
 }
+
+/// Cancels the work item `ID` of `this` and prevents it from being queued again (queueing it
+/// fails from now on); waits for a running instance to finish.
+pub(crate) fn disable_work_sync<T, const ID: u64>(this: &Arc<T>)
+where
+    T: WorkItem<ID, Pointer = Arc<T>> + HasWork<T, ID> + Send + Sync + 'static,
+{
+    let raw = Arc::as_ptr(this);
+    // SAFETY: `raw` points to the live `T` that `this` keeps alive.
+    let work = unsafe { Work::raw_get(<T as HasWork<T, ID>>::raw_get_work(raw.cast_mut())) };
+    // SAFETY: `work` is a live, initialised work item.
+    let was_pending = unsafe { bindings::disable_work_sync(work) };
+    if was_pending {
+        // SAFETY: The cancelled instance owned one reference, leaked by `enqueue`; it will
+        // never run, so take the reference back.
+        drop(unsafe { Arc::from_raw(raw) });
+    }
+}

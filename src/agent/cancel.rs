@@ -23,6 +23,25 @@ impl Agent {
         })
     }
 
+    /// `ib_modify_mad` on whatever post of `rec` is outstanding (the C API, where a buffer
+    /// names its current post): `EINVAL` if none is.
+    pub(crate) fn modify_current(
+        self: &Arc<Self>,
+        rec: &Arc<SendRecord>,
+        timeout_ms: i32,
+    ) -> Result {
+        let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
+        let mut g = self.inner.lock();
+        Self::with_state(&mut g, rec, |g, st| {
+            if st.facts.state == SendState::Idle {
+                return Err(EINVAL);
+            }
+            self.apply(g, rec, st, Event::Modify(t))
+                .map(|_| ())
+                .map_err(|_| EINVAL)
+        })
+    }
+
     /// Cancels every outstanding send of the agent, as `ib_cancel_mad` would one by one: the
     /// transport under the agent is going away. Each send's handler then reports
     /// `WR_FLUSH_ERR` exactly once: at once for waiting and queued sends, at their (flushed)

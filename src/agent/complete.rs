@@ -37,7 +37,6 @@ impl Agent {
 
     /// Calls the send handler for `rec`, whose final status is decided.
     pub(super) fn deliver_one(self: &Arc<Self>, rec: &Arc<SendRecord>) {
-        let me = Task::current_raw().addr();
         let taken = {
             let mut g = self.inner.lock();
             let t = Self::with_state(&mut g, rec, |g, st| {
@@ -48,7 +47,6 @@ impl Agent {
                 Some((st.body.take()?, SendCompletion { status, vendor_err }))
             });
             if t.is_some() {
-                g.handler_task = me;
                 g.stats.completed = g.stats.completed.saturating_add(1);
             }
             t
@@ -60,12 +58,11 @@ impl Agent {
             rec: rec.clone(),
             body,
         };
-        match &self.send_handler {
+        self.in_handler(|| match &self.send_handler {
             Some(h) => h.send_done(self, buf, wc),
             None => drop(buf),
-        }
+        });
         let mut g = self.inner.lock();
-        g.handler_task = 0;
         g.outstanding = g.outstanding.saturating_sub(1);
         if g.dead {
             self.idle.notify_all();

@@ -51,6 +51,9 @@ impl Agent {
         } else if rmpp_active || message_size > mad_size {
             return Err(EINVAL);
         }
+        // A caller may ask for any length up to 2 GiB: what the allocator cannot give is a
+        // quiet ENOMEM, not a page-allocator warning.
+        let gfp = gfp | __GFP_NOWARN;
         let (seg_count, segments) = if rmpp_active {
             let count = (message_size - hdr).div_ceil(seg_size.max(1));
             let bytes = count.checked_mul(seg_size).ok_or(EINVAL)?;

@@ -94,7 +94,7 @@ impl Agent {
                 }
                 g.in_recv = g.in_recv.saturating_add(1);
             }
-            rh.recv(self, None, recv);
+            self.in_handler(|| rh.recv(self, None, recv));
             self.recv_done();
             return;
         }
@@ -131,7 +131,7 @@ impl Agent {
             g.in_recv = g.in_recv.saturating_add(1);
             (SendHandle { rec, gen }, inline)
         };
-        rh.recv(self, Some(&handle), recv);
+        self.in_handler(|| rh.recv(self, Some(&handle), recv));
         if inline {
             // "Response before request": the send handler follows in this thread.
             self.deliver_one(&handle.rec);

@@ -68,6 +68,10 @@ impl Agent {
     /// the backlog (mad-spec.md §1.6 step 7, [QUIRK]). Where C silently drops the rest of the
     /// chain, rmad hands the unposted buffers back in [`Chain::unposted`] so that nothing is
     /// lost.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "Rust API that only the test flavour calls")
+    )]
     pub(crate) fn post_chain(bufs: KVec<SendBuf>) -> Result<Chain, ChainError> {
         // Room for every outcome is reserved first, so that no buffer is ever dropped for
         // want of memory.

@@ -77,3 +77,109 @@ probe_flushed() {
 	n="$(dmesg | grep -c "probe: posted $1, handler calls $1, flushed $1, each once: yes")"
 	[ "$n" -ge "$2" ]
 }
+
+# Write a line into the kernel log.
+mark() {
+	echo "$*" >/dev/kmsg
+}
+
+# Whether the kernel log has exactly one line from rmad after the mark $1.
+one_line_since() {
+	n="$(dmesg | sed -n "/$1/,\$p" | grep -c ' rmad: ')"
+	[ "$n" -eq 1 ] || {
+		dmesg | sed -n "/$1/,\$p" | grep ' rmad: '
+		return 1
+	}
+}
+
+# Run one stress-driver command (see src/stress.rs), e.g. stress "lb0 5".
+stress() {
+	echo "$1" >/sys/kernel/debug/rmad/stress
+}
+
+# Emit the last stress report as a suite.
+emit_stress() {
+	name="$(sed -n 's/^ *# Subtest: //p' /sys/kernel/debug/rmad/stress)"
+	[ -n "$name" ] || return 0
+	echo "RMAD-SUITE-BEGIN $name"
+	cat /sys/kernel/debug/rmad/stress
+	echo "RMAD-SUITE-END $name"
+} >"$RESULTS"
+
+# failslab fails $1 percent of the allocations of tasks that ask for it.
+failslab_on() {
+	f=/sys/kernel/debug/failslab
+	echo Y >$f/task-filter
+	echo N >$f/ignore-gfp-wait
+	echo N >$f/cache-filter
+	echo 0 >$f/verbose
+	echo 0 >$f/space
+	echo 1 >$f/interval
+	echo -1 >$f/times
+	echo "$1" >$f/probability
+}
+
+failslab_off() {
+	echo 0 >/sys/kernel/debug/failslab/probability
+}
+
+# Scan for leaks (kmemleak reports objects older than 5 s, unreferenced in a
+# scan) and print what it found.
+kmemleak_report() {
+	sleep 6
+	echo scan >/sys/kernel/debug/kmemleak
+	echo scan >/sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak
+}
+
+# Whether kmemleak finds nothing at all.
+kmemleak_clean() {
+	out="$(kmemleak_report)"
+	[ -z "$out" ] || {
+		echo "$out" | head -n 60
+		return 1
+	}
+}
+
+# Positive control: run detector control $1 between markers in the kernel
+# log, and wait (at most 20 s) until the log shows $2 between them.
+control() {
+	mark "RMAD-CONTROL-BEGIN $1"
+	echo "$1" >/sys/kernel/debug/rmad/control || return 1
+	i=0
+	found=1
+	while [ $i -lt 40 ]; do
+		if dmesg | sed -n "/RMAD-CONTROL-BEGIN $1/,\$p" | grep -q "$2"; then
+			found=0
+			break
+		fi
+		i=$((i + 1))
+		sleep 0.5
+	done
+	# Let the rest of the report reach the log before the section closes.
+	sleep 1
+	mark "RMAD-CONTROL-END $1"
+	return $found
+}
+
+# Positive control for kmemleak: the 16 small objects that the control leaks
+# are found (each report block names its allocation's backtrace). A stale copy
+# of a pointer left on some kernel stack can hide one or two, which kmemleak
+# rightly counts as referenced: 12 of 16 are required.
+control_leak() {
+	echo clear >/sys/kernel/debug/kmemleak
+	mark "RMAD-CONTROL-BEGIN leak"
+	echo leak >/sys/kernel/debug/rmad/control || return 1
+	report="$(kmemleak_report)"
+	mark "RMAD-CONTROL-END leak"
+	echo clear >/sys/kernel/debug/kmemleak
+	n="$(echo "$report" | awk '/^unreferenced object/ { if (hit) n++; hit = 0 }
+		/rmad_test_control|rmad_control_leak/ { hit = 1 }
+		END { if (hit) n++; print n + 0 }')"
+	echo "kmemleak found $n of the 16 leaked objects"
+	[ "$n" -ge 12 ] || {
+		echo "kmemleak found $n of the 16 leaked objects:"
+		echo "$report" | head -n 20
+		return 1
+	}
+}

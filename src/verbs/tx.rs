@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmit path of a verbs port.
+//!
+//! Handing a MAD to a device creates an address handle, and a driver may take locks there that
+//! are not interrupt-safe (rxe's object pools use plain `xa_lock`). A post is atomic-safe (from
+//! timers, hrtimers, with interrupts off), and rmad's own locks are taken in those contexts,
+//! so no driver lock may ever be taken under them. A transmission is therefore queued under the
+//! port's lock ([`VerbsPort::queue_tx`], which the engine calls under the agent's lock) and
+//! handed to the device by the port's transmit work, in process context with no rmad lock held
+//! ([`VerbsPort::transmit_pending`]). The queue is also the C layer's overflow list: what the
+//! send queue cannot take waits in it, in order, until a send completion makes room.
+
+use super::*;
+use kernel::{
+    impl_has_work,
+    list::{
+        impl_list_arc_safe,
+        impl_list_item,
+        List,
+        ListArc,
+        ListLinks, //
+    },
+    workqueue::WorkItem,
+};
+
+/// The largest MAD a verbs port carries.
+const MAD_MAX: usize = 256;
+
+/// One transmission, from its post until its send completion (or its flush).
+///
+/// # Invariants
+///
+/// `len <= MAD_MAX`. While the device holds the transmission, the work-request id is the
+/// pointer of its `ListArc`, taken back exactly once by the send completion.
+#[pin_data]
+pub(super) struct Tx {
+    rec: Arc<SendRecord>,
+    gen: u64,
+    mad: [u8; MAD_MAX],
+    len: usize,
+    remote_qpn: u32,
+    pkey_index: u16,
+    ah: crate::send::Address,
+    /// Only ever used with the `txq` list of the transmission's port.
+    #[pin]
+    links: ListLinks<0>,
+}
+
+impl_list_arc_safe! {
+    impl ListArcSafe<0> for Tx { untracked; }
+}
+
+impl_list_item! {
+    impl ListItem<0> for Tx { using ListLinks { self.links }; }
+}
+
+impl_has_work! {
+    impl HasWork<Self> for VerbsPort { self.tx_work }
+}
+
+impl WorkItem for VerbsPort {
+    type Pointer = Arc<VerbsPort>;
+
+    fn run(this: Arc<VerbsPort>) {
+        this.transmit_pending();
+    }
+}
+
+/// The queue of transmissions waiting for the device, oldest first.
+pub(super) type TxQueue = List<Tx>;
+
+/// The errno the shim returns when the send queue is full.
+const SQ_FULL: c_int = -(kernel::bindings::EBUSY as c_int);
+
+impl VerbsPort {
+    /// Queues `wr` for the transmit work. Any context; allocates one small object
+    /// (`GFP_ATOMIC`). `ENODEV` once the port is closed.
+    pub(super) fn queue_tx(&self, wr: &SendWr<'_>) -> Result {
+        let len = wr.mad.len();
+        if len > MAD_MAX {
+            return Err(EINVAL);
+        }
+        let mut mad = [0u8; MAD_MAX];
+        mad.get_mut(..len).ok_or(EINVAL)?.copy_from_slice(wr.mad);
+        let tx = ListArc::pin_init(
+            try_pin_init!(Tx {
+                rec: wr.rec.clone(),
+                gen: wr.gen,
+                mad,
+                len,
+                remote_qpn: wr.remote_qpn,
+                pkey_index: wr.pkey_index,
+                ah: wr.ah,
+                links <- ListLinks::new(),
+            }),
+            GFP_ATOMIC,
+        )?;
+        {
+            // Under the port's lock, so that a closing port either sees it queued (and flushes
+            // it) or refused it.
+            let vp = self.vp.lock();
+            if vp.is_null() {
+                return Err(ENODEV);
+            }
+            self.txq.lock().push_back(tx);
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Makes sure the transmit work runs.
+    pub(super) fn kick(&self) {
+        let this = self.arc();
+        // Already queued is fine: that run will see what was just queued.
+        let _ = self.engine.cq_wq.queue().enqueue(this);
+    }
+
+    /// The transmit work: hands queued transmissions to the device, oldest first, until the
+    /// queue is empty or the send queue is full. Process context, no rmad lock held.
+    fn transmit_pending(self: &Arc<Self>) {
+        loop {
+            let Some(tx) = self.txq.lock().pop_front() else {
+                return;
+            };
+            let vp = *self.vp.lock();
+            if vp.is_null() {
+                // Closing: `close` flushes what is queued.
+                self.txq.lock().push_front(tx);
+                return;
+            }
+            let wr_id = ListArc::into_raw(tx);
+            // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
+            // this work before it closes the shim's port. `wr_id` points to a live `Tx`.
+            let r = unsafe { self.send_raw(vp, &*wr_id, wr_id) };
+            if r == 0 {
+                continue;
+            }
+            // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
+            let tx = unsafe { ListArc::from_raw(wr_id) };
+            if r == SQ_FULL {
+                // It waits at the head; a send completion kicks the work again.
+                self.txq.lock().push_front(tx);
+                return;
+            }
+            // A transmission the device refuses completes with `LOC_QP_OP_ERR`
+            // (mad-spec.md §2.4.3 step 5).
+            Agent::send_completed(&tx.rec, tx.gen, WcStatus::LocQpOpErr, 0);
+        }
+    }
+
+    /// Hands one transmission to the shim; returns its errno.
+    ///
+    /// # Safety
+    ///
+    /// `vp` must be this port's open shim port, kept open for the duration of the call;
+    /// `wr_id` must point to `tx` and come from `ListArc::into_raw`.
+    unsafe fn send_raw(&self, vp: *mut Vport, tx: &Tx, wr_id: *const Tx) -> c_int {
+        let (has_grh, dgid, sgid_index) = match tx.ah.grh {
+            Some(g) => (1u8, g.dgid, g.sgid_index),
+            None => (0u8, [0u8; 16], 0u8),
+        };
+        // By the type invariant `len <= MAD_MAX`, which fits.
+        let len = u32::try_from(tx.len).unwrap_or(0);
+        // SAFETY: `vp` is open (caller's promise); the buffers are valid for their lengths; on
+        // success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
+        unsafe {
+            rmad_shim_vport_send(
+                vp,
+                tx.mad.as_ptr(),
+                len,
+                // A pointer always fits the 64-bit work-request id.
+                u64::try_from(wr_id.expose_provenance()).unwrap_or(0),
+                tx.remote_qpn,
+                tx.pkey_index,
+                u32::from(tx.ah.dlid),
+                tx.ah.src_path_bits,
+                has_grh,
+                dgid.as_ptr(),
+                sgid_index,
+                // RoCE: rmad reaches its own port only (the destination MAC is this port's).
+                self.mac.as_ptr(),
+            )
+        }
+    }
+
+    /// Completes every queued transmission with `WR_FLUSH_ERR` (the port is closing and its
+    /// transmit work is disabled).
+    pub(super) fn flush_tx(&self) {
+        loop {
+            let Some(tx) = self.txq.lock().pop_front() else {
+                return;
+            };
+            Agent::send_completed(&tx.rec, tx.gen, WcStatus::WrFlushErr, 0);
+        }
+    }
+
+    /// A transmission the shim took completed: `wr_id` is its id.
+    ///
+    /// # Safety
+    ///
+    /// `wr_id` must be the id of a transmission that `transmit_pending` handed to the shim,
+    /// reported once.
+    pub(super) unsafe fn tx_done(&self, wr_id: u64, status: WcStatus, vendor_err: u32) {
+        // The id holds a pointer that `transmit_pending` exposed, so it fits a `usize`.
+        let ptr = core::ptr::with_exposed_provenance::<Tx>(usize::try_from(wr_id).unwrap_or(0));
+        // SAFETY: Caller's promise; the pointer came from `ListArc::into_raw`.
+        let tx = unsafe { ListArc::from_raw(ptr) };
+        Agent::send_completed(&tx.rec, tx.gen, status, vendor_err);
+        drop(tx);
+        if !self.txq.lock().is_empty() {
+            self.kick();
+        }
+    }
+}

@@ -1,0 +1,111 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# The scenario of `make test`, in the guest. Each block ends by emitting one
+# suite on the results channel; tests/suites.txt lists every suite expected.
+#
+#  1. the test flavour of rmad (its KUnit suites run inside insmod), on rxe0;
+#  2. the stress driver: loopback, loopback with failslab, rxe0 with the
+#     device deleted under load, and a million create/free cycles;
+#  3. the production module users install, with the two sample clients;
+#  4. device removal and unload with sends outstanding;
+#  5. kmemleak: nothing left behind;
+#  6. positive controls: each detector of the test kernel fires once, so a
+#     clean log means something (last: lockdep turns itself off after one
+#     report).
+. /lib.sh
+
+# A KUnit filter (RMAD_KUNIT_FILTER) asks for some suites only: the stress runs
+# are left out too.
+filter="$(sed -n 's/.*kunit.filter_glob=\([^ ]*\).*/\1/p' /proc/cmdline)"
+# Create/free cycles through the C API of the stale-handle run (`make stress`
+# sets a million through the kernel command line; each cycle costs about 1.5 ms
+# under emulation with KASAN, kmemleak and lockdep).
+RMAD_HANDLE_CYCLES="${RMAD_HANDLE_CYCLES:-20000}"
+
+# Forget what the boot left for kmemleak: from here on, every leak is ours.
+echo clear >/sys/kernel/debug/kmemleak
+
+# 1. KUnit.
+vm_case setup_rxe0 setup_rxe
+vm_case insmod_rmad insmod /modules/test/rmad.ko
+for dir in /sys/kernel/debug/kunit/rmad_*; do
+	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"
+done
+
+# 2. Stress with exactly-once accounting (the stress driver reports KTAP).
+if [ -z "$filter" ]; then
+	stress "lb0 5"
+	emit_stress
+	failslab_on 10
+	stress "lb0 5 failslab"
+	failslab_off
+	emit_stress
+	# rxe0 goes away under load.
+	stress "rxe0 8" &
+	sleep 3
+	vm_case stress_rdma_link_delete_under_load rdma link delete rxe0
+	wait
+	emit_stress
+	vm_case setup_rxe0_again setup_rxe
+	stress "handles rxe0 $RMAD_HANDLE_CYCLES"
+	emit_stress
+fi
+vm_case rmmod_rmad rmmod rmad
+vm_case no_rmad_after_rmmod sh -c '! grep -q "^rmad " /proc/modules'
+emit_vm_suite rmad_vm >"$RESULTS"
+
+# Later loads of the test flavour skip the suites.
+echo "rmad_none_" >/sys/module/kunit/parameters/filter_glob
+
+# 3. The production module, as users install it, with the sample clients.
+mark RMAD-PRODUCTION-LOAD
+vm_case insmod_production insmod /modules/rmad.ko
+vm_case logs_one_line_at_load one_line_since RMAD-PRODUCTION-LOAD
+vm_case no_kunit_suites sh -c '! ls -d /sys/kernel/debug/kunit/rmad_* 2>/dev/null'
+vm_case no_module_parameters sh -c '[ ! -d /sys/module/rmad/parameters ]'
+vm_case no_test_files sh -c '[ -e /sys/kernel/debug/rmad/agents ] && [ ! -e /sys/kernel/debug/rmad/stress ]'
+vm_case no_test_code sh -c '! grep -E "rmad_test_|test_responder|bench_ib_cancel|demo|conformance" /proc/kallsyms | grep -q "\[rmad\]"'
+for lang in c rust; do
+	vm_case "insmod_sample_$lang" insmod "/modules/rmad_sample_$lang.ko"
+	vm_case "sample_${lang}_reports_pass" sh -c "dmesg | grep -q 'rmad_sample_$lang: PASS'"
+	vm_case "rmmod_sample_$lang" rmmod "rmad_sample_$lang"
+done
+vm_case rmmod_production rmmod rmad
+emit_vm_suite rmad_production >"$RESULTS"
+
+# 4. Device removal with sends outstanding: every send completes once, flushed.
+vm_case removal_insmod_probe insmod /modules/test/rmad.ko rxe_probe=8
+vm_case debugfs_shows_outstanding sh -c 'grep -q "outstanding 8 posted 8" /sys/kernel/debug/rmad/agents'
+vm_case removal_rdma_link_delete rdma link delete rxe0
+sleep 1
+vm_case removal_rmmod rmmod rmad
+vm_case removal_each_send_flushed_once probe_flushed 8 1
+# Unload with sends outstanding: the same, through rmmod alone.
+vm_case unload_setup_rxe0 setup_rxe
+vm_case unload_insmod_probe insmod /modules/test/rmad.ko rxe_probe=8
+vm_case unload_rmmod rmmod rmad
+vm_case unload_each_send_flushed_once probe_flushed 8 2
+# Nothing of rmad may run after it is gone (a late work item would oops here).
+sleep 1
+vm_case unload_no_rmad_left sh -c '! grep -q "^rmad " /proc/modules'
+emit_vm_suite rmad_rxe_removal >"$RESULTS"
+
+# 5. Leaks: everything rmad allocated is gone.
+vm_case kmemleak_reports_nothing kmemleak_clean
+emit_vm_suite rmad_leaks >"$RESULTS"
+
+# 6. Positive controls. Lockdep goes before KASAN: a KASAN report taints the
+# kernel, which turns lock debugging off.
+vm_case controls_insmod insmod /modules/test/rmad.ko
+vm_case kmemleak_sees_a_leak control_leak
+vm_case lockdep_sees_lock_inversion control lockdep "possible circular locking dependency"
+echo 0 >/proc/sys/kernel/hung_task_panic
+echo 2 >/proc/sys/kernel/hung_task_timeout_secs
+echo 1 >/proc/sys/kernel/hung_task_check_interval_secs
+# One report: the blocked task would be reported again at every check.
+echo 1 >/proc/sys/kernel/hung_task_warnings
+vm_case hung_task_detector_sees_a_hang control "hung 6" "blocked for more than"
+vm_case kasan_sees_out_of_bounds control kasan "BUG: KASAN: slab-out-of-bounds"
+vm_case controls_rmmod rmmod rmad
+emit_vm_suite rmad_detectors >"$RESULTS"
