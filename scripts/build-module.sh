@@ -3,7 +3,8 @@
 #
 # Build rmad.ko.
 #
-# Without KDIR, against the cached test kernel (bootstrapping it if needed),
+# Without KDIR, against the cached test kernel (RMAD_KERNEL; bootstrapping it
+# if needed),
 # with exactly the toolchain the kernel was built with: the production module
 # into build/module/, the test flavour (KUnit suites, loopback fabric, demo,
 # bench, stress; Kbuild RMAD_TEST=1) into build/module-test/, and the sample
@@ -14,8 +15,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-out="$RMAD_ROOT/build/module"
-out_test="$RMAD_ROOT/build/module-test"
+out="$RMAD_OUT/module"
+out_test="$RMAD_OUT/module-test"
 mkdir -p "$out" "$out_test"
 
 if [ -n "${KDIR:-}" ]; then
@@ -37,9 +38,9 @@ step "module: building the test flavour"
 kmake M="$RMAD_ROOT" MO="$out_test" RMAD_TEST=1 modules
 # The sample client modules, linked against the production module's symbols.
 for s in c rust; do
-	mkdir -p "$RMAD_ROOT/build/samples/$s"
-	kmake M="$RMAD_ROOT/samples/$s" MO="$RMAD_ROOT/build/samples/$s" \
+	mkdir -p "$RMAD_OUT/samples/$s"
+	kmake M="$RMAD_ROOT/samples/$s" MO="$RMAD_OUT/samples/$s" \
 		KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules
 done
 step "module: $out/rmad.ko (production), $out_test/rmad.ko (test flavour)"
-step "samples: build/samples/c/rmad_sample_c.ko build/samples/rust/rmad_sample_rust.ko"
+step "samples: $RMAD_OUT/samples/{c/rmad_sample_c.ko,rust/rmad_sample_rust.ko}"

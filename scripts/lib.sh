@@ -28,6 +28,16 @@ LINUX_TREE="$RMAD_SRC_DIR/linux-${LINUX_SRC_VERSION%%-*}"
 RUST_LIB_SRC="$RMAD_SRC_DIR/rust-src-$RUST_VERSION/usr/lib/rustlib/src/rust/library"
 BINDGEN_ROOT="$RMAD_CACHE/bindgen-$BINDGEN_VERSION"
 
+# Which test kernel to build and boot (scripts/build-kernel.sh): "test" (KASAN,
+# kmemleak, lockdep, hang detectors, failslab) or "kcsan". Module builds for a
+# kernel other than "test" go to build/<kernel>/ so both can coexist.
+RMAD_KERNEL="${RMAD_KERNEL:-test}"
+if [ "$RMAD_KERNEL" = test ]; then
+	RMAD_OUT="$RMAD_ROOT/build"
+else
+	RMAD_OUT="$RMAD_ROOT/build/$RMAD_KERNEL"
+fi
+
 # Print a step message on stderr, so stdout stays for results.
 step() {
 	printf '==> %s\n' "$*" >&2

@@ -106,6 +106,27 @@ emit_stress() {
 	echo "RMAD-SUITE-END $name"
 } >"$RESULTS"
 
+# The stress runs, each reported as a suite: $1 seconds on the loopback fabric,
+# the same with failslab failing 10 % of the workers' allocations, then $1 + 3
+# seconds on rxe0, which is deleted under load after 3 s (and made again),
+# then $2 create/free cycles with a stale handle checked in each.
+stress_runs() {
+	stress "lb0 $1"
+	emit_stress
+	failslab_on 10
+	stress "lb0 $1 failslab"
+	failslab_off
+	emit_stress
+	stress "rxe0 $(($1 + 3))" &
+	sleep 3
+	vm_case stress_rdma_link_delete_under_load rdma link delete rxe0
+	wait
+	emit_stress
+	vm_case setup_rxe0_again setup_rxe
+	stress "handles rxe0 $2"
+	emit_stress
+}
+
 # failslab fails $1 percent of the allocations of tasks that ask for it.
 failslab_on() {
 	f=/sys/kernel/debug/failslab

@@ -35,21 +35,7 @@ done
 
 # 2. Stress with exactly-once accounting (the stress driver reports KTAP).
 if [ -z "$filter" ]; then
-	stress "lb0 5"
-	emit_stress
-	failslab_on 10
-	stress "lb0 5 failslab"
-	failslab_off
-	emit_stress
-	# rxe0 goes away under load.
-	stress "rxe0 8" &
-	sleep 3
-	vm_case stress_rdma_link_delete_under_load rdma link delete rxe0
-	wait
-	emit_stress
-	vm_case setup_rxe0_again setup_rxe
-	stress "handles rxe0 $RMAD_HANDLE_CYCLES"
-	emit_stress
+	stress_runs 5 "$RMAD_HANDLE_CYCLES"
 fi
 vm_case rmmod_rmad rmmod rmad
 vm_case no_rmad_after_rmmod sh -c '! grep -q "^rmad " /proc/modules'

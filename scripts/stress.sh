@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make stress DURATION=SECONDS` (not part of `make test`): the stress runs of
+# `make test` for DURATION seconds each (default 60), with a million
+# create/free cycles through the C API, on the test kernel; then a leak scan.
+# Prints the summary line; the counts are in build/stress/results.log.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+seconds="${DURATION:-60}"
+case "$seconds" in
+'' | *[!0-9]*) die "DURATION must be a number of seconds" ;;
+esac
+"$RMAD_ROOT/scripts/vm-suite.sh" stress "$RMAD_ROOT/tests/vm/stress.sh" \
+	"$RMAD_ROOT/tests/suites-stress.txt" "RMAD_STRESS_SECONDS=$seconds" \
+	"kunit.filter_glob=rmad_none_"
+rc=0
+python3 "$RMAD_ROOT/scripts/report.py" --junit "$RMAD_ROOT/build/stress-results.xml" \
+	--vm "$RMAD_ROOT/build/stress/vm.json" || rc=$?
+grep -h '^ *# threads\|^ *# post errors\|cycles in' "$RMAD_ROOT/build/stress/results.log" || true
+exit "$rc"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build everything for the test kernel RMAD_KERNEL (default "test"), boot it
+# with a scenario of tests/vm/ and turn what the guest reported into a verdict
+# (scripts/vm-verdict.py, against a manifest of expected suites). The verdict
+# goes to build/NAME/vm.json; a failed set-up or build is recorded there as a
+# failed case, so the caller's report always has something to say.
+#
+# Usage: vm-suite.sh NAME SCENARIO MANIFEST [KERNEL ARGS...]
+# Environment: RMAD_VM_TIMEOUT (seconds the VM may take, default 1500),
+# RMAD_KUNIT_FILTER (a kunit filter_glob), RMAD_KUNIT_TIMEOUT (seconds per KUnit
+# test case, default 300), RMAD_LOGLEVEL (console log level, default 5).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+[ $# -ge 3 ] || die "usage: $0 NAME SCENARIO MANIFEST [KERNEL ARGS...]"
+name="$1" scenario="$2" manifest="$3"
+shift 3
+out="$RMAD_ROOT/build/$name"
+rm -rf "$out"
+mkdir -p "$out"
+
+# Record a failed step as a test case so it shows in the summary and XML.
+fail_step() {
+	python3 - "$out/vm.json" "$1" "$2" <<'PY'
+import json, sys
+path, name, log = sys.argv[1:4]
+json.dump({"cases": [{"suite": "build", "name": name, "status": "FAIL",
+                      "log": log.splitlines()}]}, open(path, "w"))
+PY
+}
+
+if ! kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>"$out/bootstrap.log")"; then
+	cat "$out/bootstrap.log" >&2
+	fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
+	exit 0
+fi
+if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
+	fail_step module "$(tail -n 40 "$out/module.log")"
+	exit 0
+fi
+"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
+	"$RMAD_OUT/module/rmad.ko" \
+	"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
+	"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
+	"$RMAD_OUT/samples/rust/rmad_sample_rust.ko"
+args=("loglevel=${RMAD_LOGLEVEL:-5}" "kunit.timeout=${RMAD_KUNIT_TIMEOUT:-300}" "$@")
+if [ -n "${RMAD_KUNIT_FILTER:-}" ]; then
+	args+=("kunit.filter_glob=$RMAD_KUNIT_FILTER")
+fi
+step "VM: booting the $RMAD_KERNEL kernel with tests/vm/$(basename "$scenario")"
+start=$SECONDS
+vm_rc=0
+"$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
+	"$out/console.log" "$out/results.log" "${RMAD_VM_TIMEOUT:-1500}" "${args[@]}" || vm_rc=$?
+step "VM: finished in $((SECONDS - start)) s (qemu exit $vm_rc)"
+python3 "$RMAD_ROOT/scripts/vm-verdict.py" "$LINUX_TREE/tools/testing/kunit/kunit.py" \
+	"$out/results.log" "$out/console.log" "$out/vm.json" "$manifest" "${RMAD_KUNIT_FILTER:-}"

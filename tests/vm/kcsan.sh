@@ -1,0 +1,17 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# The scenario of `make test-kcsan`, in the guest of the KCSAN kernel: the
+# KUnit suites of the test flavour and the stress runs, for the data-race
+# detector to watch. KCSAN's reports fail the run's log check and are listed
+# by scripts/test-kcsan.sh.
+. /lib.sh
+
+vm_case setup_rxe0 setup_rxe
+vm_case insmod_rmad insmod /modules/test/rmad.ko
+for dir in /sys/kernel/debug/kunit/rmad_*; do
+	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"
+done
+stress_runs 10 20000
+vm_case rmmod_rmad rmmod rmad
+emit_vm_suite rmad_vm >"$RESULTS"
