@@ -239,7 +239,7 @@ fn drop_lb() {
 }
 
 /// `rmad/control`: makes a detector of the test kernel report once (`leak`, `kasan`,
-/// `lockdep`, `hung SECONDS`), a positive control for the run's verdict.
+/// `lockdep`, `hung SECONDS`, `race`), a positive control for the run's verdict.
 fn detector_control(reader: &mut UserSliceReader) -> Result {
     let mut buf = [0u8; 32];
     let n = reader.len().min(buf.len());

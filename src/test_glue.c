@@ -120,8 +120,8 @@ void rmad_test_cond_resched(void)
 }
 
 /*
- * Positive controls for the test kernel's detectors: each one makes a
- * detector report once, so that the verdict can show that the detector would
+ * Positive controls for the test kernels' detectors (KCSAN's on the kcsan
+ * kernel): each one makes a detector report once, so that the verdict can show that the detector would
  * have caught a real problem. The VM scenario runs them last (lockdep turns
  * itself off after its first report), between markers in the kernel log.
  */
@@ -172,6 +172,38 @@ static void rmad_control_hung(long secs)
 	schedule_timeout_uninterruptible(secs * HZ);
 }
 
+/* Two threads write one plain variable without a lock: KCSAN must report it. */
+static int rmad_control_racy;
+
+static int rmad_control_race_fn(void *data)
+{
+	unsigned long end = jiffies + 2 * HZ;
+
+	while (time_before(jiffies, end)) {
+		rmad_control_racy++;
+		/* A plain access to memory in every iteration, not one kept in a register. */
+		barrier();
+	}
+	complete(data);
+	return 0;
+}
+
+static void rmad_control_race(void)
+{
+	DECLARE_COMPLETION_ONSTACK(done);
+	unsigned long end = jiffies + 2 * HZ;
+	struct task_struct *t;
+
+	t = kthread_run(rmad_control_race_fn, &done, "rmad_control_race");
+	if (IS_ERR(t))
+		return;
+	while (time_before(jiffies, end)) {
+		rmad_control_racy++;
+		barrier();
+	}
+	wait_for_completion(&done);
+}
+
 int rmad_test_control(const char *what, long arg)
 {
 	if (!strcmp(what, "leak"))
@@ -182,6 +214,8 @@ int rmad_test_control(const char *what, long arg)
 		rmad_control_lockdep();
 	else if (!strcmp(what, "hung"))
 		rmad_control_hung(arg);
+	else if (!strcmp(what, "race"))
+		rmad_control_race();
 	else
 		return -EINVAL;
 	return 0;

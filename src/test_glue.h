@@ -51,7 +51,8 @@ void rmad_test_cond_resched(void);
 
 /*
  * Makes one of the test kernel's detectors report once ("leak", "kasan",
- * "lockdep", or "hung" with @arg seconds): positive controls for the verdict.
+ * "lockdep", "hung" with @arg seconds, or "race" for KCSAN): positive controls
+ * for the verdict.
  */
 int rmad_test_control(const char *what, long arg);
 

@@ -13,5 +13,7 @@ for dir in /sys/kernel/debug/kunit/rmad_*; do
 	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"
 done
 stress_runs 10 20000
+# Positive control: KCSAN reports a deliberate race.
+vm_case kcsan_sees_a_data_race control race "BUG: KCSAN: data-race"
 vm_case rmmod_rmad rmmod rmad
 emit_vm_suite rmad_vm >"$RESULTS"
