@@ -98,10 +98,10 @@ def main():
                 print(f"    {line}")
     by_suite = {}
     for c in cases:
-        s = by_suite.setdefault(c["suite"], [0, 0])
-        s[0 if c["status"] == "PASS" else 1] += 1
-    for name, (p, f) in by_suite.items():
-        print(f"  {name}: {p} passed" + (f", {f} not passed" if f else ""))
+        s = by_suite.setdefault(c["suite"], [0, 0, 0])
+        s[{"PASS": 0, "SKIP": 2}.get(c["status"], 1)] += 1
+    for name, (p, f, k) in by_suite.items():
+        print(f"  {name}: {p} passed" + (f", {f} failed" if f else "") + (f", {k} skipped" if k else ""))
     print(f"JUnit XML: {args.junit}")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(1 if failed or passed == 0 else 0)

@@ -506,6 +506,16 @@ fn with_buf<R>(h: *mut c_void, f: impl FnOnce(&mut CBuf) -> Result<R>) -> Result
     tables()?.bufs.with(from_ptr(h), f)?
 }
 
+/// Runs `f` while holding the slot lock of the buffer behind `h` (tests: calls on other
+/// buffers must not wait for it).
+#[cfg(rmad_test)]
+pub(crate) fn hold_buf_slot(h: *mut c_void, f: impl FnOnce()) -> Result {
+    with_buf(h, |_| {
+        f();
+        Ok(())
+    })
+}
+
 /// `rmad_free_send_mad`.
 #[no_mangle]
 pub(crate) extern "C" fn rmad_free_send_mad(send_buf: *mut c_void) -> c_int {

@@ -36,6 +36,11 @@ use kernel::{
     new_condvar, new_spinlock,
     prelude::*,
     sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
         Arc,
         CondVar,
         SpinLock, //
@@ -588,6 +593,75 @@ mod tests {
         assert_eq!(&results[..], &[EDEADLK.to_errno()][..]);
         assert_eq!(unreg, 0);
         Ok(())
+    }
+
+    #[test]
+    fn calls_on_one_buffer_never_wait_for_another() -> Result {
+        // While one thread holds buffer B's slot (as a call on B does), another thread's
+        // calls on buffer A, of another agent, complete: no lock is shared between them. With
+        // a module-wide lock they would wait until B is let go, after the bound below.
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let (a, b) = (c_agent(&probe)?, c_agent(&probe)?);
+        let ba = c_request(a, &ah, 1, SEND, 60_000)?;
+        let bb = c_request(b, &ah, 2, SEND, 60_000)?;
+        let shared = Arc::pin_init(
+            pin_init!(Shared {
+                held: Atomic::new(false),
+                done: Atomic::new(0),
+            }),
+            GFP_KERNEL,
+        )?;
+        let (s2, ba2) = (shared.clone(), num(ba));
+        kernel::workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+            while !s2.held.load(Acquire) {
+                core::hint::spin_loop();
+            }
+            let ba = core::ptr::without_provenance_mut(usize::try_from(ba2).unwrap_or(0));
+            let mut post = 0u64;
+            // SAFETY: Plain calls; `post` is valid for a write.
+            let ok = unsafe {
+                !rmad_send_buf_mad(ba).is_null()
+                    && rmad_send_buf_set(ba, &ah, 60_000, 0, core::ptr::null_mut()) == 0
+                    && rmad_post_send(ba, &mut post) == 0
+                    && rmad_modify_post(ba, post, 50_000) == 0
+                    && rmad_cancel_post(ba, post) == 0
+            };
+            s2.done.store(if ok { 1 } else { 2 }, Release);
+        })?;
+        let mut seen_inside = 0;
+        crate::capi::hold_buf_slot(bb, || {
+            shared.held.store(true, Release);
+            // Bounded: with a shared lock the other thread could not finish while we hold it.
+            for _ in 0..5_000_000 {
+                seen_inside = shared.done.load(Acquire);
+                if seen_inside != 0 {
+                    break;
+                }
+                core::hint::spin_loop();
+            }
+        })?;
+        let flushed = probe.wait_sends(1);
+        let frees = (rmad_free_send_mad(ba), rmad_free_send_mad(bb));
+        let unreg = (rmad_unregister_agent(a), rmad_unregister_agent(b));
+        assert_eq!(seen_inside, 1);
+        assert!(flushed);
+        assert_eq!(frees, (0, 0));
+        assert_eq!(unreg, (0, 0));
+        Ok(())
+    }
+
+    /// What the two threads of [`calls_on_one_buffer_never_wait_for_another`] share.
+    #[pin_data]
+    struct Shared {
+        held: Atomic<bool>,
+        /// 0 while running, 1 when every call succeeded, 2 when one failed.
+        done: Atomic<u32>,
+    }
+
+    /// A handle as a number.
+    fn num(p: *mut c_void) -> u64 {
+        u64::try_from(p.addr()).unwrap_or(0)
     }
 
     #[test]
