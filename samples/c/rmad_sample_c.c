@@ -4,8 +4,10 @@
  *
  * At load it registers an agent on rxe0 port 1, sends four GET requests to
  * QP1 of the same port (ib_core answers them), sends two SEND requests that
- * nobody answers and cancels them, checks that bad handles are refused, waits
- * for its handlers and reports what they saw. The test VM checks the report.
+ * nobody answers and cancels them by their post ids, checks that bad and stale
+ * handles are refused (also once the memory behind them could have been
+ * reused), waits for its handlers and reports what they saw. The test VM
+ * checks the report.
  */
 
 #include <linux/atomic.h>
@@ -72,7 +74,8 @@ static struct rmad_send_buf *sample_request(struct rmad_agent *agent, const u8 *
 
 static int sample_run(void)
 {
-	struct rmad_send_buf *cancel[N_CANCEL];
+	struct rmad_send_buf *cancel[N_CANCEL], *fresh;
+	u64 post[N_CANCEL];
 	struct rmad_agent *agent;
 	u8 gid[16];
 	int i, ret, bad = 0;
@@ -100,18 +103,30 @@ static int sample_run(void)
 	}
 	for (i = 0; i < N_CANCEL; i++) {
 		cancel[i] = sample_request(agent, gid, 100 + i, 0x03, 60000);
-		if (IS_ERR(cancel[i]) || rmad_post_send_mad(cancel[i], NULL))
+		if (IS_ERR(cancel[i]) || rmad_post_send(cancel[i], &post[i]))
 			bad++;
 	}
 	for (i = 0; i < N_CANCEL; i++) {
 		bad += rmad_free_send_mad(cancel[i]) != -EBUSY; /* outstanding */
-		bad += rmad_cancel_mad(cancel[i]) != 0;
+		bad += rmad_cancel_post(cancel[i], post[i] + 1) != -EINVAL; /* not this post */
+		bad += rmad_cancel_post(cancel[i], post[i]) != 0;
 	}
 	if (!wait_for_completion_timeout(&all_done, 30 * HZ))
 		bad++;
-	/* The handler freed them: the handles are stale now. */
+	/* The handler freed them: the handles are stale now, and stay so. */
 	for (i = 0; i < N_CANCEL; i++)
 		bad += rmad_cancel_mad(cancel[i]) != -EINVAL;
+	fresh = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, GFP_KERNEL, 1);
+	if (IS_ERR(fresh)) {
+		bad++;
+	} else {
+		for (i = 0; i < N_CANCEL; i++) {
+			bad += fresh == cancel[i];
+			bad += rmad_free_send_mad(cancel[i]) != -EINVAL;
+		}
+		bad += rmad_send_buf_mad(fresh) == NULL;
+		bad += rmad_free_send_mad(fresh) != 0;
+	}
 
 	ret = rmad_unregister_agent(agent);
 	pr_info("rmad_sample_c: %s: %d answered (%d responses), %d cancelled, %d other, %d bad checks, unregister %d\n",
