@@ -11,7 +11,7 @@
 # failure or when no test ran. tests/suites.txt lists the suites expected.
 #
 # Environment: as scripts/vm-suite.sh, and RMAD_HANDLE_CYCLES (create/free
-# cycles of the stale-handle stress run, default 20000).
+# cycles of the stale-handle stress run, default 5000).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 

@@ -388,7 +388,7 @@ fn register_impl(
     let agent = match registered {
         Ok(a) => a,
         Err(e) => {
-            let _ = t.agents.remove(h, |_| Ok(()));
+            let _ = t.agents.release(h);
             return Err(e);
         }
     };
@@ -483,7 +483,11 @@ pub(crate) extern "C" fn rmad_create_send_mad(
         )?;
         let h = t.bufs.reserve(gfp)?;
         // The buffer names its handle, so that its send handler can find its slot.
-        buf.set_context([usize::try_from(h).map_err(|_| EINVAL)?, 0]);
+        let Ok(word) = usize::try_from(h) else {
+            let _ = t.bufs.release(h);
+            return Err(EINVAL);
+        };
+        buf.set_context([word, 0]);
         let SendBuf { rec, body } = buf;
         let cbuf = CBuf {
             rec,

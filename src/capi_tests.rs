@@ -330,9 +330,7 @@ pub(crate) fn c_agent(probe: &Arc<Probe>) -> Result<*mut c_void> {
         )
     };
     if is_err(a) {
-        return Err(Error::from_errno(
-            c_int::try_from(a.addr() as isize).unwrap_or(-22),
-        ));
+        return Err(Error::from_errno(ptr_errno(a)));
     }
     Ok(a)
 }
@@ -434,9 +432,7 @@ mod tests {
             wrong += usize::from(rmad_agent_hi_tid(a1) != 0);
             wrong += usize::from(!rmad_agent_context(a1).is_null());
             let b = rmad_create_send_mad(a1, 1, 0, 0, 24, 232, kernel::bindings::GFP_KERNEL, 1);
-            wrong += usize::from(
-                b != core::ptr::without_provenance_mut(EINVAL.to_errno() as isize as usize),
-            );
+            wrong += usize::from(!is_err(b) || ptr_errno(b) != EINVAL.to_errno());
             // The newer agent still works.
             wrong += usize::from(rmad_agent_hi_tid(a2) == 0);
             wrong += usize::from(rmad_agent_context(a2) != probe.ctx());
@@ -466,6 +462,16 @@ mod tests {
         let c2 = rmad_cancel_post(b, p2);
         let both = probe.wait_sends(2);
         let sends = probe.sends()?;
+        pr_info!(
+            "capi: post {} cancel {} re-post {} cancel {}; stale {} {}; completions {:?}\n",
+            r1,
+            c1,
+            r2,
+            c2,
+            stale_cancel,
+            stale_modify,
+            &sends[..]
+        );
         let free = rmad_free_send_mad(b);
         let unreg = rmad_unregister_agent(a);
         assert_eq!((r1, c1, r2, c2), (0, 0, 0, 0));

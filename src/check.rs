@@ -39,7 +39,7 @@ macro_rules! ensure {
 pub(crate) use ensure;
 
 /// Runs one check inside a KUnit test case: logs the failing row and fails the case.
-#[cfg(MODULE)]
+#[cfg(rmad_test)]
 pub(crate) fn kunit_run(c: fn() -> CheckResult) -> kernel::error::Result {
     c().map_err(|f| {
         kernel::pr_err!(

@@ -346,8 +346,29 @@ impl<T: Send + Unpin> HandleTable<T> {
     }
 
     /// Ends the object that `h` names, if `may` agrees, and returns it: from now on `h` is
-    /// stale forever. A reservation is ended too (`may` is not asked), returning `None`.
-    pub(crate) fn remove(&self, h: u64, may: impl FnOnce(&mut T) -> Result) -> Result<Option<T>> {
+    /// stale forever. `EINVAL` if `h` names no live object (a reservation included: only
+    /// [`HandleTable::release`] ends one).
+    pub(crate) fn remove(&self, h: u64, may: impl FnOnce(&mut T) -> Result) -> Result<T> {
+        self.end(h, |c| match c {
+            Content::Live(v) => may(v),
+            _ => Err(EINVAL),
+        })?
+        .ok_or(EINVAL)
+    }
+
+    /// Gives back the reservation `h` (its object could not be made): from now on `h` is
+    /// stale forever.
+    pub(crate) fn release(&self, h: u64) -> Result {
+        self.end(h, |c| match c {
+            Content::Reserved => Ok(()),
+            _ => Err(EINVAL),
+        })
+        .map(drop)
+    }
+
+    /// Empties the slot of `h` if `may` agrees with its content, and returns the object it
+    /// held, if any.
+    fn end(&self, h: u64, may: impl FnOnce(&mut Content<T>) -> Result) -> Result<Option<T>> {
         let (index, gen) = self.decode(h).ok_or(EINVAL)?;
         let slot = self.slot(index).ok_or(EINVAL)?;
         let (value, retired) = {
@@ -355,11 +376,7 @@ impl<T: Send + Unpin> HandleTable<T> {
             if g.gen != gen {
                 return Err(EINVAL);
             }
-            match &mut g.content {
-                Content::Live(v) => may(v)?,
-                Content::Reserved => {}
-                Content::Free => return Err(EINVAL),
-            }
+            may(&mut g.content)?;
             let old = core::mem::replace(&mut g.content, Content::Free);
             // INVARIANT: The generation grows, so `h` never names anything again; a slot that
             // has used up its generations stays off the free list.
@@ -427,7 +444,7 @@ mod tests {
         // The slot is reused, its generation is not.
         assert!(h1 != h2);
         assert_eq!(h1 & INDEX_MASK, h2 & INDEX_MASK);
-        assert_eq!(removed, Some(1));
+        assert_eq!(removed, 1);
         assert_eq!(t.with(h1, |v| *v), Err(EINVAL));
         assert_eq!(t.with(h2, |v| *v), Ok(2));
         assert_eq!(t.remove(h1, |_| Ok(())).err(), Some(EINVAL));
@@ -440,8 +457,9 @@ mod tests {
         let h = t.insert(7, GFP_KERNEL).map_err(|(e, _)| e)?;
         let other_kind = (h & !(3 << KIND_SHIFT)) | (KIND_AGENT << KIND_SHIFT);
         let ours = Arc::new(0u8, GFP_KERNEL)?;
-        let address = Arc::as_ptr(&ours).addr() as u64;
-        let err_ptr = (-22i64) as u64;
+        let address = u64::try_from(Arc::as_ptr(&ours).addr()).unwrap_or(u64::MAX);
+        // ERR_PTR(-EINVAL).
+        let err_ptr = u64::MAX - 21;
         for bad in [
             0,
             1,
@@ -462,11 +480,17 @@ mod tests {
     fn reservation_is_invisible_until_filled() -> Result {
         let t = table()?;
         let h = t.reserve(GFP_KERNEL)?;
+        let premature = t.remove(h, |_| Ok(())).err();
+        assert_eq!(premature, Some(EINVAL));
         assert_eq!(t.with(h, |v| *v), Err(EINVAL));
         assert!(t.fill(h, 5).is_ok());
         assert_eq!(t.with(h, |v| *v), Ok(5));
-        // A second fill of a live slot is refused.
+        // A second fill of a live slot is refused, and so is releasing it.
         assert_eq!(t.fill(h, 6), Err(6));
+        assert_eq!(t.release(h), Err(EINVAL));
+        let r = t.reserve(GFP_KERNEL)?;
+        assert!(t.release(r).is_ok());
+        assert_eq!(t.fill(r, 7), Err(7));
         Ok(())
     }
 
@@ -521,9 +545,9 @@ mod tests {
             aliases += usize::from(h == stale);
             wrong += usize::from(t.with(stale, |v| *v).is_ok());
             wrong += usize::from(t.remove(stale, |_| Ok(())).is_ok());
-            wrong += usize::from(t.remove(h, |_| Ok(())).ok() != Some(Some(i)));
+            wrong += usize::from(t.remove(h, |_| Ok(())).ok() != Some(i));
         }
-        assert_eq!(first, Some(0));
+        assert_eq!(first, 0);
         assert_eq!(aliases, 0);
         assert_eq!(wrong, 0);
         Ok(())

@@ -27,7 +27,6 @@ use kernel::prelude::*;
 
 mod agent;
 mod capi;
-mod check;
 mod debugfs;
 mod engine;
 mod handles;
@@ -44,6 +43,8 @@ mod wq;
 mod bench;
 #[cfg(rmad_test)]
 mod capi_tests;
+#[cfg(rmad_test)]
+mod check;
 #[cfg(rmad_test)]
 mod conformance;
 #[cfg(rmad_test)]

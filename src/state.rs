@@ -455,12 +455,12 @@ pub(crate) fn sol_fc_max(
     }
 }
 
-#[cfg(any(test, CONFIG_KUNIT = "y"))]
+#[cfg(any(test, rmad_test))]
 #[path = "state_checks.rs"]
 pub(crate) mod checks;
 
 /// KUnit suite `rmad_state`: the shared state-machine checks, run in the kernel.
-#[cfg(MODULE)]
+#[cfg(rmad_test)]
 #[kernel::prelude::kunit_tests(rmad_state)]
 mod kunit {
     use super::checks;

@@ -154,8 +154,9 @@ static void rmad_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_lock_irqsave(&vp->lock, flags);
 	s->busy = false;
 	spin_unlock_irqrestore(&vp->lock, flags);
+	/* The CQ is polled on a workqueue: process context. */
 	if (ah)
-		rdma_destroy_ah(ah, 0);
+		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 	rmad_rust_send_done(vp->ctx, wr_id, wc->status, wc->vendor_err);
 }
 
@@ -375,8 +376,10 @@ err:
 /*
  * Sends one MAD from vp's QP to remote_qpn with the GSI Q_Key. The address is
  * given by its parts: with has_grh, dgid/sgid_index (and, on RoCE, the
- * destination MAC); otherwise dlid and src_path_bits. Atomic-safe: the address
- * handle is created without sleeping and destroyed at the send completion.
+ * destination MAC); otherwise dlid and src_path_bits. Called by the port's
+ * transmit work only, in process context with no rmad lock held: the address
+ * handle is created (and, at the send completion, destroyed) sleepably, which
+ * lets the driver allocate with GFP_KERNEL.
  */
 int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
 			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
@@ -404,7 +407,7 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 	}
 	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
 		ether_addr_copy(attr.roce.dmac, dmac);
-	ah = rdma_create_ah(vp->pd, &attr, 0);
+	ah = rdma_create_ah(vp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
 	if (IS_ERR(ah))
 		return PTR_ERR(ah);
 
@@ -418,7 +421,7 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 	}
 	spin_unlock_irqrestore(&vp->lock, flags);
 	if (!s) {
-		rdma_destroy_ah(ah, 0);
+		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 		return -EBUSY;
 	}
 	memset(s->buf, 0, RMAD_MAD_SIZE);
@@ -453,6 +456,6 @@ fail:
 	spin_lock_irqsave(&vp->lock, flags);
 	s->busy = false;
 	spin_unlock_irqrestore(&vp->lock, flags);
-	rdma_destroy_ah(ah, 0);
+	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 	return ret;
 }

@@ -493,12 +493,12 @@ pub(crate) fn self_description() -> [Demo; 10] {
     ]
 }
 
-#[cfg(any(test, CONFIG_KUNIT = "y"))]
+#[cfg(any(test, rmad_test))]
 #[path = "wire_checks.rs"]
 pub(crate) mod checks;
 
 /// KUnit suite `rmad_wire`: the shared table-driven checks, run in the kernel.
-#[cfg(MODULE)]
+#[cfg(rmad_test)]
 #[kernel::prelude::kunit_tests(rmad_wire)]
 mod kunit {
     use super::checks;

@@ -145,6 +145,7 @@ impl VerbsPort {
             }
             // A transmission the device refuses completes with `LOC_QP_OP_ERR`
             // (mad-spec.md §2.4.3 step 5).
+            pr_warn!("verbs: {}: transmission refused ({})\n", self.port, r);
             Agent::send_completed(&tx.rec, tx.gen, WcStatus::LocQpOpErr, 0);
         }
     }

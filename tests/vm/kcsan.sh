@@ -12,7 +12,7 @@ vm_case insmod_rmad insmod /modules/test/rmad.ko
 for dir in /sys/kernel/debug/kunit/rmad_*; do
 	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"
 done
-stress_runs 10 20000
+stress_runs 10 5000
 # Positive control: KCSAN reports a deliberate race.
 vm_case kcsan_sees_a_data_race control race "BUG: KCSAN: data-race"
 vm_case rmmod_rmad rmmod rmad
