@@ -81,6 +81,13 @@ impl VerbsPort {
         if len > MAD_MAX {
             return Err(EINVAL);
         }
+        // An address the device cannot make a handle for fails the post now, as it does in
+        // the C layer (whose client creates the handle first): its source GID must exist.
+        if let Some(g) = wr.ah.grh {
+            if self.gid(self.port, g.sgid_index).is_none() {
+                return Err(if self.vp.lock().is_null() { ENODEV } else { EINVAL });
+            }
+        }
         let mut mad = [0u8; MAD_MAX];
         mad.get_mut(..len).ok_or(EINVAL)?.copy_from_slice(wr.mad);
         let tx = ListArc::pin_init(
