@@ -31,8 +31,8 @@ json.dump({"cases": [{"suite": "build", "name": name, "status": "FAIL",
 PY
 }
 
-if ! kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>"$out/bootstrap.log")"; then
-	cat "$out/bootstrap.log" >&2
+# The set-up's progress stays visible (a cold one takes a quarter of an hour).
+if ! kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2> >(tee "$out/bootstrap.log" >&2))"; then
 	fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
 	exit 0
 fi
