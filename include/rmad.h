@@ -238,8 +238,11 @@ int rmad_send_buf_set(struct rmad_send_buf *send_buf, const struct rmad_ah *ah,
 void *rmad_send_buf_context(struct rmad_send_buf *send_buf);
 
 /**
- * rmad_send_buf_retries - retransmissions performed by the last post
- * @send_buf: a buffer the caller owns (in or after its send handler)
+ * rmad_send_buf_retries - the retries of a buffer
+ * @send_buf: a buffer the caller owns
+ *
+ * Before the buffer is posted, the retries set with rmad_send_buf_set(); in
+ * and after its send handler, the retransmissions its last post performed.
  *
  * Atomic-safe.
  *

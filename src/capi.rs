@@ -249,7 +249,7 @@ struct CHandlers {
 
 impl SendHandler for CHandlers {
     fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
-        let post_id = buf.last_post();
+        let post_id = wc.post;
         let bh = u64::try_from(buf.context()[0]).unwrap_or(0);
         let SendBuf { rec, body } = buf;
         let mut body = Some(body);

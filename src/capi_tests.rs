@@ -75,6 +75,11 @@ struct AtomicResult {
     mad_ok: c_int,
     free: c_int,
     stale_free: c_int,
+    modify_mad: c_int,
+    set: c_int,
+    context_ok: c_int,
+    retries: c_int,
+    agent_context_ok: c_int,
     hi_tid: u32,
 }
 
@@ -255,6 +260,11 @@ pub(crate) fn rxe_ah() -> Result<RmadAh> {
         rmad_port_gid(c"rxe0".as_char_ptr(), 1, 1, ah.dgid.as_mut_ptr())
     })?;
     Ok(ah)
+}
+
+/// A handle as a number.
+pub(crate) fn num(p: *mut c_void) -> u64 {
+    u64::try_from(p.addr()).unwrap_or(0)
 }
 
 /// Whether a returned pointer is an `ERR_PTR` (or NULL).
@@ -665,11 +675,6 @@ mod tests {
         done: Atomic<u32>,
     }
 
-    /// A handle as a number.
-    fn num(p: *mut c_void) -> u64 {
-        u64::try_from(p.addr()).unwrap_or(0)
-    }
-
     #[test]
     fn calls_from_timer_and_hrtimer() -> Result {
         let ah = rxe_ah()?;
@@ -695,7 +700,11 @@ mod tests {
         assert!(t.softirq != 0 && t.hardirq == 0);
         assert!(h.hardirq != 0 && h.irqs_off != 0);
         for r in &results {
-            assert_eq!((r.post, r.modify, r.cancel), (0, 0, 0));
+            assert_eq!((r.post, r.modify, r.modify_mad, r.cancel), (0, 0, 0, 0));
+            assert_eq!(
+                (r.set, r.context_ok, r.retries, r.agent_context_ok),
+                (0, 1, 2, 1)
+            );
             assert_eq!(r.cancel_again, EINVAL.to_errno());
             assert_eq!(r.free_busy, EBUSY.to_errno());
             assert!(r.hi_tid != 0);

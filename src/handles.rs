@@ -515,6 +515,8 @@ mod tests {
         let mut ok = true;
         for (i, h) in hs.iter().enumerate() {
             ok &= t.with(*h, |v| *v).ok() == u32::try_from(i).ok();
+            // Never NULL, a kernel address or an ERR_PTR: bit 63 is clear.
+            ok &= *h != 0 && *h >> 63 == 0;
         }
         for h in hs.iter() {
             ok &= t.remove(*h, |_| Ok(())).is_ok();

@@ -256,13 +256,6 @@ impl SendBuf {
     pub(crate) fn agent(&self) -> &Arc<Agent> {
         &self.rec.agent
     }
-
-    /// The id of the buffer's last post (0 before the first): the generation that a
-    /// [`SendHandle`] of that post carries.
-    pub(crate) fn last_post(&self) -> u64 {
-        let g = self.rec.agent.inner.lock();
-        self.rec.state.access(&g).gen
-    }
 }
 
 /// The handle of an outstanding send: what modify and cancel act on.
@@ -307,6 +300,8 @@ pub(crate) struct SendCompletion {
     pub(crate) status: WcStatus,
     /// Vendor error of the transport completion the status came from (0 otherwise).
     pub(crate) vendor_err: u32,
+    /// The post that completed: the generation its [`SendHandle`] carries.
+    pub(crate) post: u64,
 }
 
 impl SendHandle {

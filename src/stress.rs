@@ -48,6 +48,7 @@ use crate::{
     capi_tests::{
         churn,
         is_err,
+        num,
         ptr_errno, //
     },
     engine::Engine,
@@ -305,11 +306,6 @@ impl Rng {
     fn pct(&mut self, pct: u32) -> bool {
         self.next() % 100 < pct
     }
-}
-
-/// A handle as a number.
-fn num(p: *mut c_void) -> u64 {
-    u64::try_from(p.addr()).unwrap_or(0)
 }
 
 /// A number as a handle.

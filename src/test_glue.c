@@ -48,15 +48,20 @@ static void rmad_atomic_calls(struct rmad_atomic_call *c)
 	r->irqs_off = irqs_disabled();
 	r->post = rmad_post_send(c->buf, &post);
 	r->modify = rmad_modify_post(c->buf, post, 60000);
+	r->modify_mad = rmad_modify_mad(c->buf, 60000);
 	/* Still waiting (60 s): freeing it is refused. */
 	r->free_busy = rmad_free_send_mad(c->buf);
 	r->cancel = rmad_cancel_post(c->buf, post);
 	r->cancel_again = rmad_cancel_mad(c->buf);
 	r->hi_tid = rmad_agent_hi_tid(c->agent);
+	r->agent_context_ok = rmad_agent_context(c->agent) != NULL;
 	fresh = rmad_create_send_mad(c->agent, 1, 0, 0, 24, 232, GFP_ATOMIC, 1);
 	r->create = IS_ERR(fresh) ? PTR_ERR(fresh) : 0;
 	if (!IS_ERR(fresh)) {
 		r->mad_ok = rmad_send_buf_mad(fresh) != NULL;
+		r->set = rmad_send_buf_set(fresh, NULL, 100, 2, c);
+		r->context_ok = rmad_send_buf_context(fresh) == c;
+		r->retries = rmad_send_buf_retries(fresh);
 		r->free = rmad_free_send_mad(fresh);
 		r->stale_free = rmad_free_send_mad(fresh);
 	}

@@ -44,7 +44,12 @@ impl Agent {
                 Self::untrack(g, st);
                 self.apply(g, rec, st, Event::Delivered).ok()?;
                 let (status, vendor_err) = st.status.take()?;
-                Some((st.body.take()?, SendCompletion { status, vendor_err }))
+                let wc = SendCompletion {
+                    status,
+                    vendor_err,
+                    post: st.gen,
+                };
+                Some((st.body.take()?, wc))
             });
             if t.is_some() {
                 g.stats.completed = g.stats.completed.saturating_add(1);

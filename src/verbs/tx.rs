@@ -85,7 +85,11 @@ impl VerbsPort {
         // the C layer (whose client creates the handle first): its source GID must exist.
         if let Some(g) = wr.ah.grh {
             if self.gid(self.port, g.sgid_index).is_none() {
-                return Err(if self.vp.lock().is_null() { ENODEV } else { EINVAL });
+                return Err(if self.vp.lock().is_null() {
+                    ENODEV
+                } else {
+                    EINVAL
+                });
             }
         }
         let mut mad = [0u8; MAD_MAX];
