@@ -56,6 +56,8 @@ mod probe;
 #[cfg(rmad_test)]
 mod races;
 #[cfg(rmad_test)]
+mod scale;
+#[cfg(rmad_test)]
 mod stress;
 #[cfg(rmad_test)]
 mod testing;

@@ -88,7 +88,7 @@ impl Agent {
         };
         if !hdr.is_response() {
             {
-                let mut g = self.inner.lock();
+                let mut g = self.lock();
                 if g.dead {
                     return;
                 }
@@ -100,7 +100,7 @@ impl Agent {
         }
 
         let (handle, inline) = {
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             if g.dead {
                 return;
             }
@@ -113,7 +113,7 @@ impl Agent {
                 let o = self.apply(g, &rec, st, Event::Response).ok()?;
                 if o.frees_fc_slot {
                     // The backlog moves before this send's handler runs (mad-spec.md §3.3).
-                    self.dispatch_backlog(g);
+                    self.dispatch_some(g);
                 }
                 if o.recv != Recv::Deliver {
                     return None;
@@ -141,7 +141,7 @@ impl Agent {
 
     /// A receive handler returned.
     pub(super) fn recv_done(&self) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         g.in_recv = g.in_recv.saturating_sub(1);
         if g.dead {
             self.idle.notify_all();

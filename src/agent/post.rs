@@ -27,19 +27,35 @@ impl Agent {
                 gen: st.gen,
             },
         )?;
-        g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        if !self.transport.queues_transmissions() {
+            g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        }
         Ok(())
+    }
+
+    /// The transport handed a transmission of `rec` to its device (transports that queue
+    /// transmissions report them here, from outside the agent's lock).
+    pub(crate) fn handed_over(rec: &SendRecord) {
+        let mut g = rec.agent.lock();
+        g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+    }
+
+    /// The name of the device the agent sends through.
+    pub(crate) fn device_name(&self) -> &CStr {
+        self.transport.name()
     }
 
     /// Moves backlog heads to the transport while the flow-control limit allows
     /// (`process_backlog_mads`, mad-spec.md §3.3).
-    pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner) {
-        loop {
-            if g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
-                return;
+    /// At most `max` sends move; returns whether more could (the caller takes the lock again
+    /// for the next batch). A dead agent dispatches nothing: unregistration flushes its backlog.
+    pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner, max: u32) -> bool {
+        for _ in 0..max {
+            if g.dead || g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
+                return false;
             }
             let Some(rec) = first_in(&g.queues, Q_BACKLOG) else {
-                return;
+                return false;
             };
             Self::with_state(g, &rec, |g, st| {
                 if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok()
@@ -50,6 +66,7 @@ impl Agent {
                 }
             });
         }
+        true
     }
 
     /// `ib_post_send_mad` for one buffer. On success the engine owns the buffer until the send
@@ -150,7 +167,7 @@ impl Agent {
         let fc = state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active);
 
         let SendBuf { rec, mut body } = buf;
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         if g.dead {
             drop(g);
             return fail(ESHUTDOWN, SendBuf { rec, body });
