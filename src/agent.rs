@@ -67,6 +67,7 @@ use crate::{
         SendState,
         WcStatus, //
     },
+    trace,
     transport::{
         PortAttr,
         RecvMad,

@@ -6,6 +6,8 @@
 
 #include <linux/sched.h>
 
+void rmad_cond_resched(void);
+
 /* cond_resched(): long work in process context yields between batches. */
 void rmad_cond_resched(void)
 {

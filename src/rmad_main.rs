@@ -32,6 +32,7 @@ mod engine;
 mod handles;
 mod send;
 mod state;
+mod trace;
 mod transport;
 mod verbs;
 // The wire module keeps the C header's whole constant set for API parity, used or not.
@@ -61,6 +62,8 @@ mod scale;
 mod stress;
 #[cfg(rmad_test)]
 mod testing;
+#[cfg(rmad_test)]
+mod trace_check;
 
 #[cfg(not(rmad_test))]
 module! {

@@ -130,6 +130,10 @@ pub(crate) struct RecordState {
     pub(crate) tid: u64,
     /// Management class captured at post.
     pub(crate) class: u8,
+    /// Method captured at post (for tracing).
+    pub(crate) method: u8,
+    /// Attribute ID captured at post (for tracing).
+    pub(crate) attr_id: u16,
     /// The posted MAD is itself a response.
     pub(crate) is_response: bool,
     /// Destination captured at post.

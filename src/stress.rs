@@ -265,6 +265,7 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
     let mut words = line.split_whitespace();
     let mut out = KVec::new();
     match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("trace"), None, None, None) => crate::trace_check::run(&mut out)?,
         (Some("scale"), Some(n), None, None) => {
             crate::scale::run(n.parse().map_err(|_| EINVAL)?, &mut out)?;
         }

@@ -334,7 +334,7 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 	int i, ret;
 
 	/* 640 slots: too large to insist on physically contiguous memory. */
-	vp = kvzalloc(sizeof(*vp), GFP_KERNEL);
+	vp = kvzalloc_obj(*vp);
 	if (!vp)
 		return ERR_PTR(-ENOMEM);
 	vp->dev = dev;
@@ -450,7 +450,7 @@ static struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdm
 		return ERR_CAST(ah);
 	}
 	if (!free) {
-		e = kzalloc(sizeof(*e), GFP_KERNEL);
+		e = kzalloc_obj(*e);
 		if (!e) {
 			rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 			return ERR_PTR(-ENOMEM);

@@ -17,10 +17,27 @@ impl Agent {
             if st.gen != h.gen {
                 return Err(EINVAL);
             }
-            self.apply(g, &h.rec, st, Event::Modify(t))
-                .map(|_| ())
-                .map_err(|_| EINVAL)
+            self.modify_locked(g, &h.rec, st, t)
         })
+    }
+
+    /// Applies a modify (0: cancel) to the outstanding send `rec` and traces it.
+    fn modify_locked(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+        t: u32,
+    ) -> Result {
+        self.apply(g, rec, st, Event::Modify(t))
+            .map_err(|_| EINVAL)?;
+        let ev = if t == 0 {
+            trace::Ev::Cancel
+        } else {
+            trace::Ev::Modify
+        };
+        self.trace_send(ev, st, 0);
+        Ok(())
     }
 
     /// `ib_modify_mad` on whatever post of `rec` is outstanding (the C API, where a buffer
@@ -36,9 +53,7 @@ impl Agent {
             if st.facts.state == SendState::Idle {
                 return Err(EINVAL);
             }
-            self.apply(g, rec, st, Event::Modify(t))
-                .map(|_| ())
-                .map_err(|_| EINVAL)
+            self.modify_locked(g, rec, st, t)
         })
     }
 

@@ -20,6 +20,7 @@ impl Agent {
             if st.gen != gen {
                 return;
             }
+            this.trace_send(trace::Ev::SendCompletion, st, status.code());
             match this.apply(g, rec, st, Event::SendCompleted(status)) {
                 Ok(o) => {
                     if let Some(s) = o.complete {
@@ -52,6 +53,8 @@ impl Agent {
                 vendor_err,
                 post: st.gen,
             };
+            // The handler is called right after this hold.
+            self.trace_send(trace::Ev::SendHandler, st, status.code());
             Some((st.body.take()?, wc))
         });
         if t.is_some() {
@@ -179,8 +182,18 @@ impl Agent {
                     backlog_empty: q == Q_CANCEL || g.backlog == 0,
                 };
                 if let Ok(o) = self.apply(g, &rec, st, ev) {
-                    if o.transmit && self.transmit(g, &rec, st).is_err() {
-                        let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                    if o.retry {
+                        self.trace_send(trace::Ev::Retry, st, 0);
+                    }
+                    if o.complete == Some(WcStatus::RespTimeoutErr) {
+                        self.trace_send(trace::Ev::Timeout, st, WcStatus::RespTimeoutErr.code());
+                    }
+                    if o.transmit {
+                        if self.transmit(g, &rec, st).is_ok() {
+                            self.trace_sent(st);
+                        } else {
+                            let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                        }
                     }
                 }
             });

@@ -106,6 +106,7 @@ impl Agent {
             }
             let Some(rec) = self.find_send(&g, hdr, &recv) else {
                 g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                self.trace_dropped(hdr);
                 return;
             };
             let r = Self::with_state(&mut g, &rec, |g, st| {
@@ -121,11 +122,13 @@ impl Agent {
                 if was == SendState::SendStart {
                     g.stats.early_responses = g.stats.early_responses.saturating_add(1);
                 }
+                self.trace_send(trace::Ev::ResponseMatched, st, u32::from(hdr.status));
                 g.stats.responses = g.stats.responses.saturating_add(1);
                 Some((st.gen, o.complete.is_some()))
             });
             let Some((gen, inline)) = r else {
                 g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                self.trace_dropped(hdr);
                 return;
             };
             g.in_recv = g.in_recv.saturating_add(1);
@@ -137,6 +140,22 @@ impl Agent {
             self.deliver_one(&handle.rec);
         }
         self.recv_done();
+    }
+
+    /// Traces a response that matched no send that takes one.
+    fn trace_dropped(&self, hdr: &MadHdr) {
+        trace::fire(trace::Ev::ResponseDropped, || trace::Info {
+            dev: self.device_name().as_char_ptr(),
+            tid: hdr.tid,
+            qp_num: if self.qp_type == QpType::Smi { 0 } else { 1 },
+            timeout_ms: 0,
+            retries: 0,
+            attr_id: hdr.attr_id,
+            status: hdr.status,
+            port: self.port,
+            mgmt_class: hdr.mgmt_class,
+            method: hdr.method,
+        });
     }
 
     /// A receive handler returned.

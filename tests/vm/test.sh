@@ -45,6 +45,13 @@ if [ -z "$filter" ]; then
 	stress "scale 100000"
 	emit_stress
 fi
+# Tracepoints: the exact event sequences of a post → response and a post → cancel.
+vm_case trace_sends_completed trace_run
+tids="$(sed -n 's/^tids \([^ ]*\) \([^ ]*\) .*/\1 \2/p' /sys/kernel/debug/rmad/stress)"
+vm_case trace_post_response_sequence trace_sequence_is "${tids% *}" \
+	"rmad_post:0 rmad_send_to_device:0 rmad_send_completion:0 rmad_response_matched:0 rmad_send_handler:0"
+vm_case trace_post_cancel_sequence trace_sequence_is "${tids#* }" \
+	"rmad_post:0 rmad_send_to_device:0 rmad_send_completion:0 rmad_cancel:0 rmad_send_handler:5"
 vm_case rmmod_rmad rmmod rmad
 vm_case no_rmad_after_rmmod sh -c '! grep -q "^rmad " /proc/modules'
 emit_vm_suite rmad_vm >"$RESULTS"
@@ -65,6 +72,7 @@ for lang in c rust; do
 	vm_case "sample_${lang}_reports_pass" sh -c "dmesg | grep -q 'rmad_sample_$lang: PASS'"
 	vm_case "rmmod_sample_$lang" rmmod "rmad_sample_$lang"
 done
+vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 
