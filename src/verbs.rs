@@ -18,10 +18,7 @@ mod tx;
 use crate::{
     agent::Agent,
     engine::Engine,
-    send::{
-        Gid,
-        SendRecord, //
-    },
+    send::Gid,
     state::WcStatus,
     transport::{
         PortAttr,
