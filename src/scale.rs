@@ -189,6 +189,17 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
         let _ = write!(w, "    {}ok {i} {name}\n", if ok { "" } else { "not " });
     };
 
+    // What one outstanding send allocates (the Rust API): its record (in an `Arc`), its body
+    // with the inline MAD, and one node in each of the agent's two trees.
+    let _ = write!(
+        w,
+        "    # per send: record {} B + body {} B + 2 tree nodes of {} B (4 allocations)\n",
+        core::mem::size_of::<crate::send::SendRecord>().saturating_add(8),
+        core::mem::size_of::<crate::send::SendBody>(),
+        // rb_node, the key and the `Arc` of the record.
+        core::mem::size_of::<(kernel::bindings::rb_node, crate::agent::QKey, usize)>()
+    );
+
     // 1, 2: n timeouts expiring together.
     let env = Env::new()?;
     let (a, tally, handles, created_ms, posted_ms) = waiting(&env, n)?;
