@@ -41,13 +41,14 @@ use crate::{
 use core::fmt::Write;
 use kernel::{
     alloc::KVVec,
+    new_mutex,
     prelude::*,
     sync::{
         atomic::{
             Atomic,
             Relaxed, //
         },
-        Arc,
+        Arc, Mutex,
     },
     time::{
         Instant,
@@ -135,7 +136,7 @@ impl RecvHandler for Tally {
 }
 
 /// Waits (sleeping) until `done` or [`PHASE_MS`]; whether `done` became true.
-fn wait_for(done: impl Fn() -> bool) -> bool {
+fn wait_for(mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::<Monotonic>::now();
     while !done() {
         if start.elapsed().as_millis() > PHASE_MS {
@@ -154,10 +155,26 @@ const NOWHERE: u16 = 0x55;
 fn waiting(env: &Env, n: usize) -> Result<(Arc<Agent>, Arc<Tally>, KVVec<SendHandle>, i64, i64)> {
     let tally = Tally::new(n)?;
     let a = register_gsi(&env.engine, &env.transport, 1, &tally, None)?;
-    let mut bufs = KVVec::with_capacity(n, GFP_KERNEL)?;
     let start = Instant::<Monotonic>::now();
-    for tag in 0..n {
-        let buf = request(&a, wire::IB_MGMT_CLASS_PERF_MGMT, tag, NOWHERE, 600_000, 0)?;
+    // Allocation dominates under the test kernel's sanitizers: both vCPUs create, half each.
+    let half = n / 2;
+    let other: Arc<Mutex<Option<Result<KVVec<SendBuf>>>>> =
+        Arc::pin_init(new_mutex!(None), GFP_KERNEL)?;
+    let (a2, other2) = (a.clone(), other.clone());
+    kernel::workqueue::system_unbound()
+        .try_spawn(GFP_KERNEL, move || {
+            let r = create(&a2, half..n);
+            *other2.lock() = Some(r);
+        })
+        .map_err(|_| ENOMEM)?;
+    let mine = create(&a, 0..half);
+    let mut theirs = None;
+    wait_for(|| {
+        theirs = other.lock().take();
+        theirs.is_some()
+    });
+    let mut bufs = mine?;
+    for buf in theirs.ok_or(ETIMEDOUT)??.drain_all() {
         bufs.push(buf, GFP_KERNEL)?;
     }
     let created_ms = start.elapsed().as_millis();
@@ -172,6 +189,16 @@ fn waiting(env: &Env, n: usize) -> Result<(Arc<Agent>, Arc<Tally>, KVVec<SendHan
         return Err(ETIMEDOUT);
     }
     Ok((a, tally, handles, created_ms, posted_ms))
+}
+
+/// Creates the requests tagged `tags` on `a` (to nowhere, long timeout, no retry).
+fn create(a: &Arc<Agent>, tags: core::ops::Range<usize>) -> Result<KVVec<SendBuf>> {
+    let mut bufs = KVVec::with_capacity(tags.len(), GFP_KERNEL)?;
+    for tag in tags {
+        let buf = request(a, wire::IB_MGMT_CLASS_PERF_MGMT, tag, NOWHERE, 600_000, 0)?;
+        bufs.push(buf, GFP_KERNEL)?;
+    }
+    Ok(bufs)
 }
 
 /// A fixed permutation step: visiting `i * STRIDE mod n` spreads the order (any n that is
