@@ -46,7 +46,7 @@ use kernel::{
 /// answers (the driver's responder answers its GETs).
 const CLASS: u8 = 0x0b;
 /// GID index of the port's IPv4-mapped GID, where the sends go (QP1 of the same port).
-const GID_INDEX: u8 = 1;
+const GID_INDEX: u8 = 0;
 /// Timeout of sends that wait for a response nobody gives (10 minutes).
 const LONG_MS: i32 = 600_000;
 /// Round trips timed per round (at most).

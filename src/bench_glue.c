@@ -44,11 +44,11 @@
 
 #define BENCH_CLASS 0x0b
 #define BENCH_PORT 1
-#define BENCH_GID_INDEX 1
+#define BENCH_GID_INDEX 0
 /* Timeout of sends that wait for a response nobody gives (10 minutes). */
 #define BENCH_LONG_MS 600000
 /* Longest wait for any event of the benchmark. */
-#define BENCH_WAIT_MS 600000
+#define BENCH_WAIT_MS 60000
 
 /* What a send is, carried in its context: its handler counts it there. */
 enum bench_kind {
@@ -217,6 +217,7 @@ static struct {
 	struct ib_mad_send_buf **held;
 	u32 nheld, hold_target, hold_max;
 	struct completion all_held;
+	atomic_t seen;
 } resp;
 
 static void resp_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
@@ -244,6 +245,7 @@ static void resp_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf
 
 	if (send_buf || ib_response_mad(&req->mad_hdr))
 		goto out;
+	atomic_inc(&resp.seen);
 	ah = ib_create_ah_from_wc(agent->qp->pd, rwc->wc, rwc->recv_buf.grh, agent->port_num);
 	if (IS_ERR(ah))
 		goto out;
@@ -960,6 +962,8 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 			break;
 	}
 	if (ret || (ret = resp_wait_held())) {
+		pr_err("bench: %s: the responder got %d requests, holds %u of %u\n", ops->name,
+		       atomic_read(&resp.seen), resp.nheld, m);
 		resp_release();
 		goto out;
 	}
