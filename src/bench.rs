@@ -45,8 +45,13 @@ use kernel::{
 /// Management class of every benchmark MAD: vendor range 1, which neither ib_core nor rxe
 /// answers (the driver's responder answers its GETs).
 const CLASS: u8 = 0x0b;
-/// GID index of the port's IPv4-mapped GID, where the sends go (QP1 of the same port).
+/// GID index of the port's IPv6 link-local GID: requests the responder answers go to QP1 of
+/// the port itself through it.
 const GID_INDEX: u8 = 0;
+/// GID index of the port's IPv4-mapped GID: unanswered sends leave through it.
+const SILENT_GID_INDEX: u8 = 1;
+/// Destination of the unanswered sends: `::ffff:10.0.0.2`, which no port has (rxe drops them).
+const SILENT_GID: Gid = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
 /// Timeout of sends that wait for a response nobody gives (10 minutes).
 const LONG_MS: i32 = 600_000;
 /// Round trips timed per round (at most).
@@ -157,7 +162,8 @@ impl RustBench {
         }
     }
 
-    /// A send of `a` with `method`, TID low word `lo`, `timeout_ms` and `kind`.
+    /// A send of `a` with `method`, TID low word `lo`, `timeout_ms` and `kind`, to the
+    /// responder (`kind` [`KIND_REQ`]) or to nobody.
     fn buf(
         &self,
         a: &Arc<Agent>,
@@ -179,9 +185,16 @@ impl RustBench {
         buf.set_ah(Some(Address {
             dlid: 0,
             src_path_bits: 0,
-            grh: Some(GrhAttr {
-                dgid: self.dgid,
-                sgid_index: GID_INDEX,
+            grh: Some(if kind == KIND_REQ {
+                GrhAttr {
+                    dgid: self.dgid,
+                    sgid_index: GID_INDEX,
+                }
+            } else {
+                GrhAttr {
+                    dgid: SILENT_GID,
+                    sgid_index: SILENT_GID_INDEX,
+                }
             }),
         }));
         buf.set_timeout_ms(timeout_ms);
@@ -261,6 +274,14 @@ impl RustBench {
                 Err(e.err)
             }
         }
+    }
+
+    /// Creates silent send `i` again (its last post completed) and posts it.
+    fn repost(&mut self, i: usize) -> Result {
+        let a = self.agent.clone().ok_or(EINVAL)?;
+        let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_SILENT)?;
+        *self.bufs.get_mut(i).ok_or(EINVAL)? = Some(b);
+        self.post(i)
     }
 
     /// The handle of silent send `i`.
@@ -399,6 +420,20 @@ unsafe extern "C" fn rmad_bench_rust_post(p: *mut c_void, i: u32) -> c_int {
     };
     // SAFETY: As the caller guarantees.
     code(unsafe { state(p) }.post(i))
+}
+
+/// Driver operation: creates silent send `i` again and posts it.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_repost(p: *mut c_void, i: u32) -> c_int {
+    let Ok(i) = usize::try_from(i) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.repost(i))
 }
 
 /// Driver operation: modifies silent send `i` to `ms` (`ib_modify_mad`).

@@ -13,8 +13,13 @@
  * Every implementation is driven by the same code below through a table of
  * operations, so that each timed loop makes the same indirect call per
  * operation. Sends use vendor class 0x0b (range 1, no OUI), which neither
- * ib_core nor rxe answers: a SEND of that class is dropped silently at QP1,
- * a GET is answered by the responder registered here (ib_core agent).
+ * ib_core nor rxe answers. The sends that must stay unanswered go to a GID
+ * that no port has (::ffff:10.0.0.2, through the port's IPv4 GID), which rxe
+ * drops on receipt; the GETs that must be answered go to QP1 of the port
+ * itself through its GID 0 (IPv6), where the responder registered here (an
+ * ib_core agent) answers them. (Not through the IPv4 GID: the C MAD layer
+ * compares a response's GRH with the request's GIDs, and for RoCEv2 over
+ * IPv4 that area holds an IPv4 header, so it never matches a response there.)
  *
  * Each figure is printed as one line "bench-json: {...}" per repetition;
  * scripts/bench-report.py turns them into the tables and the plot. Figures
@@ -44,11 +49,14 @@
 
 #define BENCH_CLASS 0x0b
 #define BENCH_PORT 1
+/* The port's IPv6 link-local GID (requests the responder answers). */
 #define BENCH_GID_INDEX 0
+/* The port's IPv4-mapped GID (unanswered sends, to a GID nobody has). */
+#define BENCH_SILENT_GID_INDEX 1
 /* Timeout of sends that wait for a response nobody gives (10 minutes). */
 #define BENCH_LONG_MS 600000
 /* Longest wait for any event of the benchmark. */
-#define BENCH_WAIT_MS 60000
+#define BENCH_WAIT_MS 300000
 
 /* What a send is, carried in its context: its handler counts it there. */
 enum bench_kind {
@@ -175,6 +183,10 @@ static struct ib_client bench_client = {
 /* Destination of every send: QP1 of the port itself, through its GID 1. */
 static union ib_gid bench_gid;
 static u8 bench_mac[ETH_ALEN];
+/* Destination of the unanswered sends: ::ffff:10.0.0.2, which no port has. */
+static const union ib_gid bench_silent_gid = {
+	.raw = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2 },
+};
 
 static int bench_addr(struct ib_device *dev)
 {
@@ -215,8 +227,7 @@ static struct {
 	int mode;
 	spinlock_t lock;	/* protects held, nheld */
 	struct ib_mad_send_buf **held;
-	u32 nheld, hold_target, hold_max;
-	struct completion all_held;
+	u32 nheld, hold_max;
 	atomic_t seen;
 } resp;
 
@@ -265,8 +276,6 @@ static void resp_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf
 		if (resp.nheld < resp.hold_max) {
 			resp.held[resp.nheld++] = b;
 			kept = true;
-			if (resp.nheld == resp.hold_target)
-				complete(&resp.all_held);
 		}
 		spin_unlock(&resp.lock);
 	}
@@ -284,7 +293,6 @@ static int resp_start(struct ib_device *dev, u32 hold_max)
 	};
 
 	spin_lock_init(&resp.lock);
-	init_completion(&resp.all_held);
 	resp.mode = RESP_ECHO;
 	resp.nheld = 0;
 	resp.hold_max = hold_max;
@@ -301,19 +309,12 @@ static int resp_start(struct ib_device *dev, u32 hold_max)
 	return 0;
 }
 
-/* Holds the next @n requests' answers; returns once they are all held. */
-static void resp_hold(u32 n)
+/* Holds the answers from now on, until released. */
+static void resp_hold(void)
 {
 	spin_lock(&resp.lock);
-	resp.hold_target = n;
-	reinit_completion(&resp.all_held);
 	WRITE_ONCE(resp.mode, RESP_HOLD);
 	spin_unlock(&resp.lock);
-}
-
-static int resp_wait_held(void)
-{
-	return wait_slices(&resp.all_held, BENCH_WAIT_MS);
 }
 
 /* Posts every held answer and goes back to answering at once. */
@@ -345,6 +346,8 @@ struct bench_ops {
 	/* Creates the n silent sends (timeout BENCH_LONG_MS, no retries). */
 	int (*create)(void *p);
 	int (*post)(void *p, u32 i);
+	/* Creates silent send @i again (the last one completed) and posts it. */
+	int (*repost)(void *p, u32 i);
 	int (*modify)(void *p, u32 i, int ms);
 	int (*cancel)(void *p, u32 i);
 	int (*post_req)(void *p, u32 j);
@@ -366,7 +369,7 @@ struct c_impl {
 	struct ib_device *dev;
 	struct rmad_bench_round *r;
 	struct ib_mad_agent *agent, *gate_agent;
-	struct ib_ah *ah, *gate_ah;
+	struct ib_ah *ah, *ah_silent, *gate_ah;
 	u32 n, nreq, next_marker;
 	struct ib_mad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
 	u8 *posted;		/* per silent send */
@@ -388,13 +391,14 @@ static void c_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *s
 		rmad_bench_event(agent->context, KIND_RESP, 0);
 }
 
-static struct ib_ah *c_ah(struct ib_mad_agent *agent)
+static struct ib_ah *c_ah(struct ib_mad_agent *agent, const union ib_gid *dgid, u8 sgid_index)
 {
 	struct rdma_ah_attr attr = {};
+	union ib_gid g = *dgid;
 
 	attr.type = rdma_ah_find_type(agent->device, BENCH_PORT);
 	rdma_ah_set_port_num(&attr, BENCH_PORT);
-	rdma_ah_set_grh(&attr, &bench_gid, 0, BENCH_GID_INDEX, 64, 0);
+	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
 	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
 		memcpy(attr.roce.dmac, bench_mac, ETH_ALEN);
 	return rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
@@ -448,12 +452,17 @@ static int c_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 		c->gate_agent = NULL;
 		goto fail;
 	}
-	c->ah = c_ah(c->agent);
+	c->ah = c_ah(c->agent, &bench_gid, BENCH_GID_INDEX);
 	if (IS_ERR(c->ah)) {
 		c->ah = NULL;
 		goto fail;
 	}
-	c->gate_ah = c_ah(c->gate_agent);
+	c->ah_silent = c_ah(c->agent, &bench_silent_gid, BENCH_SILENT_GID_INDEX);
+	if (IS_ERR(c->ah_silent)) {
+		c->ah_silent = NULL;
+		goto fail;
+	}
+	c->gate_ah = c_ah(c->gate_agent, &bench_silent_gid, BENCH_SILENT_GID_INDEX);
 	if (IS_ERR(c->gate_ah)) {
 		c->gate_ah = NULL;
 		goto fail;
@@ -466,7 +475,7 @@ static int c_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 	}
 	for (j = 0; j < BENCH_MARKERS; j++) {
 		c->markers[j] = c_buf(j % 2 ? c->gate_agent : c->agent,
-				      j % 2 ? c->gate_ah : c->ah, n + nreq + j,
+				      j % 2 ? c->gate_ah : c->ah_silent, n + nreq + j,
 				      IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
 		if (!c->markers[j])
 			goto fail;
@@ -487,12 +496,26 @@ static int c_create(void *p)
 	u32 i;
 
 	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = c_buf(c->agent, c->ah, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+		c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
 				   KIND_SILENT);
 		if (!c->bufs[i])
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+static int c_post(void *p, u32 i);
+
+static int c_repost(void *p, u32 i)
+{
+	struct c_impl *c = p;
+
+	c->posted[i] = 0;
+	c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+			   KIND_SILENT);
+	if (!c->bufs[i])
+		return -ENOMEM;
+	return c_post(p, i);
 }
 
 static int c_post(void *p, u32 i)
@@ -595,6 +618,8 @@ static void c_close(void *p)
 		ib_unregister_mad_agent(c->gate_agent);
 	if (c->ah)
 		rdma_destroy_ah(c->ah, RDMA_DESTROY_AH_SLEEPABLE);
+	if (c->ah_silent)
+		rdma_destroy_ah(c->ah_silent, RDMA_DESTROY_AH_SLEEPABLE);
 	if (c->gate_ah)
 		rdma_destroy_ah(c->gate_ah, RDMA_DESTROY_AH_SLEEPABLE);
 	kvfree(c->bufs);
@@ -613,6 +638,7 @@ static const struct bench_ops c_ops = {
 	.open = c_open,
 	.create = c_create,
 	.post = c_post,
+	.repost = c_repost,
 	.modify = c_modify,
 	.cancel = c_cancel,
 	.post_req = c_post_req,
@@ -628,7 +654,7 @@ static const struct bench_ops c_ops = {
 struct capi_impl {
 	struct rmad_bench_round *r;
 	struct rmad_agent *agent, *gate_agent;
-	struct rmad_ah ah;
+	struct rmad_ah ah, ah_silent;
 	u32 n, nreq, next_marker;
 	struct rmad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
 	u8 *posted;
@@ -649,7 +675,7 @@ static void capi_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *se
 		rmad_bench_event(wc->context, KIND_RESP, 0);
 }
 
-static struct rmad_send_buf *capi_buf(struct capi_impl *c, struct rmad_agent *agent, u32 lo,
+static struct rmad_send_buf *capi_buf(struct rmad_agent *agent, const struct rmad_ah *ah, u32 lo,
 				      u8 method, int timeout_ms, long kind)
 {
 	struct rmad_send_buf *b;
@@ -660,7 +686,7 @@ static struct rmad_send_buf *capi_buf(struct capi_impl *c, struct rmad_agent *ag
 	if (IS_ERR(b))
 		return NULL;
 	mad = rmad_send_buf_mad(b);
-	if (!mad || rmad_send_buf_set(b, &c->ah, timeout_ms, 0, (void *)kind)) {
+	if (!mad || rmad_send_buf_set(b, ah, timeout_ms, 0, (void *)kind)) {
 		rmad_free_send_mad(b);
 		return NULL;
 	}
@@ -682,6 +708,9 @@ static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 	c->ah.has_grh = 1;
 	c->ah.sgid_index = BENCH_GID_INDEX;
 	memcpy(c->ah.dgid, bench_gid.raw, sizeof(c->ah.dgid));
+	c->ah_silent.has_grh = 1;
+	c->ah_silent.sgid_index = BENCH_SILENT_GID_INDEX;
+	memcpy(c->ah_silent.dgid, bench_silent_gid.raw, sizeof(c->ah_silent.dgid));
 	c->bufs = kvcalloc(n, sizeof(*c->bufs), GFP_KERNEL);
 	c->posted = kvcalloc(n, 1, GFP_KERNEL);
 	c->reqs = kvcalloc(nreq ? nreq : 1, sizeof(*c->reqs), GFP_KERNEL);
@@ -700,19 +729,19 @@ static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 		goto fail;
 	}
 	for (j = 0; j < nreq; j++) {
-		c->reqs[j] = capi_buf(c, c->agent, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
+		c->reqs[j] = capi_buf(c->agent, &c->ah, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
 				      KIND_REQ);
 		if (!c->reqs[j])
 			goto fail;
 	}
 	for (j = 0; j < BENCH_MARKERS; j++) {
-		c->markers[j] = capi_buf(c, j % 2 ? c->gate_agent : c->agent, n + nreq + j,
-					 IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
+		c->markers[j] = capi_buf(j % 2 ? c->gate_agent : c->agent, &c->ah_silent,
+					 n + nreq + j, IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
 		if (!c->markers[j])
 			goto fail;
 	}
-	c->gate_buf = capi_buf(c, c->gate_agent, 0, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
-			       KIND_GATE);
+	c->gate_buf = capi_buf(c->gate_agent, &c->ah_silent, 0, IB_MGMT_METHOD_SEND,
+			       BENCH_LONG_MS, KIND_GATE);
 	if (!c->gate_buf)
 		goto fail;
 	return 0;
@@ -727,12 +756,26 @@ static int capi_create(void *p)
 	u32 i;
 
 	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = capi_buf(c, c->agent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
-				      KIND_SILENT);
+		c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND,
+				      BENCH_LONG_MS, KIND_SILENT);
 		if (!c->bufs[i])
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+static int capi_post(void *p, u32 i);
+
+static int capi_repost(void *p, u32 i)
+{
+	struct capi_impl *c = p;
+
+	c->posted[i] = 0;
+	c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+			      KIND_SILENT);
+	if (!c->bufs[i])
+		return -ENOMEM;
+	return capi_post(p, i);
 }
 
 static int capi_post(void *p, u32 i)
@@ -838,6 +881,7 @@ static const struct bench_ops rust_ops = {
 	.open = rmad_bench_rust_open,
 	.create = rmad_bench_rust_create,
 	.post = rmad_bench_rust_post,
+	.repost = rmad_bench_rust_repost,
 	.modify = rmad_bench_rust_modify,
 	.cancel = rmad_bench_rust_cancel,
 	.post_req = rmad_bench_rust_post_req,
@@ -853,6 +897,7 @@ static const struct bench_ops capi_ops = {
 	.open = capi_open,
 	.create = capi_create,
 	.post = capi_post,
+	.repost = capi_repost,
 	.modify = capi_modify,
 	.cancel = capi_cancel,
 	.post_req = capi_post_req,
@@ -882,11 +927,22 @@ static u64 slab_bytes(void)
 		     global_node_page_state_pages(NR_SLAB_UNRECLAIMABLE_B)) << PAGE_SHIFT;
 }
 
-/* Gives the CPU away now and then inside timed loops (no preemption in this kernel). */
-static inline void bench_resched(u32 k)
+/*
+ * Gives the CPU away about once a second inside long loops (this kernel does
+ * not preempt), and not more often: what it lets run would count as the
+ * loop's time.
+ */
+static inline void bench_resched(u32 k, u64 *last)
 {
-	if ((k & 31) == 31)
+	u64 now;
+
+	if ((k & 15) != 15)
+		return;
+	now = ktime_get_ns();
+	if (now - *last > NSEC_PER_SEC) {
 		cond_resched();
+		*last = ktime_get_ns();
+	}
 }
 
 static void round_init(struct rmad_bench_round *r)
@@ -902,22 +958,63 @@ static void round_init(struct rmad_bench_round *r)
 	atomic_set(&r->other, 0);
 }
 
+/* Waits until the responder holds @target answers, at most @ms; returns how many it holds. */
+static u32 resp_wait_for(u32 target, unsigned int ms)
+{
+	unsigned int waited;
+	u32 held = 0;
+
+	for (waited = 0; waited <= ms; waited++) {
+		spin_lock(&resp.lock);
+		held = resp.nheld;
+		spin_unlock(&resp.lock);
+		if (held >= target)
+			break;
+		msleep(1);
+	}
+	return held;
+}
+
+/* Per-send flags of a round: what happened to the send. */
+#define F_MODIFIED 1
+#define F_REPOSTED 2
+
 /*
- * Round A: post, settle, memory, modify, match, rtt and cancel with @cfg->n
- * sends outstanding.
+ * One round with n sends outstanding, for one implementation:
+ *
+ *   post      n sends (unanswered, timeout 10 min), ns per post call;
+ *   settle    from the first post until a marker posted after them (timeout
+ *             0, same queue) completed: all n were handed to the device;
+ *   memory    slab growth across creating and posting the n sends, per send;
+ *   modify    s random sends to the same timeout again, ns per call;
+ *   match     m GETs the responder holds the answers to, released at once:
+ *             ns per response from the release until all m were delivered
+ *             to the receive handler;
+ *   rtt       q GETs one at a time, from the post until the send handler;
+ *   cancel    s random sends (another order), ns per call; once flushed,
+ *             they are posted again;
+ *   timeouts  the delivery queue is held (a second agent's send handler
+ *             blocks on it), every send's timeout is set to 1 ms (in the
+ *             order of the C layer's wait list, so that its search is short),
+ *             and after 200 ms, all expired, the queue is released: ns from
+ *             the release until the n-th timeout was delivered.
  */
-static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
+static int bench_round(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
 {
 	struct rmad_bench_round *r;
 	u32 n = cfg->n, s = min(cfg->n, cfg->sample), m = s, q = min(cfg->n, cfg->rtt_sample);
-	u64 t0, t, slab0, rtt = 0;
+	u64 t0, t, slab0, last, rtt = 0;
+	u8 *flags = NULL;
+	u32 i, k, held;
 	s64 v;
-	u32 i, k;
 	int ret;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	if (!r)
-		return -ENOMEM;
+	flags = kvzalloc(n, GFP_KERNEL);
+	if (!r || !flags) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
 	round_init(r);
 	ret = ops->open(p, r, n, m + q);
 	if (ret)
@@ -927,13 +1024,13 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	if (ret)
 		goto out;
 
-	/* post, and settle: until a marker posted after them completed. */
 	t0 = ktime_get_ns();
+	last = t0;
 	for (i = 0; i < n; i++) {
 		ret = ops->post(p, i);
 		if (ret)
 			goto out;
-		bench_resched(i);
+		bench_resched(i, &last);
 	}
 	t = ktime_get_ns();
 	ctr_expect(&r->marker, 1);
@@ -945,43 +1042,50 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	v = (s64)slab_bytes() - (s64)slab0;
 	emit(ops->name, "memory", n, cfg->rep, div_s64(v, n), "bytes");
 
-	/* modify: s random sends, each to the same long timeout again. */
 	t0 = ktime_get_ns();
+	last = t0;
 	for (k = 0; k < s; k++) {
 		ops->modify(p, cfg->perm_modify[k], BENCH_LONG_MS);
-		bench_resched(k);
+		bench_resched(k, &last);
 	}
 	t = ktime_get_ns();
 	emit(ops->name, "modify", n, cfg->rep, div_u64(t - t0, s), "ns");
+	for (k = 0; k < s; k++)
+		flags[cfg->perm_modify[k]] |= F_MODIFIED;
 
-	/* match: m held answers released at once, until all were delivered. */
-	resp_hold(m);
+	/* Bursts overrun QP1's receive queue (UD drops them): the GETs go 64 at a time. */
+	resp_hold();
 	for (k = 0; k < m; k++) {
 		ret = ops->post_req(p, k);
 		if (ret)
 			break;
+		if ((k & 63) == 63)
+			resp_wait_for(k + 1, 10000);
 	}
-	if (ret || (ret = resp_wait_held())) {
+	held = resp_wait_for(m, 10000);
+	if (ret || !held) {
 		pr_err("bench: %s: the responder got %d requests, holds %u of %u\n", ops->name,
-		       atomic_read(&resp.seen), resp.nheld, m);
+		       atomic_read(&resp.seen), held, m);
 		resp_release();
+		ret = ret ?: -EIO;
 		goto out;
 	}
-	ctr_expect(&r->resp, m);
+	if (held < m)
+		pr_warn("bench: %s n=%u: %u of %u requests were lost\n", ops->name, n, m - held, m);
+	ctr_expect(&r->resp, held);
 	t0 = ktime_get_ns();
 	resp_release();
 	ret = ctr_wait(&r->resp);
 	if (ret)
 		goto out;
-	emit(ops->name, "match", n, cfg->rep, div_u64(r->resp.at_ns - t0, m), "ns");
-	ctr_expect(&r->req, m);
+	emit(ops->name, "match", n, cfg->rep, div_u64(r->resp.at_ns - t0, held), "ns");
+	ctr_expect(&r->req, held);
 	ret = ctr_wait(&r->req);
 	if (ret)
 		goto out;
 
-	/* rtt: q round trips, one at a time, post to send handler. */
 	for (k = 0; k < q; k++) {
-		ctr_expect(&r->req, m + k + 1);
+		ctr_expect(&r->req, atomic_read(&r->req.hits) + 1);
 		t0 = ktime_get_ns();
 		ret = ops->post_req(p, m + k);
 		if (ret || (ret = ctr_wait(&r->req)))
@@ -990,65 +1094,36 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	}
 	emit(ops->name, "rtt", n, cfg->rep, div_u64(rtt, q), "ns");
 
-	/* cancel: s random sends (another order than modify's). */
 	ctr_expect(&r->silent, s);
 	t0 = ktime_get_ns();
+	last = t0;
 	for (k = 0; k < s; k++) {
 		ops->cancel(p, cfg->perm_cancel[k]);
-		bench_resched(k);
+		bench_resched(k, &last);
 	}
 	t = ktime_get_ns();
 	emit(ops->name, "cancel", n, cfg->rep, div_u64(t - t0, s), "ns");
 	ret = ctr_wait(&r->silent);
-out:
-	ops->close(p);
-	if (ret)
-		pr_err("bench: %s n=%u: round failed (%d)\n", ops->name, n, ret);
-out_free:
-	kfree(r);
-	return ret;
-}
-
-/*
- * Round B: n simultaneous timeouts. The n sends are posted with a long
- * timeout; once the device took them all, the delivery queue is held (a send
- * handler of a second agent blocks on it), every send's timeout is set to
- * 1 ms (in posting order), and after 200 ms, when all have expired, the queue
- * is released: the figure is the time from the release until the n-th
- * timeout was delivered.
- */
-static int round_timeouts(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
-{
-	struct rmad_bench_round *r;
-	u32 n = cfg->n, i;
-	u64 t0;
-	int ret;
-
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	if (!r)
-		return -ENOMEM;
-	round_init(r);
-	ret = ops->open(p, r, n, 0);
-	if (ret)
-		goto out_free;
-	ret = ops->create(p);
 	if (ret)
 		goto out;
-	for (i = 0; i < n; i++) {
-		ret = ops->post(p, i);
+
+	/* n outstanding again: the cancelled sends are posted anew. */
+	for (k = 0; k < s; k++) {
+		ret = ops->repost(p, cfg->perm_cancel[k]);
 		if (ret)
 			goto out;
-		bench_resched(i);
+		flags[cfg->perm_cancel[k]] = F_REPOSTED;
 	}
-	ctr_expect(&r->marker, 1);
+	ctr_expect(&r->marker, 2);
 	ret = ops->post_marker(p, 0);
 	if (ret || (ret = ctr_wait(&r->marker)))
 		goto out;
+
 	/* The gate: its send waits for a response, then is cancelled. */
 	ret = ops->post_gate(p);
 	if (ret)
 		goto out;
-	ctr_expect(&r->marker, 2);
+	ctr_expect(&r->marker, 3);
 	ret = ops->post_marker(p, 1);
 	if (ret || (ret = ctr_wait(&r->marker)))
 		goto out;
@@ -1056,17 +1131,23 @@ static int round_timeouts(const struct bench_ops *ops, void *p, const struct ben
 	ret = ops->cancel_gate(p);
 	if (ret || (ret = ctr_wait(&r->gate_in)))
 		goto out;
-	for (i = 0; i < n; i++) {
-		ops->modify(p, i, 1);
-		bench_resched(i);
-	}
+	/* The wait list: untouched sends by post, then modified ones, then reposted ones. */
+	for (i = 0; i < n; i++)
+		if (!flags[i])
+			ops->modify(p, i, 1);
+	for (k = 0; k < s; k++)
+		if (flags[cfg->perm_modify[k]] == F_MODIFIED)
+			ops->modify(p, cfg->perm_modify[k], 1);
+	for (k = 0; k < s; k++)
+		ops->modify(p, cfg->perm_cancel[k], 1);
 	msleep(200);
-	ctr_expect(&r->silent, n);
+	ctr_expect(&r->silent, s + n);
 	t0 = ktime_get_ns();
 	complete_all(&r->gate_go);
 	ret = ctr_wait(&r->silent);
-	if (!ret)
-		emit(ops->name, "timeouts", n, cfg->rep, r->silent.at_ns - t0, "ns");
+	if (ret)
+		goto out;
+	emit(ops->name, "timeouts", n, cfg->rep, r->silent.at_ns - t0, "ns");
 	if (atomic_read(&r->timed_out) != n)
 		pr_warn("bench: %s n=%u: %d of the sends timed out, %d flushed, %d other\n",
 			ops->name, n, atomic_read(&r->timed_out), atomic_read(&r->flushed),
@@ -1075,8 +1156,9 @@ out:
 	complete_all(&r->gate_go);
 	ops->close(p);
 	if (ret)
-		pr_err("bench: %s n=%u: timeout round failed (%d)\n", ops->name, n, ret);
+		pr_err("bench: %s n=%u: the round failed (%d)\n", ops->name, n, ret);
 out_free:
+	kvfree(flags);
 	kfree(r);
 	return ret;
 }
@@ -1101,7 +1183,7 @@ static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
 	LIST_HEAD(from);
 	LIST_HEAD(to);
 	unsigned long flags;
-	u64 t0;
+	u64 t0, last;
 	u32 i, k;
 
 	items = kvcalloc(n, sizeof(*items), GFP_KERNEL);
@@ -1117,6 +1199,7 @@ static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
 		list_add_tail(&items[i].node, &from);
 	}
 	t0 = ktime_get_ns();
+	last = t0;
 	for (k = 0; k < s; k++) {
 		struct floor_item *it = &items[order[k]];
 
@@ -1124,7 +1207,7 @@ static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
 		list_move_tail(&it->node, &to);
 		spin_unlock_irqrestore(&floor_lock, flags);
 		queue_work(wq, &it->work);
-		bench_resched(k);
+		bench_resched(k, &last);
 	}
 	*ns = div_u64(ktime_get_ns() - t0, s);
 	destroy_workqueue(wq);
@@ -1212,8 +1295,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 			s64 irqoff;
 
 			ops[x]->irqoff_take();
-			round_ops(ops[x], priv[x], &cfg);
-			round_timeouts(ops[x], priv[x], &cfg);
+			bench_round(ops[x], priv[x], &cfg);
 			irqoff = ops[x]->irqoff_take();
 			if (irqoff >= 0)
 				emit(ops[x]->name, "irqoff_max", n, rep, irqoff, "ns");

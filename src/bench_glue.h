@@ -20,6 +20,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust);
 int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
 int rmad_bench_rust_create(void *p);
 int rmad_bench_rust_post(void *p, u32 i);
+int rmad_bench_rust_repost(void *p, u32 i);
 int rmad_bench_rust_modify(void *p, u32 i, int ms);
 int rmad_bench_rust_cancel(void *p, u32 i);
 int rmad_bench_rust_post_req(void *p, u32 j);
