@@ -67,6 +67,7 @@ use crate::{
         SendState,
         WcStatus, //
     },
+    trace,
     transport::{
         PortAttr,
         RecvMad,
@@ -111,11 +112,19 @@ mod cancel;
 mod complete;
 mod create;
 mod frames;
+mod hold;
 mod matching;
 mod post;
 mod queues;
 mod unregister;
 
+pub(crate) use hold::BATCH;
+use hold::BATCH_USIZE;
+#[cfg(rmad_test)]
+pub(crate) use hold::{
+    batch_max_take,
+    irqoff_max_ns_take, //
+};
 use queues::{
     first_entry,
     first_in, //
@@ -182,7 +191,7 @@ pub(crate) struct AgentConfig {
 pub(crate) struct Stats {
     /// Successful posts.
     pub(crate) posted: u64,
-    /// Transmissions handed to the transport, retries included.
+    /// Transmissions handed to the device, retries included.
     pub(crate) transmitted: u64,
     /// Retransmissions.
     pub(crate) retried: u64,
@@ -460,12 +469,12 @@ impl Agent {
 
     /// A snapshot of the counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.inner.lock().stats
+        self.lock().stats
     }
 
     /// Number of posts whose send handler has not returned.
     pub(crate) fn outstanding(&self) -> u32 {
-        self.inner.lock().outstanding
+        self.lock().outstanding
     }
 
     /// Number of send buffers created on the agent and not yet dropped.
@@ -474,19 +483,19 @@ impl Agent {
         expect(dead_code, reason = "Rust API that only the test flavour calls")
     )]
     pub(crate) fn buffers(&self) -> u32 {
-        self.inner.lock().buffers
+        self.lock().buffers
     }
 
     /// The state of the send `h` names, if `h` is still its current post.
     pub(crate) fn send_state(&self, h: &SendHandle) -> Option<SendState> {
-        let g = self.inner.lock();
+        let g = self.lock();
         let st = h.rec.state.access(&g);
         (st.gen == h.gen).then_some(st.facts.state)
     }
 
     /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`).
     fn buffer_freed(&self) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         g.buffers = g.buffers.saturating_sub(1);
         if g.dead {
             self.idle.notify_all();

@@ -43,9 +43,10 @@ pub(crate) fn create() -> Result<Debugfs> {
                 let s = a.stats();
                 writeln!(
                     f,
-                    "hi_tid {:#x} port {} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {}",
-                    a.hi_tid,
+                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {}",
+                    a.device_name().to_str().unwrap_or("?"),
                     a.port(),
+                    a.hi_tid,
                     a.outstanding(),
                     s.posted,
                     s.transmitted,

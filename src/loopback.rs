@@ -449,4 +449,8 @@ impl Transport for Loopback {
     fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result {
         self.fabric.transmit(port, wr)
     }
+
+    fn name(&self) -> &CStr {
+        c"loopback"
+    }
 }

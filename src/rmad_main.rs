@@ -32,6 +32,7 @@ mod engine;
 mod handles;
 mod send;
 mod state;
+mod trace;
 mod transport;
 mod verbs;
 // The wire module keeps the C header's whole constant set for API parity, used or not.
@@ -56,9 +57,13 @@ mod probe;
 #[cfg(rmad_test)]
 mod races;
 #[cfg(rmad_test)]
+mod scale;
+#[cfg(rmad_test)]
 mod stress;
 #[cfg(rmad_test)]
 mod testing;
+#[cfg(rmad_test)]
+mod trace_check;
 
 #[cfg(not(rmad_test))]
 module! {

@@ -130,6 +130,10 @@ pub(crate) struct RecordState {
     pub(crate) tid: u64,
     /// Management class captured at post.
     pub(crate) class: u8,
+    /// Method captured at post (for tracing).
+    pub(crate) method: u8,
+    /// Attribute ID captured at post (for tracing).
+    pub(crate) attr_id: u16,
     /// The posted MAD is itself a response.
     pub(crate) is_response: bool,
     /// Destination captured at post.
@@ -308,7 +312,7 @@ impl SendHandle {
     /// `context[0]` of the send while the engine owns it (the receive handler may read the
     /// request it was matched to); `None` once the buffer is back with the client.
     pub(crate) fn tag(&self) -> Option<usize> {
-        let g = self.rec.agent.inner.lock();
+        let g = self.rec.agent.lock();
         let st = self.rec.state.access(&g);
         st.body.as_ref().map(|b| b.context[0])
     }

@@ -265,6 +265,10 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
     let mut words = line.split_whitespace();
     let mut out = KVec::new();
     match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("trace"), None, None, None) => crate::trace_check::run(&mut out)?,
+        (Some("scale"), Some(n), None, None) => {
+            crate::scale::run(n.parse().map_err(|_| EINVAL)?, &mut out)?;
+        }
         (Some("handles"), Some(dev), Some(n), None) => {
             let n: usize = n.parse().map_err(|_| EINVAL)?;
             handles(&CString::try_from_fmt(fmt!("{dev}"))?, n, &mut out)?;
@@ -1109,7 +1113,7 @@ fn handles(name: &CStr, n: usize, out: &mut KVec<u8>) -> Result {
 }
 
 /// `fmt::Write` into a byte vector (allocation failures drop text).
-struct Writer<'a>(&'a mut KVec<u8>);
+pub(crate) struct Writer<'a>(pub(crate) &'a mut KVec<u8>);
 
 impl Write for Writer<'_> {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {

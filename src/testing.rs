@@ -53,6 +53,10 @@ use kernel::{
     new_condvar, new_spinlock,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         CondVar,
         SpinLock, //
@@ -578,6 +582,23 @@ pub(crate) fn request(
     buf.set_retries(retries);
     buf.set_context([tag, 0]);
     Ok(buf)
+}
+
+/// Keeps `engine`'s ordered queue busy (so that no agent work and no send handler runs)
+/// until the returned gate is opened with `store(1, ..)`.
+pub(crate) fn block_queue(engine: &Engine) -> Result<Arc<Atomic<i32>>> {
+    let gate = Arc::new(Atomic::<i32>::new(0), GFP_KERNEL)?;
+    let g2 = gate.clone();
+    engine
+        .wq
+        .queue()
+        .try_spawn(GFP_KERNEL, move || {
+            while g2.load(Relaxed) == 0 {
+                sleep_ms(1);
+            }
+        })
+        .map_err(|_| ENOMEM)?;
+    Ok(gate)
 }
 
 /// Posts `buf`, turning a failure into its error.

@@ -96,4 +96,13 @@ pub(crate) trait Transport: Send + Sync {
     /// or call back into the agent. An error means nothing was transmitted and no completion
     /// will be reported.
     fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result;
+
+    /// The device's name, for diagnostics.
+    fn name(&self) -> &CStr;
+
+    /// Whether `post_send` only queues the transmission: the transport then reports each one
+    /// it hands to the device with [`Agent::handed_over`](crate::agent::Agent::handed_over).
+    fn queues_transmissions(&self) -> bool {
+        false
+    }
 }

@@ -391,6 +391,14 @@ impl Transport for VerbsPort {
         (r == 0).then_some(gid)
     }
 
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+
+    fn queues_transmissions(&self) -> bool {
+        true
+    }
+
     fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result {
         self.queue_tx(&wr)
     }

@@ -23,7 +23,10 @@
 #include "verbs_shim.h"
 
 #define RMAD_SQ 128
-#define RMAD_RQ 64
+/* Receive buffers posted per port: as many as the C MAD layer's recv_queue_size. */
+#define RMAD_RQ 512
+/* Address handles kept per port, one per destination (see rmad_ah_get). */
+#define RMAD_AH_CACHE 16
 #define RMAD_MAD_SIZE 256
 #define RMAD_GRH_SIZE 40
 
@@ -35,8 +38,20 @@ struct rmad_slot {
 	u8 *buf;
 	u64 dma;
 	u64 wr_id;
+	struct rmad_ah_entry *ah;
+};
+
+/*
+ * An address handle and the destination it was made for. It is made once,
+ * at the first transmission to the destination, and kept until the port
+ * closes; @users counts the sends on the QP that use it.
+ */
+struct rmad_ah_entry {
 	struct ib_ah *ah;
-	bool busy;
+	struct rdma_ah_attr attr;
+	u32 users;
+	/* Not in the cache: destroyed when its last send completes. */
+	bool transient;
 };
 
 struct rmad_vport {
@@ -46,7 +61,12 @@ struct rmad_vport {
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct ib_qp *qp;
-	spinlock_t lock; /* protects send[].busy */
+	spinlock_t lock; /* protects free_send, nfree and the users counts */
+	/* Indexes of the send slots that are free: a stack, O(1) both ways. */
+	u16 free_send[RMAD_SQ];
+	u32 nfree;
+	/* Only the port's transmit work and close touch the cache's entries. */
+	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
 	struct rmad_slot send[RMAD_SQ];
 	struct rmad_slot recv[RMAD_RQ];
 };
@@ -141,22 +161,37 @@ int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac)
 	return 0;
 }
 
+/* Gives back a send slot and its address handle's use (the CQ's workqueue or the transmit work). */
+static void rmad_put_slot(struct rmad_slot *s)
+{
+	struct rmad_vport *vp = s->vp;
+	struct rmad_ah_entry *e = s->ah;
+	bool destroy = false;
+	unsigned long flags;
+
+	s->ah = NULL;
+	spin_lock_irqsave(&vp->lock, flags);
+	if (e) {
+		e->users--;
+		destroy = e->transient && !e->users;
+	}
+	vp->free_send[vp->nfree++] = s - vp->send;
+	spin_unlock_irqrestore(&vp->lock, flags);
+	/* Process context: the CQ is polled on a workqueue. */
+	if (destroy) {
+		rdma_destroy_ah(e->ah, RDMA_DESTROY_AH_SLEEPABLE);
+		kfree(e);
+	}
+}
+
 static void rmad_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rmad_slot *s = container_of(wc->wr_cqe, struct rmad_slot, cqe);
 	struct rmad_vport *vp = s->vp;
 	u64 wr_id = s->wr_id;
-	struct ib_ah *ah = s->ah;
-	unsigned long flags;
 
 	ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
-	s->ah = NULL;
-	spin_lock_irqsave(&vp->lock, flags);
-	s->busy = false;
-	spin_unlock_irqrestore(&vp->lock, flags);
-	/* The CQ is polled on a workqueue: process context. */
-	if (ah)
-		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+	rmad_put_slot(s);
 	rmad_rust_send_done(vp->ctx, wr_id, wc->status, wc->vendor_err);
 }
 
@@ -225,6 +260,9 @@ static void rmad_free_slots(struct rmad_vport *vp)
 	}
 	for (i = 0; i < RMAD_SQ; i++)
 		kfree(vp->send[i].buf);
+	for (i = 0; i < RMAD_AH_CACHE; i++)
+		if (vp->ahs[i].ah)
+			rdma_destroy_ah(vp->ahs[i].ah, RDMA_DESTROY_AH_SLEEPABLE);
 }
 
 static int rmad_qp_to_rts(struct ib_qp *qp)
@@ -253,12 +291,10 @@ static int rmad_qp_to_rts(struct ib_qp *qp)
 static bool rmad_sends_busy(struct rmad_vport *vp)
 {
 	unsigned long flags;
-	bool busy = false;
-	int i;
+	bool busy;
 
 	spin_lock_irqsave(&vp->lock, flags);
-	for (i = 0; i < RMAD_SQ && !busy; i++)
-		busy = vp->send[i].busy;
+	busy = vp->nfree < RMAD_SQ;
 	spin_unlock_irqrestore(&vp->lock, flags);
 	return busy;
 }
@@ -287,7 +323,7 @@ void rmad_shim_vport_close(struct rmad_vport *vp)
 	rmad_free_slots(vp);
 	if (vp->pd)
 		ib_dealloc_pd(vp->pd);
-	kfree(vp);
+	kvfree(vp);
 }
 
 /* Opens a private UD QP on (dev, port); completions go to Rust with ctx. */
@@ -297,7 +333,8 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 	struct rmad_vport *vp;
 	int i, ret;
 
-	vp = kzalloc(sizeof(*vp), GFP_KERNEL);
+	/* 640 slots: too large to insist on physically contiguous memory. */
+	vp = kvzalloc_obj(*vp);
 	if (!vp)
 		return ERR_PTR(-ENOMEM);
 	vp->dev = dev;
@@ -344,6 +381,7 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 			ret = -ENOMEM;
 			goto err;
 		}
+		vp->free_send[vp->nfree++] = i;
 	}
 	for (i = 0; i < RMAD_RQ; i++) {
 		struct rmad_slot *s = &vp->recv[i];
@@ -374,24 +412,81 @@ err:
 }
 
 /*
+ * The address handle for @attr, with one more user: from the cache, made
+ * and cached at the first transmission to the destination, or (when every
+ * cache entry is in use by another destination) made for this send alone.
+ * The transmit work is the only caller, so the cache's keys and handles
+ * change under no lock; the users counts are shared with send completions.
+ */
+static struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr)
+{
+	struct rmad_ah_entry *e, *free = NULL;
+	unsigned long flags;
+	struct ib_ah *ah;
+	int i;
+
+	spin_lock_irqsave(&vp->lock, flags);
+	for (i = 0; i < RMAD_AH_CACHE; i++) {
+		e = &vp->ahs[i];
+		if (e->ah && !memcmp(&e->attr, attr, sizeof(*attr))) {
+			e->users++;
+			spin_unlock_irqrestore(&vp->lock, flags);
+			return e;
+		}
+		if (!free && (!e->ah || !e->users))
+			free = e;
+	}
+	if (free)
+		free->users++; /* reserved: no send completion destroys it now */
+	spin_unlock_irqrestore(&vp->lock, flags);
+
+	ah = rdma_create_ah(vp->pd, (struct rdma_ah_attr *)attr, RDMA_CREATE_AH_SLEEPABLE);
+	if (IS_ERR(ah)) {
+		if (free) {
+			spin_lock_irqsave(&vp->lock, flags);
+			free->users--;
+			spin_unlock_irqrestore(&vp->lock, flags);
+		}
+		return ERR_CAST(ah);
+	}
+	if (!free) {
+		e = kzalloc_obj(*e);
+		if (!e) {
+			rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+			return ERR_PTR(-ENOMEM);
+		}
+		e->ah = ah;
+		e->users = 1;
+		e->transient = true;
+		return e;
+	}
+	/* An unused entry for another destination is replaced. */
+	if (free->ah)
+		rdma_destroy_ah(free->ah, RDMA_DESTROY_AH_SLEEPABLE);
+	free->ah = ah;
+	free->attr = *attr;
+	return free;
+}
+
+/*
  * Sends one MAD from vp's QP to remote_qpn with the GSI Q_Key. The address is
  * given by its parts: with has_grh, dgid/sgid_index (and, on RoCE, the
  * destination MAC); otherwise dlid and src_path_bits. Called by the port's
- * transmit work only, in process context with no rmad lock held: the address
- * handle is created (and, at the send completion, destroyed) sleepably, which
- * lets the driver allocate with GFP_KERNEL.
+ * transmit work only, in process context with no rmad lock held: an address
+ * handle is made sleepably at the first transmission to a destination and
+ * reused after that. Returns -EBUSY when the send queue is full.
  */
 int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
 			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
 			 u8 has_grh, const u8 *dgid, u8 sgid_index, const u8 *dmac)
 {
 	struct rdma_ah_attr attr = {};
-	struct rmad_slot *s = NULL;
+	struct rmad_ah_entry *e;
+	struct rmad_slot *s;
 	struct ib_ud_wr wr = {};
 	struct ib_sge sge;
 	unsigned long flags;
-	struct ib_ah *ah;
-	int i, ret;
+	int ret;
 
 	if (len > RMAD_MAD_SIZE)
 		return -EINVAL;
@@ -407,32 +502,26 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 	}
 	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
 		ether_addr_copy(attr.roce.dmac, dmac);
-	ah = rdma_create_ah(vp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
-	if (IS_ERR(ah))
-		return PTR_ERR(ah);
 
 	spin_lock_irqsave(&vp->lock, flags);
-	for (i = 0; i < RMAD_SQ; i++) {
-		if (!vp->send[i].busy) {
-			s = &vp->send[i];
-			s->busy = true;
-			break;
-		}
-	}
+	s = vp->nfree ? &vp->send[vp->free_send[--vp->nfree]] : NULL;
 	spin_unlock_irqrestore(&vp->lock, flags);
-	if (!s) {
-		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+	if (!s)
 		return -EBUSY;
+	e = rmad_ah_get(vp, &attr);
+	if (IS_ERR(e)) {
+		rmad_put_slot(s);
+		return PTR_ERR(e);
 	}
+	s->ah = e;
 	memset(s->buf, 0, RMAD_MAD_SIZE);
 	memcpy(s->buf, mad, len);
 	s->dma = ib_dma_map_single(vp->dev, s->buf, RMAD_MAD_SIZE, DMA_TO_DEVICE);
 	if (ib_dma_mapping_error(vp->dev, s->dma)) {
-		ret = -ENOMEM;
-		goto fail;
+		rmad_put_slot(s);
+		return -ENOMEM;
 	}
 	s->wr_id = wr_id;
-	s->ah = ah;
 	sge.addr = s->dma;
 	sge.length = RMAD_MAD_SIZE;
 	sge.lkey = vp->pd->local_dma_lkey;
@@ -441,21 +530,14 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 	wr.wr.num_sge = 1;
 	wr.wr.opcode = IB_WR_SEND;
 	wr.wr.send_flags = IB_SEND_SIGNALED;
-	wr.ah = ah;
+	wr.ah = e->ah;
 	wr.remote_qpn = remote_qpn;
 	wr.remote_qkey = IB_QP1_QKEY;
 	wr.pkey_index = pkey_index;
 	ret = ib_post_send(vp->qp, &wr.wr, NULL);
 	if (ret) {
 		ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
-		goto fail;
+		rmad_put_slot(s);
 	}
-	return 0;
-fail:
-	s->ah = NULL;
-	spin_lock_irqsave(&vp->lock, flags);
-	s->busy = false;
-	spin_unlock_irqrestore(&vp->lock, flags);
-	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 	return ret;
 }

@@ -12,15 +12,32 @@ impl Agent {
     /// `ib_modify_mad` through a handle (0 cancels).
     pub(crate) fn modify(self: &Arc<Self>, h: &SendHandle, timeout_ms: i32) -> Result {
         let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         Self::with_state(&mut g, &h.rec, |g, st| {
             if st.gen != h.gen {
                 return Err(EINVAL);
             }
-            self.apply(g, &h.rec, st, Event::Modify(t))
-                .map(|_| ())
-                .map_err(|_| EINVAL)
+            self.modify_locked(g, &h.rec, st, t)
         })
+    }
+
+    /// Applies a modify (0: cancel) to the outstanding send `rec` and traces it.
+    fn modify_locked(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+        t: u32,
+    ) -> Result {
+        self.apply(g, rec, st, Event::Modify(t))
+            .map_err(|_| EINVAL)?;
+        let ev = if t == 0 {
+            trace::Ev::Cancel
+        } else {
+            trace::Ev::Modify
+        };
+        self.trace_send(ev, st, 0);
+        Ok(())
     }
 
     /// `ib_modify_mad` on whatever post of `rec` is outstanding (the C API, where a buffer
@@ -31,25 +48,25 @@ impl Agent {
         timeout_ms: i32,
     ) -> Result {
         let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         Self::with_state(&mut g, rec, |g, st| {
             if st.facts.state == SendState::Idle {
                 return Err(EINVAL);
             }
-            self.apply(g, rec, st, Event::Modify(t))
-                .map(|_| ())
-                .map_err(|_| EINVAL)
+            self.modify_locked(g, rec, st, t)
         })
     }
 
     /// Cancels every outstanding send of the agent, as `ib_cancel_mad` would one by one: the
-    /// transport under the agent is going away. Each send's handler then reports
+    /// transport under the agent is going away, in batches (see
+    /// [`Agent::apply_to_all`]). Each send's handler then reports
     /// `WR_FLUSH_ERR` exactly once: at once for waiting and queued sends, at their (flushed)
     /// send completion for sends in flight.
     pub(crate) fn cancel_all(self: &Arc<Self>) {
-        let mut g = self.inner.lock();
-        // Already cancelled sends refuse; that is fine.
-        self.apply_to_all(&mut g, &[Q_WAIT, Q_BACKLOG, Q_FLIGHT], Event::Modify(0));
+        // Sends in flight first: once marked, none of them can move to the wait queue behind
+        // the walk (the lock is dropped between batches). Already cancelled sends refuse;
+        // that is fine.
+        self.apply_to_all(&[Q_FLIGHT, Q_WAIT, Q_BACKLOG], Event::Modify(0));
     }
 
     /// Whether the agent sends through `t`.

@@ -86,7 +86,7 @@ impl Agent {
         )?;
         // Count the buffer last, once nothing can fail.
         let token = {
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             if g.dead {
                 return Err(ESHUTDOWN);
             }

@@ -118,9 +118,9 @@ impl Agent {
         });
         let frame: &Frame = &frame;
         // SAFETY: `frame` is pinned on this stack frame and unlinked below before it goes.
-        unsafe { self.inner.lock().frames.link(frame) };
+        unsafe { self.lock().frames.link(frame) };
         let r = f();
-        self.inner.lock().frames.unlink(frame);
+        self.lock().frames.unlink(frame);
         r
     }
 }

@@ -88,7 +88,7 @@ impl Agent {
         };
         if !hdr.is_response() {
             {
-                let mut g = self.inner.lock();
+                let mut g = self.lock();
                 if g.dead {
                     return;
                 }
@@ -100,12 +100,13 @@ impl Agent {
         }
 
         let (handle, inline) = {
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             if g.dead {
                 return;
             }
             let Some(rec) = self.find_send(&g, hdr, &recv) else {
                 g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                self.trace_dropped(hdr);
                 return;
             };
             let r = Self::with_state(&mut g, &rec, |g, st| {
@@ -113,7 +114,7 @@ impl Agent {
                 let o = self.apply(g, &rec, st, Event::Response).ok()?;
                 if o.frees_fc_slot {
                     // The backlog moves before this send's handler runs (mad-spec.md §3.3).
-                    self.dispatch_backlog(g);
+                    self.dispatch_some(g);
                 }
                 if o.recv != Recv::Deliver {
                     return None;
@@ -121,11 +122,13 @@ impl Agent {
                 if was == SendState::SendStart {
                     g.stats.early_responses = g.stats.early_responses.saturating_add(1);
                 }
+                self.trace_send(trace::Ev::ResponseMatched, st, u32::from(hdr.status));
                 g.stats.responses = g.stats.responses.saturating_add(1);
                 Some((st.gen, o.complete.is_some()))
             });
             let Some((gen, inline)) = r else {
                 g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                self.trace_dropped(hdr);
                 return;
             };
             g.in_recv = g.in_recv.saturating_add(1);
@@ -139,9 +142,25 @@ impl Agent {
         self.recv_done();
     }
 
+    /// Traces a response that matched no send that takes one.
+    fn trace_dropped(&self, hdr: &MadHdr) {
+        trace::fire(trace::Ev::ResponseDropped, || trace::Info {
+            dev: self.device_name().as_char_ptr(),
+            tid: hdr.tid,
+            qp_num: if self.qp_type == QpType::Smi { 0 } else { 1 },
+            timeout_ms: 0,
+            retries: 0,
+            attr_id: hdr.attr_id,
+            status: hdr.status,
+            port: self.port,
+            mgmt_class: hdr.mgmt_class,
+            method: hdr.method,
+        });
+    }
+
     /// A receive handler returned.
     pub(super) fn recv_done(&self) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         g.in_recv = g.in_recv.saturating_sub(1);
         if g.dead {
             self.idle.notify_all();

@@ -27,29 +27,77 @@ impl Agent {
                 gen: st.gen,
             },
         )?;
-        g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        if !self.transport.queues_transmissions() {
+            g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        }
         Ok(())
+    }
+
+    /// After a successful [`Agent::transmit`]: traces the hand-over if the transport did it
+    /// at once (otherwise [`Agent::handed_over`] does, later).
+    pub(super) fn trace_sent(&self, st: &RecordState) {
+        if !self.transport.queues_transmissions() {
+            self.trace_send(trace::Ev::SendToDevice, st, 0);
+        }
+    }
+
+    /// The transport handed a transmission of `rec` to its device (transports that queue
+    /// transmissions report them here, from outside the agent's lock).
+    pub(crate) fn handed_over(rec: &SendRecord) {
+        let this = &rec.agent;
+        let mut g = this.lock();
+        g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        this.trace_send(trace::Ev::SendToDevice, rec.state.access(&g), 0);
+    }
+
+    /// Fires trace event `ev` for the send whose state is `st`, with `status`.
+    pub(super) fn trace_send(&self, ev: trace::Ev, st: &RecordState, status: u32) {
+        trace::fire(ev, || trace::Info {
+            dev: self.device_name().as_char_ptr(),
+            tid: st.tid,
+            qp_num: if self.qp_type == QpType::Smi { 0 } else { 1 },
+            timeout_ms: st.facts.timeout_ms,
+            retries: st
+                .body
+                .as_ref()
+                .map_or(0, |b| u32::try_from(b.retries).unwrap_or(0)),
+            attr_id: st.attr_id,
+            status: u16::try_from(status).unwrap_or(u16::MAX),
+            port: self.port,
+            mgmt_class: st.class,
+            method: st.method,
+        });
+    }
+
+    /// The name of the device the agent sends through.
+    pub(crate) fn device_name(&self) -> &CStr {
+        self.transport.name()
     }
 
     /// Moves backlog heads to the transport while the flow-control limit allows
     /// (`process_backlog_mads`, mad-spec.md §3.3).
-    pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner) {
-        loop {
-            if g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
-                return;
+    /// At most `max` sends move; returns whether more could (the caller takes the lock again
+    /// for the next batch). A dead agent dispatches nothing: unregistration flushes its backlog.
+    pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner, max: u32) -> bool {
+        for _ in 0..max {
+            if g.dead || g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
+                return false;
             }
             let Some(rec) = first_in(&g.queues, Q_BACKLOG) else {
-                return;
+                return false;
             };
             Self::with_state(g, &rec, |g, st| {
-                if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok()
-                    && self.transmit(g, &rec, st).is_err()
-                {
-                    let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
-                    st.status = Some((WcStatus::LocQpOpErr, 0));
+                if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok() {
+                    if self.transmit(g, &rec, st).is_ok() {
+                        self.trace_sent(st);
+                    } else {
+                        let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
+                        st.status = Some((WcStatus::LocQpOpErr, 0));
+                    }
                 }
             });
         }
+        true
     }
 
     /// `ib_post_send_mad` for one buffer. On success the engine owns the buffer until the send
@@ -150,7 +198,7 @@ impl Agent {
         let fc = state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active);
 
         let SendBuf { rec, mut body } = buf;
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         if g.dead {
             drop(g);
             return fail(ESHUTDOWN, SendBuf { rec, body });
@@ -165,6 +213,8 @@ impl Agent {
             st.gen = st.gen.wrapping_add(1);
             st.tid = hdr.tid;
             st.class = hdr.mgmt_class;
+            st.method = hdr.method;
+            st.attr_id = hdr.attr_id;
             st.is_response = hdr.is_response();
             st.ah = body.ah;
             st.status = None;
@@ -201,6 +251,10 @@ impl Agent {
             }
             g.outstanding = g.outstanding.saturating_add(1);
             g.stats.posted = g.stats.posted.saturating_add(1);
+            self.trace_send(trace::Ev::Post, st, 0);
+            if transmit {
+                self.trace_sent(st);
+            }
             Ok(Some(st.gen))
         });
         drop(g);

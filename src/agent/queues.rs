@@ -10,16 +10,33 @@ use super::*;
 
 impl Agent {
     /// Applies `ev` once to every send in the queues `qs`, queue by queue in the order given
-    /// and in list order within each; refusals are ignored. Each send is visited once, even
-    /// when `ev` moves it to a later queue or leaves it where it is.
-    pub(super) fn apply_to_all(self: &Arc<Self>, g: &mut AgentInner, qs: &[u8], ev: Event) {
+    /// and in key order within each; refusals are ignored. Each send present when its queue is
+    /// reached is visited once, even when `ev` moves it to a later queue or leaves it where it
+    /// is. The lock is taken for at most [`BATCH`] sends at a time, so interrupts are never off
+    /// for longer than a batch takes, whatever the number of sends. Process context only.
+    pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[u8], ev: Event) {
         for &q in qs {
             let mut bound = (q, i64::MIN, 0);
-            while let Some((k, rec)) = first_entry_from(&g.queues, bound, q) {
-                Self::with_state(g, &rec, |g, st| {
-                    let _ = self.apply(g, &rec, st, ev);
-                });
-                bound = (k.0, k.1, k.2.saturating_add(1));
+            let mut more = true;
+            while more {
+                let mut g = self.lock();
+                let mut n = 0u32;
+                more = false;
+                while let Some((k, rec)) = first_entry_from(&g.queues, bound, q) {
+                    if n == BATCH {
+                        more = true;
+                        break;
+                    }
+                    Self::with_state(&mut g, &rec, |g, st| {
+                        let _ = self.apply(g, &rec, st, ev);
+                    });
+                    bound = (k.0, k.1, k.2.saturating_add(1));
+                    n = n.saturating_add(1);
+                }
+                hold::note_batch(n);
+                if more {
+                    wq::cond_resched();
+                }
             }
         }
     }

@@ -17,7 +17,7 @@ impl Agent {
     pub(crate) fn unregister(self: &Arc<Self>) -> Result {
         let me = frames::current_task();
         {
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             if g.frames.contains(me) {
                 drop(g);
                 pr_warn!("unregister called from a handler of the same agent\n");
@@ -27,26 +27,31 @@ impl Agent {
                 return Err(EINVAL);
             }
             g.dead = true;
-            // Waiting, cancelled and queued sends are flushed now (T25), in the C layer's list
-            // order; sends in flight are marked and flushed at their send completion (T24).
-            self.apply_to_all(
-                &mut g,
-                &[Q_CANCEL, Q_WAIT, Q_BACKLOG, Q_FLIGHT],
-                Event::Unregister,
-            );
         }
+        // Sends in flight are marked and flushed at their send completion (T24); waiting,
+        // cancelled and queued sends are flushed now (T25), in the C layer's list order. In
+        // batches: marking the sends in flight first means that none can move behind the walk
+        // into the wait queue (a dead agent neither retries nor dispatches its backlog).
+        self.apply_to_all(&[Q_FLIGHT, Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
         self.engine.unpublish(self.hi_tid);
         wq::disable_sync::<Agent, 0>(self);
         loop {
             self.deliver_due();
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             if first_in(&g.queues, Q_DONE).is_some() {
+                continue;
+            }
+            // A send cancelled between two batches lands in the cancel queue, which the timer
+            // no longer serves: flush it here.
+            if first_in(&g.queues, Q_CANCEL).is_some() || first_in(&g.queues, Q_WAIT).is_some() {
+                drop(g);
+                self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
                 continue;
             }
             if g.outstanding == 0 && g.buffers == 0 && g.in_recv == 0 {
                 return Ok(());
             }
-            self.idle.wait(&mut g);
+            g.wait(&self.idle);
         }
     }
 }

@@ -140,11 +140,14 @@ impl VerbsPort {
                 self.txq.lock().push_front(tx);
                 return;
             }
+            // The send completion may free `tx` as soon as the device has it.
+            let rec = tx.rec.clone();
             let wr_id = ListArc::into_raw(tx);
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
             // this work before it closes the shim's port. `wr_id` points to a live `Tx`.
             let r = unsafe { self.send_raw(vp, &*wr_id, wr_id) };
             if r == 0 {
+                Agent::handed_over(&rec);
                 continue;
             }
             // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.

@@ -205,3 +205,25 @@ control_leak() {
 		return 1
 	}
 }
+
+# The rmad trace events of requester port 1 of lb0 for TID $1, as
+# "event:status ...", must be exactly $2.
+trace_sequence_is() {
+	got="$(grep " dev=loopback port=1 .* tid=$1 " /sys/kernel/debug/tracing/trace |
+		sed 's/.* \(rmad_[a-z_]*\): .* status=\([0-9]*\) .*/\1:\2/' | tr '\n' ' ')"
+	[ "$got" = "$2 " ] || {
+		echo "events: $got; expected: $2"
+		return 1
+	}
+}
+
+# Runs the traced sends (src/trace_check.rs) with the rmad events enabled.
+trace_run() {
+	t=/sys/kernel/debug/tracing
+	echo >$t/trace
+	echo 1 >$t/events/rmad/enable
+	stress trace
+	echo 0 >$t/events/rmad/enable
+	grep -q "^tids .* ok$" /sys/kernel/debug/rmad/stress
+}
+

@@ -6,7 +6,8 @@
 #
 #  1. the test flavour of rmad (its KUnit suites run inside insmod), on rxe0;
 #  2. the stress driver: loopback, loopback with failslab, rxe0 with the
-#     device deleted under load, and a million create/free cycles;
+#     device deleted under load, and a million create/free cycles; then
+#     100 000 simultaneous timeouts (rmad_scale);
 #  3. the production module users install, with the two sample clients;
 #  4. device removal and unload with sends outstanding;
 #  5. kmemleak: nothing left behind;
@@ -39,7 +40,18 @@ done
 # 2. Stress with exactly-once accounting (the stress driver reports KTAP).
 if [ -z "$filter" ]; then
 	stress_runs 5 "$RMAD_HANDLE_CYCLES"
+	# 100 000 sends time out together, 5 000 are cancelled at once, 5 000 flushed by
+	# unregistration: each exactly once, at most one batch of sends per lock hold.
+	stress "scale 100000"
+	emit_stress
 fi
+# Tracepoints: the exact event sequences of a post → response and a post → cancel.
+vm_case trace_sends_completed trace_run
+tids="$(sed -n 's/^tids \([^ ]*\) \([^ ]*\) .*/\1 \2/p' /sys/kernel/debug/rmad/stress)"
+vm_case trace_post_response_sequence trace_sequence_is "${tids% *}" \
+	"rmad_post:0 rmad_send_to_device:0 rmad_send_completion:0 rmad_response_matched:0 rmad_send_handler:0"
+vm_case trace_post_cancel_sequence trace_sequence_is "${tids#* }" \
+	"rmad_post:0 rmad_send_to_device:0 rmad_send_completion:0 rmad_cancel:0 rmad_send_handler:5"
 vm_case rmmod_rmad rmmod rmad
 vm_case no_rmad_after_rmmod sh -c '! grep -q "^rmad " /proc/modules'
 emit_vm_suite rmad_vm >"$RESULTS"
@@ -60,12 +72,16 @@ for lang in c rust; do
 	vm_case "sample_${lang}_reports_pass" sh -c "dmesg | grep -q 'rmad_sample_$lang: PASS'"
 	vm_case "rmmod_sample_$lang" rmmod "rmad_sample_$lang"
 done
+vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 
 # 4. Device removal with sends outstanding: every send completes once, flushed.
 vm_case removal_insmod_probe insmod /modules/test/rmad.ko rxe_probe=8
-vm_case debugfs_shows_outstanding sh -c 'grep -q "outstanding 8 posted 8" /sys/kernel/debug/rmad/agents'
+# The line names the device and port; "sent" counts what the device took.
+vm_case debugfs_shows_outstanding sh -c 'for i in $(seq 100); do
+	grep -q "^device rxe0 port 1 hi_tid 0x[0-9a-f]* outstanding 8 posted 8 sent 8 " \
+		/sys/kernel/debug/rmad/agents && exit 0; sleep 0.2; done; cat /sys/kernel/debug/rmad/agents; exit 1'
 vm_case removal_rdma_link_delete rdma link delete rxe0
 sleep 1
 vm_case removal_rmmod rmmod rmad

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The agent's lock, and (in the test flavour) how long each hold of it kept interrupts off.
+//!
+//! [`Agent::inner`] is a `SpinLockIrq`: while it is held, interrupts are off on that CPU. Work
+//! that touches many sends therefore takes it for a bounded batch at a time (see
+//! [`BATCH`]). Every hold goes through [`Agent::lock`], so that the test flavour can measure
+//! the longest one (`make bench` reports it) and count the sends processed per hold (the
+//! KUnit suite `rmad_batching` asserts the bound).
+
+use super::*;
+#[cfg(rmad_test)]
+use kernel::sync::atomic::{
+    Atomic,
+    Relaxed, //
+};
+use kernel::sync::lock::spinlock::SpinLockIrqGuard;
+
+/// The most sends that one hold of an agent's lock processes in work that touches many sends
+/// (timeouts, cancellations, handler delivery, cancel-all, unregistration), like the C layer's
+/// per-item unlocking but without a lock round trip per send.
+pub(crate) const BATCH: u32 = 32;
+
+/// [`BATCH`] as an array length.
+pub(super) const BATCH_USIZE: usize = 32;
+
+const _: () = assert!(BATCH as usize == BATCH_USIZE);
+
+/// A hold of an agent's lock (interrupts off).
+pub(crate) struct Held<'a> {
+    g: SpinLockIrqGuard<'a, AgentInner>,
+    /// When the hold began.
+    #[cfg(rmad_test)]
+    since: Instant<Monotonic>,
+}
+
+impl Agent {
+    /// Takes the agent's lock.
+    pub(crate) fn lock(&self) -> Held<'_> {
+        let g = self.inner.lock();
+        Held {
+            g,
+            #[cfg(rmad_test)]
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Held<'_> {
+    /// Waits on `cv`, releasing the lock meanwhile (the wait is not part of the hold).
+    pub(super) fn wait(&mut self, cv: &CondVar) {
+        self.record();
+        cv.wait(&mut self.g);
+        #[cfg(rmad_test)]
+        {
+            self.since = Instant::now();
+        }
+    }
+
+    /// Records the hold so far (test flavour only).
+    fn record(&self) {
+        #[cfg(rmad_test)]
+        note_hold(self.since.elapsed().as_nanos());
+    }
+}
+
+impl core::ops::Deref for Held<'_> {
+    type Target = AgentInner;
+
+    fn deref(&self) -> &AgentInner {
+        &self.g
+    }
+}
+
+impl core::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut AgentInner {
+        &mut self.g
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.record();
+    }
+}
+
+/// The longest hold of any agent's lock since [`irqoff_max_ns_take`] last ran, in ns.
+#[cfg(rmad_test)]
+static MAX_HOLD_NS: Atomic<i64> = Atomic::new(0);
+
+/// The most sends processed in one hold since [`batch_max_take`] last ran.
+#[cfg(rmad_test)]
+static MAX_BATCH: Atomic<i64> = Atomic::new(0);
+
+/// Raises `max` to `v`.
+#[cfg(rmad_test)]
+fn raise(max: &Atomic<i64>, v: i64) {
+    let mut cur = max.load(Relaxed);
+    while v > cur {
+        match max.cmpxchg(cur, v, Relaxed) {
+            Ok(_) => return,
+            Err(seen) => cur = seen,
+        }
+    }
+}
+
+/// Records one hold of `ns` nanoseconds.
+#[cfg(rmad_test)]
+fn note_hold(ns: i64) {
+    raise(&MAX_HOLD_NS, ns);
+}
+
+/// Records that one hold processed `n` sends (test flavour; nothing in production).
+pub(super) fn note_batch(n: u32) {
+    #[cfg(rmad_test)]
+    raise(&MAX_BATCH, i64::from(n));
+    #[cfg(not(rmad_test))]
+    let _ = n;
+}
+
+/// The longest interrupts-off hold of any agent's lock since the previous call, in
+/// nanoseconds; resets the measurement.
+#[cfg(rmad_test)]
+pub(crate) fn irqoff_max_ns_take() -> i64 {
+    MAX_HOLD_NS.xchg(0, Relaxed)
+}
+
+/// The most sends that one hold processed since the previous call; resets the count.
+#[cfg(rmad_test)]
+pub(crate) fn batch_max_take() -> i64 {
+    MAX_BATCH.xchg(0, Relaxed)
+}
