@@ -12,6 +12,7 @@
 
 use crate::{
     agent::{
+        irqoff_max_ns_take,
         Agent,
         RecvHandler,
         SendHandler, //
@@ -524,12 +525,11 @@ unsafe extern "C" fn rmad_bench_rust_close(p: *mut c_void) {
     unsafe { state(p) }.close();
 }
 
-/// Driver operation: the longest interrupts-off hold of an rmad agent lock since the last
-/// call, in ns, or -1 when it cannot be measured.
+/// Driver operation: the longest interrupts-off hold of any rmad agent lock since the last
+/// call, in ns (and resets it).
 #[no_mangle]
 extern "C" fn rmad_bench_rust_irqoff_take() -> i64 {
-    // TODO: crate::agent::irqoff_max_ns_take() once it is on this branch.
-    -1
+    irqoff_max_ns_take()
 }
 
 /// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`

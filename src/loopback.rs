@@ -214,6 +214,12 @@ impl Fabric {
         self.inner.lock().cq.len()
     }
 
+    /// Whether nothing is queued, overflowing or being processed.
+    pub(crate) fn is_idle(&self) -> bool {
+        let g = self.inner.lock();
+        g.cq.is_empty() && g.overflow.is_empty() && !g.busy
+    }
+
     /// Lets the next `n` held events be processed.
     pub(crate) fn release(self: &Arc<Self>, n: usize) {
         let mut g = self.inner.lock();
