@@ -137,8 +137,8 @@ pub(crate) struct RustBench {
     reqs: KVec<Option<SendBuf>>,
     /// The markers, until posted.
     markers: KVec<Option<SendBuf>>,
-    /// The next marker to post.
-    next_marker: usize,
+    /// Markers posted so far, from the agent and from the gate agent.
+    markers_posted: [usize; 2],
     /// The gate's send, until posted.
     gate_buf: Option<SendBuf>,
     /// The gate's handle, once posted.
@@ -157,7 +157,7 @@ impl RustBench {
             handles: KVec::new(),
             reqs: KVec::new(),
             markers: KVec::new(),
-            next_marker: 0,
+            markers_posted: [0; 2],
             gate_buf: None,
             gate_handle: None,
         }
@@ -305,12 +305,14 @@ impl RustBench {
 
     /// Posts the next marker, from the gate agent if `gate`.
     fn post_marker(&mut self, gate: bool) -> Result {
-        let k = if gate {
-            self.next_marker | 1
-        } else {
-            self.next_marker & !1
-        };
-        self.next_marker = (k | 1).checked_add(1).ok_or(EINVAL)?;
+        // Markers 0, 2, ... are the agent's; 1, 3, ... the gate agent's.
+        let which = usize::from(gate);
+        let count = self.markers_posted.get_mut(which).ok_or(EINVAL)?;
+        let k = count
+            .checked_mul(2)
+            .and_then(|k| k.checked_add(which))
+            .ok_or(EINVAL)?;
+        *count = count.checked_add(1).ok_or(EINVAL)?;
         let slot = self.markers.get_mut(k).ok_or(ENOSPC)?;
         let buf = slot.take().ok_or(ENOSPC)?;
         match Agent::post(buf) {
@@ -349,7 +351,7 @@ impl RustBench {
         self.bufs = KVec::new();
         self.reqs = KVec::new();
         self.markers = KVec::new();
-        self.next_marker = 0;
+        self.markers_posted = [0; 2];
         self.gate_buf = None;
         self.gate_handle = None;
         for a in [self.agent.take(), self.gate_agent.take()]

@@ -361,6 +361,7 @@ struct bench_ops {
 	s64 (*irqoff_take)(void);
 };
 
+/* Markers per round: two on the agent, one on the gate agent (even and odd indexes). */
 #define BENCH_MARKERS 4
 
 /* The C MAD layer. */
@@ -370,9 +371,10 @@ struct c_impl {
 	struct rmad_bench_round *r;
 	struct ib_mad_agent *agent, *gate_agent;
 	struct ib_ah *ah, *ah_silent, *gate_ah;
-	u32 n, nreq, next_marker;
+	u32 n, nreq, markers_posted[2];
 	struct ib_mad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
 	u8 *posted;		/* per silent send */
+	bool gate_posted;
 };
 
 static void c_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
@@ -553,23 +555,23 @@ static int c_post_req(void *p, u32 j)
 	return ret;
 }
 
-/* Markers 0 and 2 are the agent's, 1 and 3 the gate agent's. */
+/* Markers 0, 2, ... are the agent's; 1, 3, ... the gate agent's. */
+static u32 marker_index(u32 *posted, int gate)
+{
+	return 2 * posted[!!gate]++ + !!gate;
+}
+
 static int c_post_marker(void *p, int gate)
 {
 	struct c_impl *c = p;
-	u32 k = c->next_marker;
+	u32 k = marker_index(c->markers_posted, gate);
 	int ret;
 
-	if (gate)
-		k |= 1;
-	else
-		k &= ~1u;
 	if (k >= BENCH_MARKERS || !c->markers[k])
 		return -ENOSPC;
 	ret = ib_post_send_mad(c->markers[k], NULL);
 	if (!ret)
 		c->markers[k] = NULL;
-	c->next_marker = (k | 1) + 1;
 	return ret;
 }
 
@@ -578,6 +580,8 @@ static int c_post_gate(void *p)
 	struct c_impl *c = p;
 	int ret = ib_post_send_mad(c->gate_buf, NULL);
 
+	if (!ret)
+		c->gate_posted = true;
 	return ret;
 }
 
@@ -607,11 +611,9 @@ static void c_close(void *p)
 	for (i = 0; i < BENCH_MARKERS; i++)
 		if (c->markers[i])
 			ib_free_send_mad(c->markers[i]);
-	/* A gate buffer still set was never posted (c_cancel_gate clears it). */
-	if (c->gate_buf && c->gate_agent) {
-		ib_cancel_mad(c->gate_buf);
+	/* A posted gate buffer goes with the unregistration's flush. */
+	if (c->gate_buf && !c->gate_posted)
 		ib_free_send_mad(c->gate_buf);
-	}
 	if (c->agent)
 		ib_unregister_mad_agent(c->agent);
 	if (c->gate_agent)
@@ -655,7 +657,7 @@ struct capi_impl {
 	struct rmad_bench_round *r;
 	struct rmad_agent *agent, *gate_agent;
 	struct rmad_ah ah, ah_silent;
-	u32 n, nreq, next_marker;
+	u32 n, nreq, markers_posted[2];
 	struct rmad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
 	u8 *posted;
 };
@@ -815,19 +817,14 @@ static int capi_post_req(void *p, u32 j)
 static int capi_post_marker(void *p, int gate)
 {
 	struct capi_impl *c = p;
-	u32 k = c->next_marker;
+	u32 k = marker_index(c->markers_posted, gate);
 	int ret;
 
-	if (gate)
-		k |= 1;
-	else
-		k &= ~1u;
 	if (k >= BENCH_MARKERS || !c->markers[k])
 		return -ENOSPC;
 	ret = rmad_post_send_mad(c->markers[k], NULL);
 	if (!ret)
 		c->markers[k] = NULL;
-	c->next_marker = (k | 1) + 1;
 	return ret;
 }
 
