@@ -56,7 +56,7 @@ const SILENT_GID: Gid = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
 /// Timeout of sends that wait for a response nobody gives (10 minutes).
 const LONG_MS: i32 = 600_000;
 /// Round trips timed per round (at most).
-const RTT_SAMPLE: u32 = 100;
+const RTT_SAMPLE: u32 = 50;
 /// Markers (timeout-0 sends) per round: even ones on the agent, odd ones on the gate agent.
 const MARKERS: usize = 4;
 

@@ -984,7 +984,7 @@ static u32 resp_wait_for(u32 target, unsigned int ms)
  *             0, same queue) completed: all n were handed to the device;
  *   memory    slab growth across creating and posting the n sends, per send;
  *   modify    s random sends to the same timeout again, ns per call;
- *   match     m GETs the responder holds the answers to, released at once:
+ *   match     m (s / 5) GETs the responder holds the answers to, released at once:
  *             ns per response from the release until all m were delivered
  *             to the receive handler;
  *   rtt       q GETs one at a time, from the post until the send handler;
@@ -999,7 +999,9 @@ static u32 resp_wait_for(u32 target, unsigned int ms)
 static int bench_round(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
 {
 	struct rmad_bench_round *r;
-	u32 n = cfg->n, s = min(cfg->n, cfg->sample), m = s, q = min(cfg->n, cfg->rtt_sample);
+	u32 n = cfg->n, s = min(cfg->n, cfg->sample), q = min(cfg->n, cfg->rtt_sample);
+	/* A response costs a trip through the device: a fifth of the sample is enough. */
+	u32 m = min(cfg->n, max(cfg->sample / 5, 1u));
 	u64 t0, t, slab0, last, rtt = 0;
 	u8 *flags = NULL;
 	u32 i, k, held;
@@ -1270,8 +1272,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 	ret = resp_start(bench_dev, min(n, sample));
 	if (ret)
 		goto out;
-	pr_info("bench: n=%u, %u repetitions, sample %u, round trips %u\n", n, reps,
-		min(n, sample), min(n, rtt_sample));
+	pr_info("bench: n=%u, %u repetitions, sample %u (responses %u), round trips %u\n", n,
+		reps, min(n, sample), min(n, max(sample / 5, 1u)), min(n, rtt_sample));
 	for (rep = 0; rep < reps; rep++) {
 		const struct bench_ops *ops[3] = { &c_ops, &rust_ops, &capi_ops };
 		void *priv[3] = { cimpl, rust, capi };
