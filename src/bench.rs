@@ -25,7 +25,10 @@ use crate::{
         SendCompletion,
         SendHandle, //
     },
-    testing::register_gsi,
+    testing::{
+        register_gsi,
+        sleep_ms, //
+    },
     transport::{
         RecvMad,
         Transport, //
@@ -40,7 +43,11 @@ use core::ffi::c_void;
 use kernel::{
     ffi::c_int,
     prelude::*,
-    sync::Arc, //
+    sync::Arc,
+    time::{
+        Instant,
+        Monotonic, //
+    },
 };
 
 /// Management class of every benchmark MAD: vendor range 1, which neither ib_core nor rxe
@@ -57,6 +64,8 @@ const SILENT_GID: Gid = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
 const LONG_MS: i32 = 600_000;
 /// Round trips timed per round (at most).
 const RTT_SAMPLE: u32 = 50;
+/// Longest wait for the device to take a round's sends.
+const WAIT_SENT_MS: i64 = 600_000;
 /// Markers (timeout-0 sends) per round: even ones on the agent, odd ones on the gate agent.
 const MARKERS: usize = 4;
 
@@ -248,11 +257,11 @@ impl RustBench {
         Ok(())
     }
 
-    /// Creates the silent sends.
-    fn create(&mut self) -> Result {
+    /// Creates the silent sends, with `timeout_ms`.
+    fn create(&mut self, timeout_ms: i32) -> Result {
         let a = self.agent.clone().ok_or(EINVAL)?;
         for i in 0..self.n {
-            let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_SILENT)?;
+            let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT)?;
             self.bufs.push(Some(b), GFP_KERNEL)?;
             self.handles.push(None, GFP_KERNEL)?;
         }
@@ -275,14 +284,6 @@ impl RustBench {
                 Err(e.err)
             }
         }
-    }
-
-    /// Creates silent send `i` again (its last post completed) and posts it.
-    fn repost(&mut self, i: usize) -> Result {
-        let a = self.agent.clone().ok_or(EINVAL)?;
-        let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_SILENT)?;
-        *self.bufs.get_mut(i).ok_or(EINVAL)? = Some(b);
-        self.post(i)
     }
 
     /// The handle of silent send `i`.
@@ -400,15 +401,51 @@ unsafe extern "C" fn rmad_bench_rust_open(
     code(unsafe { state(p) }.open(round, n, nreq))
 }
 
-/// Driver operation: creates the silent sends.
+/// Driver operation: creates the silent sends, with `timeout_ms`.
 ///
 /// # Safety
 ///
 /// As [`state`].
 #[no_mangle]
-unsafe extern "C" fn rmad_bench_rust_create(p: *mut c_void) -> c_int {
+unsafe extern "C" fn rmad_bench_rust_create(p: *mut c_void, timeout_ms: c_int) -> c_int {
     // SAFETY: As the caller guarantees.
-    code(unsafe { state(p) }.create())
+    code(unsafe { state(p) }.create(timeout_ms))
+}
+
+/// Waits (at most [`WAIT_SENT_MS`]) until the device has taken `n` sends of `a`.
+fn wait_sent(a: &Agent, n: u32) -> Result {
+    let start = Instant::<Monotonic>::now();
+    while a.stats().transmitted < u64::from(n) {
+        if start.elapsed().as_millis() > WAIT_SENT_MS {
+            return Err(ETIMEDOUT);
+        }
+        sleep_ms(5);
+    }
+    Ok(())
+}
+
+/// Driver operation: waits until the device has taken the silent sends.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_wait_sent_p(p: *mut c_void) -> c_int {
+    // SAFETY: As the caller guarantees.
+    let s = unsafe { state(p) };
+    let n = u32::try_from(s.n).unwrap_or(u32::MAX);
+    code(s.agent.as_ref().ok_or(EINVAL).and_then(|a| wait_sent(a, n)))
+}
+
+/// Waits until the device has taken `n` sends of the agent on `rxe0` with `hi_tid` (an agent
+/// of the C API).
+#[no_mangle]
+extern "C" fn rmad_bench_rust_wait_sent(hi_tid: u32, n: u32) -> c_int {
+    let found = verbs::verbs_engine()
+        .ok_or(ENODEV)
+        .and_then(|e| e.agents())
+        .and_then(|v| v.into_iter().find(|a| a.hi_tid == hi_tid).ok_or(ENOENT));
+    code(found.and_then(|a| wait_sent(&a, n)))
 }
 
 /// Driver operation: posts silent send `i`.
@@ -423,20 +460,6 @@ unsafe extern "C" fn rmad_bench_rust_post(p: *mut c_void, i: u32) -> c_int {
     };
     // SAFETY: As the caller guarantees.
     code(unsafe { state(p) }.post(i))
-}
-
-/// Driver operation: creates silent send `i` again and posts it.
-///
-/// # Safety
-///
-/// As [`state`].
-#[no_mangle]
-unsafe extern "C" fn rmad_bench_rust_repost(p: *mut c_void, i: u32) -> c_int {
-    let Ok(i) = usize::try_from(i) else {
-        return EINVAL.to_errno();
-    };
-    // SAFETY: As the caller guarantees.
-    code(unsafe { state(p) }.repost(i))
 }
 
 /// Driver operation: modifies silent send `i` to `ms` (`ib_modify_mad`).

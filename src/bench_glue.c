@@ -343,11 +343,11 @@ struct bench_ops {
 	const char *name;
 	/* Registers the agents; creates @nreq requests and the markers. */
 	int (*open)(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
-	/* Creates the n silent sends (timeout BENCH_LONG_MS, no retries). */
-	int (*create)(void *p);
+	/* Creates the n silent sends (timeout @timeout_ms, no retries). */
+	int (*create)(void *p, int timeout_ms);
 	int (*post)(void *p, u32 i);
-	/* Creates silent send @i again (the last one completed) and posts it. */
-	int (*repost)(void *p, u32 i);
+	/* Waits until the device has taken the n silent sends. */
+	int (*wait_sent)(void *p);
 	int (*modify)(void *p, u32 i, int ms);
 	int (*cancel)(void *p, u32 i);
 	int (*post_req)(void *p, u32 j);
@@ -359,6 +359,12 @@ struct bench_ops {
 	void (*close)(void *p);
 	/* The longest interrupts-off hold since the last call, or -1. */
 	s64 (*irqoff_take)(void);
+	/*
+	 * Cancel what is outstanding before closing: rmad's unregistration of an
+	 * agent with more than a batch of sends outstanding yields with the
+	 * agent's lock held (reported; agent/queues.rs apply_to_all).
+	 */
+	bool cancel_before_close;
 };
 
 /* Markers per round: two on the agent, one on the gate agent (even and odd indexes). */
@@ -492,32 +498,18 @@ fail:
 	return -ENOMEM;
 }
 
-static int c_create(void *p)
+static int c_create(void *p, int timeout_ms)
 {
 	struct c_impl *c = p;
 	u32 i;
 
 	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+		c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, timeout_ms,
 				   KIND_SILENT);
 		if (!c->bufs[i])
 			return -ENOMEM;
 	}
 	return 0;
-}
-
-static int c_post(void *p, u32 i);
-
-static int c_repost(void *p, u32 i)
-{
-	struct c_impl *c = p;
-
-	c->posted[i] = 0;
-	c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
-			   KIND_SILENT);
-	if (!c->bufs[i])
-		return -ENOMEM;
-	return c_post(p, i);
 }
 
 static int c_post(void *p, u32 i)
@@ -573,6 +565,18 @@ static int c_post_marker(void *p, int gate)
 	if (!ret)
 		c->markers[k] = NULL;
 	return ret;
+}
+
+/* The C layer's send completions are in order: a marker posted last completes last. */
+static int c_wait_sent(void *p)
+{
+	struct c_impl *c = p;
+	struct bench_ctr *m = &c->r->marker;
+	int ret;
+
+	ctr_expect(m, atomic_read(&m->hits) + 1);
+	ret = c_post_marker(p, 0);
+	return ret ?: ctr_wait(m);
 }
 
 static int c_post_gate(void *p)
@@ -640,7 +644,7 @@ static const struct bench_ops c_ops = {
 	.open = c_open,
 	.create = c_create,
 	.post = c_post,
-	.repost = c_repost,
+	.wait_sent = c_wait_sent,
 	.modify = c_modify,
 	.cancel = c_cancel,
 	.post_req = c_post_req,
@@ -752,32 +756,18 @@ fail:
 	return -ENOMEM;
 }
 
-static int capi_create(void *p)
+static int capi_create(void *p, int timeout_ms)
 {
 	struct capi_impl *c = p;
 	u32 i;
 
 	for (i = 0; i < c->n; i++) {
 		c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND,
-				      BENCH_LONG_MS, KIND_SILENT);
+				      timeout_ms, KIND_SILENT);
 		if (!c->bufs[i])
 			return -ENOMEM;
 	}
 	return 0;
-}
-
-static int capi_post(void *p, u32 i);
-
-static int capi_repost(void *p, u32 i)
-{
-	struct capi_impl *c = p;
-
-	c->posted[i] = 0;
-	c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
-			      KIND_SILENT);
-	if (!c->bufs[i])
-		return -ENOMEM;
-	return capi_post(p, i);
 }
 
 static int capi_post(void *p, u32 i)
@@ -788,6 +778,14 @@ static int capi_post(void *p, u32 i)
 	if (!ret)
 		c->posted[i] = 1;
 	return ret;
+}
+
+/* rmad counts what the device took (its markers may wait behind the held queue). */
+static int capi_wait_sent(void *p)
+{
+	struct capi_impl *c = p;
+
+	return rmad_bench_rust_wait_sent(rmad_agent_hi_tid(c->agent), c->n);
 }
 
 static int capi_modify(void *p, u32 i, int ms)
@@ -878,7 +876,7 @@ static const struct bench_ops rust_ops = {
 	.open = rmad_bench_rust_open,
 	.create = rmad_bench_rust_create,
 	.post = rmad_bench_rust_post,
-	.repost = rmad_bench_rust_repost,
+	.wait_sent = rmad_bench_rust_wait_sent_p,
 	.modify = rmad_bench_rust_modify,
 	.cancel = rmad_bench_rust_cancel,
 	.post_req = rmad_bench_rust_post_req,
@@ -887,6 +885,7 @@ static const struct bench_ops rust_ops = {
 	.cancel_gate = rmad_bench_rust_cancel_gate,
 	.close = rmad_bench_rust_close,
 	.irqoff_take = rmad_bench_rust_irqoff_take,
+	.cancel_before_close = true,
 };
 
 static const struct bench_ops capi_ops = {
@@ -894,7 +893,7 @@ static const struct bench_ops capi_ops = {
 	.open = capi_open,
 	.create = capi_create,
 	.post = capi_post,
-	.repost = capi_repost,
+	.wait_sent = capi_wait_sent,
 	.modify = capi_modify,
 	.cancel = capi_cancel,
 	.post_req = capi_post_req,
@@ -903,6 +902,7 @@ static const struct bench_ops capi_ops = {
 	.cancel_gate = capi_cancel_gate,
 	.close = capi_close,
 	.irqoff_take = rmad_bench_rust_irqoff_take,
+	.cancel_before_close = true,
 };
 
 /* The driver. */
@@ -972,54 +972,40 @@ static u32 resp_wait_for(u32 target, unsigned int ms)
 	return held;
 }
 
-/* Per-send flags of a round: what happened to the send. */
-#define F_MODIFIED 1
-#define F_REPOSTED 2
-
 /*
- * One round with n sends outstanding, for one implementation:
+ * Round A, with n sends outstanding, for one implementation:
  *
  *   post      n sends (unanswered, timeout 10 min), ns per post call;
  *   settle    from the first post until a marker posted after them (timeout
  *             0, same queue) completed: all n were handed to the device;
  *   memory    slab growth across creating and posting the n sends, per send;
  *   modify    s random sends to the same timeout again, ns per call;
- *   match     m (s / 5) GETs the responder holds the answers to, released at once:
- *             ns per response from the release until all m were delivered
- *             to the receive handler;
+ *   match     m (s / 5) GETs the responder holds the answers to, released at
+ *             once: ns per response from the release until all m were
+ *             delivered to the receive handler;
  *   rtt       q GETs one at a time, from the post until the send handler;
- *   cancel    s random sends (another order), ns per call; once flushed,
- *             they are posted again;
- *   timeouts  the delivery queue is held (a second agent's send handler
- *             blocks on it), every send's timeout is set to 1 ms (in the
- *             order of the C layer's wait list, so that its search is short),
- *             and after 200 ms, all expired, the queue is released: ns from
- *             the release until the n-th timeout was delivered.
+ *   cancel    s random sends (another order), ns per call.
  */
-static int bench_round(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
+static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
 {
 	struct rmad_bench_round *r;
 	u32 n = cfg->n, s = min(cfg->n, cfg->sample), q = min(cfg->n, cfg->rtt_sample);
 	/* A response costs a trip through the device: a fifth of the sample is enough. */
 	u32 m = min(cfg->n, max(cfg->sample / 5, 1u));
 	u64 t0, t, slab0, last, rtt = 0;
-	u8 *flags = NULL;
 	u32 i, k, held;
 	s64 v;
 	int ret;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	flags = kvzalloc(n, GFP_KERNEL);
-	if (!r || !flags) {
-		ret = -ENOMEM;
-		goto out_free;
-	}
+	if (!r)
+		return -ENOMEM;
 	round_init(r);
 	ret = ops->open(p, r, n, m + q);
 	if (ret)
 		goto out_free;
 	slab0 = slab_bytes();
-	ret = ops->create(p);
+	ret = ops->create(p, BENCH_LONG_MS);
 	if (ret)
 		goto out;
 
@@ -1049,8 +1035,6 @@ static int bench_round(const struct bench_ops *ops, void *p, const struct bench_
 	}
 	t = ktime_get_ns();
 	emit(ops->name, "modify", n, cfg->rep, div_u64(t - t0, s), "ns");
-	for (k = 0; k < s; k++)
-		flags[cfg->perm_modify[k]] |= F_MODIFIED;
 
 	/* Bursts overrun QP1's receive queue (UD drops them): the GETs go 64 at a time. */
 	resp_hold();
@@ -1105,24 +1089,55 @@ static int bench_round(const struct bench_ops *ops, void *p, const struct bench_
 	ret = ctr_wait(&r->silent);
 	if (ret)
 		goto out;
-
-	/* n outstanding again: the cancelled sends are posted anew. */
-	for (k = 0; k < s; k++) {
-		ret = ops->repost(p, cfg->perm_cancel[k]);
-		if (ret)
-			goto out;
-		flags[cfg->perm_cancel[k]] = F_REPOSTED;
+	if (ops->cancel_before_close) {
+		/* The rest, so that the unregistration finds nothing outstanding. */
+		ctr_expect(&r->silent, n);
+		for (i = 0; i < n; i++)
+			ops->cancel(p, i);
+		ret = ctr_wait(&r->silent);
 	}
-	ctr_expect(&r->marker, 2);
-	ret = ops->post_marker(p, 0);
-	if (ret || (ret = ctr_wait(&r->marker)))
-		goto out;
+out:
+	ops->close(p);
+	if (ret)
+		pr_err("bench: %s n=%u: the round failed (%d)\n", ops->name, n, ret);
+out_free:
+	kfree(r);
+	return ret;
+}
 
+/* Timeout of the sends of round B: they expire while the delivery queue is held. */
+#define BENCH_SHORT_MS 1000
+
+/*
+ * Round B, n simultaneous timeouts: the delivery queue is held first (a
+ * second agent's send handler blocks on it: ib_core's port workqueue for the
+ * C layer, rmad's ordered completion queue), then n sends with a 1 s timeout
+ * are posted; once the device took them all and 1.2 s more have passed, all
+ * have expired, and the queue is released: ns from the release until the
+ * n-th timeout was delivered.
+ */
+static int round_timeouts(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
+{
+	struct rmad_bench_round *r;
+	u32 n = cfg->n, i;
+	u64 t0, last;
+	int ret;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	round_init(r);
+	ret = ops->open(p, r, n, 0);
+	if (ret)
+		goto out_free;
+	ret = ops->create(p, BENCH_SHORT_MS);
+	if (ret)
+		goto out;
 	/* The gate: its send waits for a response, then is cancelled. */
 	ret = ops->post_gate(p);
 	if (ret)
 		goto out;
-	ctr_expect(&r->marker, 3);
+	ctr_expect(&r->marker, 1);
 	ret = ops->post_marker(p, 1);
 	if (ret || (ret = ctr_wait(&r->marker)))
 		goto out;
@@ -1130,17 +1145,18 @@ static int bench_round(const struct bench_ops *ops, void *p, const struct bench_
 	ret = ops->cancel_gate(p);
 	if (ret || (ret = ctr_wait(&r->gate_in)))
 		goto out;
-	/* The wait list: untouched sends by post, then modified ones, then reposted ones. */
-	for (i = 0; i < n; i++)
-		if (!flags[i])
-			ops->modify(p, i, 1);
-	for (k = 0; k < s; k++)
-		if (flags[cfg->perm_modify[k]] == F_MODIFIED)
-			ops->modify(p, cfg->perm_modify[k], 1);
-	for (k = 0; k < s; k++)
-		ops->modify(p, cfg->perm_cancel[k], 1);
-	msleep(200);
-	ctr_expect(&r->silent, s + n);
+	last = ktime_get_ns();
+	for (i = 0; i < n; i++) {
+		ret = ops->post(p, i);
+		if (ret)
+			goto out;
+		bench_resched(i, &last);
+	}
+	ret = ops->wait_sent(p);
+	if (ret)
+		goto out;
+	msleep(BENCH_SHORT_MS + 200);
+	ctr_expect(&r->silent, n);
 	t0 = ktime_get_ns();
 	complete_all(&r->gate_go);
 	ret = ctr_wait(&r->silent);
@@ -1155,9 +1171,8 @@ out:
 	complete_all(&r->gate_go);
 	ops->close(p);
 	if (ret)
-		pr_err("bench: %s n=%u: the round failed (%d)\n", ops->name, n, ret);
+		pr_err("bench: %s n=%u: the timeout round failed (%d)\n", ops->name, n, ret);
 out_free:
-	kvfree(flags);
 	kfree(r);
 	return ret;
 }
@@ -1294,7 +1309,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 			s64 irqoff;
 
 			ops[x]->irqoff_take();
-			bench_round(ops[x], priv[x], &cfg);
+			round_ops(ops[x], priv[x], &cfg);
+			round_timeouts(ops[x], priv[x], &cfg);
 			irqoff = ops[x]->irqoff_take();
 			if (irqoff >= 0)
 				emit(ops[x]->name, "irqoff_max", n, rep, irqoff, "ns");

@@ -18,9 +18,11 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust);
 
 /* Implemented in src/bench.rs: the operations through rmad's Rust API. */
 int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
-int rmad_bench_rust_create(void *p);
+int rmad_bench_rust_create(void *p, int timeout_ms);
 int rmad_bench_rust_post(void *p, u32 i);
-int rmad_bench_rust_repost(void *p, u32 i);
+int rmad_bench_rust_wait_sent_p(void *p);
+/* Waits until the agent with @hi_tid had @n sends taken by the device. */
+int rmad_bench_rust_wait_sent(u32 hi_tid, u32 n);
 int rmad_bench_rust_modify(void *p, u32 i, int ms);
 int rmad_bench_rust_cancel(void *p, u32 i);
 int rmad_bench_rust_post_req(void *p, u32 j);
