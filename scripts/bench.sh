@@ -12,7 +12,7 @@
 #   BENCH_REPS    repetitions of each figure (default 5)
 #   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
 #   RMAD_VM_MEM   guest memory in MB (default 4096 here)
-#   RMAD_VM_TIMEOUT  seconds before the guest is killed (default 3600 here)
+#   RMAD_VM_TIMEOUT  seconds before the guest is killed (default 7200 here)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -24,7 +24,7 @@ for v in $ns $reps $sample; do
 done
 out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
-export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-3600}"
+export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
 export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample"
 start="$(date +%s)"
 "$RMAD_ROOT/scripts/vm-scenario.sh" bench console.log || true
