@@ -22,15 +22,15 @@ OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "irqoff
        "memory"]
 # What each figure is, for the table.
 OP_TEXT = {
-    "post": "post, ns per send",
-    "modify": "modify, ns per call",
-    "cancel": "cancel, ns per call",
-    "match": "response matching, ns per response",
-    "rtt": "round trip, ns",
-    "settle": "N sends handed to the device, ns in all",
-    "timeouts": "N simultaneous timeouts delivered, ns in all",
-    "irqoff_max": "longest interrupts-off hold, ns",
-    "memory": "bytes per outstanding send",
+    "post": "`post` per call",
+    "modify": "`modify` per call",
+    "cancel": "`cancel` per call",
+    "match": "`match` per response",
+    "rtt": "`rtt` per round trip",
+    "settle": "`settle`: N sends to the device",
+    "timeouts": "`timeouts`: N delivered",
+    "irqoff_max": "`irqoff_max`",
+    "memory": "`memory` per send",
 }
 COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "#7f7f7f"}
 LINE = re.compile(r"bench-json: (\{.*\})\s*$")
@@ -70,24 +70,33 @@ def aggregate(samples):
     return rows
 
 
-def fmt(v, unit):
+def scale(v, unit):
+    """The divisor and suffix that suit value v."""
     if unit == "bytes":
-        return f"{v:,.0f} B"
+        return 1, " B"
     a = abs(v)
     if a >= 1e9:
-        return f"{v / 1e9:.2f} s"
+        return 1e9, " s"
     if a >= 1e6:
-        return f"{v / 1e6:.2f} ms"
+        return 1e6, " ms"
     if a >= 1e4:
-        return f"{v / 1e3:.1f} µs"
-    return f"{v:,.0f} ns"
+        return 1e3, " µs"
+    return 1, " ns"
+
+
+def num(v, div):
+    x = v / div
+    if div == 1:
+        return f"{x:,.0f}"
+    return f"{x:,.2f}" if abs(x) < 100 else f"{x:,.1f}"
 
 
 def cell(r):
+    """median (min–max), all in the median's unit."""
     if r is None:
         return "–"
-    return f"{fmt(r['median'], r['unit'])} ({fmt(r['min'], r['unit'])}–" \
-        f"{fmt(r['max'], r['unit'])})"
+    div, suffix = scale(r["median"], r["unit"])
+    return f"{num(r['median'], div)}{suffix} ({num(r['min'], div)}–{num(r['max'], div)})"
 
 
 def ratio(a, b):
@@ -100,7 +109,7 @@ def markdown(rows, notes):
     idx = {(r["impl"], r["op"], r["n"]): r for r in rows}
     reps = sorted({r["reps"] for r in rows})
     out = [
-        "| figure | N | C MAD layer | rmad (Rust API) | rmad (C API) | floor | C/rmad | "
+        "| op | N | C MAD layer | rmad (Rust API) | rmad (C API) | floor | C/rmad | "
         "C/rmad C API |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -114,6 +123,9 @@ def markdown(rows, notes):
     out.append("Each cell: median (min–max) of "
                + "/".join(str(r) for r in reps) + " repetitions. C/rmad above 1: rmad "
                "costs less.")
+    if any(r["op"] == "irqoff_max" for r in rows):
+        out.append("irqoff_max of the C MAD layer: not measured (its lock is private to "
+                   "mad.c and the kernel has no irqsoff tracer).")
     out.extend(notes)
     return "\n".join(out) + "\n"
 

@@ -81,7 +81,10 @@ const KIND_GATE: usize = 4;
 const KIND_RESP: usize = 5;
 
 extern "C" {
+    /// Counts one event of `kind` (a `KIND_*`) with `status` in the driver's `round`.
     fn rmad_bench_event(round: *mut c_void, kind: c_int, status: c_int);
+    /// Runs the benchmark for `n` outstanding sends; `rust` is the [`RustBench`] its
+    /// `rmad_bench_rust_*` calls get back.
     fn rmad_bench_run(n: u32, reps: u32, sample: u32, rtt_sample: u32, rust: *mut c_void) -> c_int;
 }
 

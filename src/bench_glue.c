@@ -95,6 +95,7 @@ static void ctr_expect(struct bench_ctr *c, int target)
 {
 	reinit_completion(&c->done);
 	WRITE_ONCE(c->target, target);
+	/* Orders the target before reading the count; ctr_hit() pairs with it. */
 	smp_mb();
 	if (atomic_read(&c->hits) >= target) {
 		c->at_ns = ktime_get_ns();
@@ -967,7 +968,7 @@ static u32 resp_wait_for(u32 target, unsigned int ms)
 		spin_unlock(&resp.lock);
 		if (held >= target)
 			break;
-		msleep(1);
+		usleep_range(1000, 2000);
 	}
 	return held;
 }
@@ -997,7 +998,7 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	s64 v;
 	int ret;
 
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc_obj(*r);
 	if (!r)
 		return -ENOMEM;
 	round_init(r);
@@ -1020,7 +1021,9 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	t = ktime_get_ns();
 	ctr_expect(&r->marker, 1);
 	ret = ops->post_marker(p, 0);
-	if (ret || (ret = ctr_wait(&r->marker)))
+	if (!ret)
+		ret = ctr_wait(&r->marker);
+	if (ret)
 		goto out;
 	emit(ops->name, "post", n, cfg->rep, div_u64(t - t0, n), "ns");
 	emit(ops->name, "settle", n, cfg->rep, r->marker.at_ns - t0, "ns");
@@ -1071,7 +1074,9 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 		ctr_expect(&r->req, atomic_read(&r->req.hits) + 1);
 		t0 = ktime_get_ns();
 		ret = ops->post_req(p, m + k);
-		if (ret || (ret = ctr_wait(&r->req)))
+		if (!ret)
+			ret = ctr_wait(&r->req);
+		if (ret)
 			goto out;
 		rtt += r->req.at_ns - t0;
 	}
@@ -1123,7 +1128,7 @@ static int round_timeouts(const struct bench_ops *ops, void *p, const struct ben
 	u64 t0, last;
 	int ret;
 
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc_obj(*r);
 	if (!r)
 		return -ENOMEM;
 	round_init(r);
@@ -1139,11 +1144,15 @@ static int round_timeouts(const struct bench_ops *ops, void *p, const struct ben
 		goto out;
 	ctr_expect(&r->marker, 1);
 	ret = ops->post_marker(p, 1);
-	if (ret || (ret = ctr_wait(&r->marker)))
+	if (!ret)
+		ret = ctr_wait(&r->marker);
+	if (ret)
 		goto out;
 	ctr_expect(&r->gate_in, 1);
 	ret = ops->cancel_gate(p);
-	if (ret || (ret = ctr_wait(&r->gate_in)))
+	if (!ret)
+		ret = ctr_wait(&r->gate_in);
+	if (ret)
 		goto out;
 	last = ktime_get_ns();
 	for (i = 0; i < n; i++) {
@@ -1269,8 +1278,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 	ret = ib_register_client(&bench_client);
 	if (ret)
 		return ret;
-	cimpl = kzalloc(sizeof(*cimpl), GFP_KERNEL);
-	capi = kzalloc(sizeof(*capi), GFP_KERNEL);
+	cimpl = kzalloc_obj(*cimpl);
+	capi = kzalloc_obj(*capi);
 	perm_m = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
 	perm_c = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
 	ret = -ENOMEM;
