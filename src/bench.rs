@@ -147,6 +147,8 @@ pub(crate) struct RustBench {
     handles: KVec<Option<SendHandle>>,
     /// The requests the responder answers, until posted.
     reqs: KVec<Option<SendBuf>>,
+    /// The requests' handles, once posted.
+    req_handles: KVec<SendHandle>,
     /// The markers, until posted.
     markers: KVec<Option<SendBuf>>,
     /// Markers posted so far, from the agent and from the gate agent.
@@ -168,6 +170,7 @@ impl RustBench {
             bufs: KVec::new(),
             handles: KVec::new(),
             reqs: KVec::new(),
+            req_handles: KVec::new(),
             markers: KVec::new(),
             markers_posted: [0; 2],
             gate_buf: None,
@@ -234,6 +237,7 @@ impl RustBench {
         self.bufs = KVec::with_capacity(n, GFP_KERNEL)?;
         self.handles = KVec::with_capacity(n, GFP_KERNEL)?;
         self.reqs = KVec::with_capacity(nreq, GFP_KERNEL)?;
+        self.req_handles = KVec::with_capacity(nreq, GFP_KERNEL)?;
         let first = n.checked_add(nreq).ok_or(EINVAL)?;
         for j in 0..nreq {
             let b = self.buf(
@@ -299,7 +303,8 @@ impl RustBench {
         let slot = self.reqs.get_mut(j).ok_or(EINVAL)?;
         let buf = slot.take().ok_or(EINVAL)?;
         match Agent::post(buf) {
-            Ok(_) => Ok(()),
+            // Room was reserved in `open`.
+            Ok(h) => self.req_handles.push(h, GFP_KERNEL).map_err(|_| ENOMEM),
             Err(e) => {
                 *slot = Some(e.buf);
                 Err(e.err)
@@ -350,7 +355,25 @@ impl RustBench {
 
     /// Unregisters the agents (flushing what is outstanding) and frees everything.
     fn close(&mut self) {
+        // What is outstanding is cancelled and delivered first: rmad's unregistration of an
+        // agent with more than a batch of sends outstanding yields with the agent's lock held
+        // (agent/queues.rs, `apply_to_all`).
+        for h in self.handles.iter().flatten() {
+            let _ = h.cancel();
+        }
+        for h in Iterator::chain(self.req_handles.iter(), self.gate_handle.as_ref()) {
+            let _ = h.cancel();
+        }
+        for a in [self.agent.as_ref(), self.gate_agent.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if wait_idle(a).is_err() {
+                pr_warn!("bench: an agent still has sends outstanding\n");
+            }
+        }
         // Buffers not posted are freed first: an unregistration waits for every buffer.
+        self.req_handles = KVec::new();
         self.handles = KVec::new();
         self.bufs = KVec::new();
         self.reqs = KVec::new();
@@ -427,6 +450,35 @@ fn wait_sent(a: &Agent, n: u32) -> Result {
     Ok(())
 }
 
+/// Waits (at most [`WAIT_SENT_MS`]) until `a` has nothing outstanding.
+fn wait_idle(a: &Agent) -> Result {
+    let start = Instant::<Monotonic>::now();
+    while a.outstanding() > 0 {
+        if start.elapsed().as_millis() > WAIT_SENT_MS {
+            return Err(ETIMEDOUT);
+        }
+        sleep_ms(5);
+    }
+    Ok(())
+}
+
+/// Waits until the agent on `rxe0` with `hi_tid` (an agent of the C API) has nothing
+/// outstanding.
+#[no_mangle]
+extern "C" fn rmad_bench_rust_wait_idle(hi_tid: u32) -> c_int {
+    code(find_agent(hi_tid).and_then(|a| wait_idle(&a)))
+}
+
+/// The agent with `hi_tid` on the verbs engine.
+fn find_agent(hi_tid: u32) -> Result<Arc<Agent>> {
+    verbs::verbs_engine()
+        .ok_or(ENODEV)?
+        .agents()?
+        .into_iter()
+        .find(|a| a.hi_tid == hi_tid)
+        .ok_or(ENOENT)
+}
+
 /// Driver operation: waits until the device has taken the silent sends.
 ///
 /// # Safety
@@ -444,11 +496,7 @@ unsafe extern "C" fn rmad_bench_rust_wait_sent_p(p: *mut c_void) -> c_int {
 /// of the C API).
 #[no_mangle]
 extern "C" fn rmad_bench_rust_wait_sent(hi_tid: u32, n: u32) -> c_int {
-    let found = verbs::verbs_engine()
-        .ok_or(ENODEV)
-        .and_then(|e| e.agents())
-        .and_then(|v| v.into_iter().find(|a| a.hi_tid == hi_tid).ok_or(ENOENT));
-    code(found.and_then(|a| wait_sent(&a, n)))
+    code(find_agent(hi_tid).and_then(|a| wait_sent(&a, n)))
 }
 
 /// Driver operation: posts silent send `i`.

@@ -23,6 +23,8 @@ int rmad_bench_rust_post(void *p, u32 i);
 int rmad_bench_rust_wait_sent_p(void *p);
 /* Waits until the agent with @hi_tid had @n sends taken by the device. */
 int rmad_bench_rust_wait_sent(u32 hi_tid, u32 n);
+/* Waits until the agent with @hi_tid has nothing outstanding. */
+int rmad_bench_rust_wait_idle(u32 hi_tid);
 int rmad_bench_rust_modify(void *p, u32 i, int ms);
 int rmad_bench_rust_cancel(void *p, u32 i);
 int rmad_bench_rust_post_req(void *p, u32 j);
