@@ -107,22 +107,22 @@ def ratio(a, b):
 
 def markdown(rows, notes):
     idx = {(r["impl"], r["op"], r["n"]): r for r in rows}
-    reps = sorted({r["reps"] for r in rows})
     out = [
         "| op | N | C MAD layer | rmad (Rust API) | rmad (C API) | floor | C/rmad | "
-        "C/rmad C API |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "C/rmad C API | reps |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     keys = sorted({(r["op"], r["n"]) for r in rows},
                   key=lambda k: (OPS.index(k[0]) if k[0] in OPS else 99, k[1]))
     for op, n in keys:
         c, ru, ca, fl = (idx.get((i, op, n)) for i in IMPLS)
+        k = sorted({r["reps"] for r in (c, ru, ca, fl) if r})
         out.append(f"| {OP_TEXT.get(op, op)} | {n:,} | {cell(c)} | {cell(ru)} | {cell(ca)} | "
-                   f"{cell(fl)} | {ratio(c, ru)} | {ratio(c, ca)} |")
+                   f"{cell(fl)} | {ratio(c, ru)} | {ratio(c, ca)} | "
+                   f"{'/'.join(str(x) for x in k)} |")
     out.append("")
-    out.append("Each cell: median (min–max) of "
-               + "/".join(str(r) for r in reps) + " repetitions. C/rmad above 1: rmad "
-               "costs less.")
+    out.append("Each cell: median (min–max) of its repetitions (reps), in the median's unit. "
+               "C/rmad above 1: rmad costs less.")
     if any(r["op"] == "irqoff_max" for r in rows):
         out.append("irqoff_max of the C MAD layer: not measured (its lock is private to "
                    "mad.c and the kernel has no irqsoff tracer).")
@@ -231,7 +231,8 @@ def main():
     m = re.search(r"bench: console lines 'unsupported base version': (\d+)", text)
     if m:
         notes.append(f"Console: {m.group(1)} \"unsupported base version\" errors.")
-    failed = re.findall(r"bench: .*(?:failed|timed out, ).*", text)
+    failed = re.findall(r"bench: .*(?:failed|timed out, |lost|arrived|round trips completed).*",
+                        text)
     for f in failed:
         notes.append(f"Console: {f.strip()}")
     (outdir / "results.json").write_text(json.dumps(
