@@ -47,6 +47,7 @@ use crate::{
         RegReq, //
     },
     send::{
+        MadBytes,
         RecordState,
         SendBody,
         SendBuf,
@@ -91,7 +92,6 @@ use kernel::{
     sync::{
         Arc,
         CondVar,
-        LockedBy,
         SpinLockIrq, //
     },
     task::Task,

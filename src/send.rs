@@ -30,11 +30,19 @@ use crate::{
         SendState,
         WcStatus, //
     },
+    wire,
 };
 use kernel::{
+    alloc::Flags,
+    list::{
+        AtomicTracker,
+        ListLinks,
+        TryNewListArc, //
+    },
     prelude::*,
     rbtree::RBTreeNodeReservation,
     sync::{
+        atomic::Atomic,
         Arc,
         LockedBy, //
     },
@@ -69,6 +77,61 @@ pub(crate) type QueueSlot = RBTreeNodeReservation<QKey, Arc<SendRecord>>;
 /// The key of a send in its agent's TID index, with the allocation that holds it.
 pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
 
+/// The bytes of a send's MAD: inline up to [`wire::IB_MGMT_MAD_SIZE`] bytes (every IB MAD:
+/// no allocation of its own), on the heap beyond (OPA's larger MADs).
+///
+/// # Invariants
+///
+/// `Inline::len <= wire::IB_MGMT_MAD_SIZE`.
+pub(crate) enum MadBytes {
+    /// Up to 256 bytes, in the body itself.
+    Inline {
+        /// The MAD's size.
+        len: usize,
+        /// The bytes; those past `len` are unused.
+        bytes: [u8; wire::IB_MGMT_MAD_SIZE],
+    },
+    /// A larger MAD.
+    Heap(KVec<u8>),
+}
+
+impl MadBytes {
+    /// `size` zero bytes.
+    pub(crate) fn zeroed(size: usize, gfp: Flags) -> Result<Self> {
+        if size <= wire::IB_MGMT_MAD_SIZE {
+            // INVARIANT: Checked just above.
+            return Ok(Self::Inline {
+                len: size,
+                bytes: [0; wire::IB_MGMT_MAD_SIZE],
+            });
+        }
+        let mut v = KVec::with_capacity(size, gfp)?;
+        v.resize(size, 0, gfp)?;
+        Ok(Self::Heap(v))
+    }
+}
+
+impl core::ops::Deref for MadBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            // By the type invariant the range is in bounds; an empty slice otherwise.
+            Self::Inline { len, bytes } => bytes.get(..*len).unwrap_or(&[]),
+            Self::Heap(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for MadBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Inline { len, bytes } => bytes.get_mut(..*len).unwrap_or(&mut []),
+            Self::Heap(v) => v,
+        }
+    }
+}
+
 /// The part of a send buffer that moves between the client and the engine.
 #[cfg_attr(
     not(rmad_test),
@@ -79,7 +142,7 @@ pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
 )]
 pub(crate) struct SendBody {
     /// The MAD: `mad_size` bytes, the headers first.
-    pub(crate) mad: KVec<u8>,
+    pub(crate) mad: MadBytes,
     /// RMPP payload segments, `seg_count * seg_size` bytes (empty without RMPP).
     pub(crate) segments: KVec<u8>,
     /// `hdr_len` of the create call.
@@ -110,6 +173,10 @@ pub(crate) struct SendBody {
     /// Counts the buffer against its agent until the body is dropped (`ib_free_send_mad`).
     pub(crate) _token: BufToken,
 }
+
+// A body with its inline MAD fits the 512-byte slab bucket: one allocation of at most 512
+// bytes where the body and a separate 256-byte MAD took two.
+const _: () = assert!(core::mem::size_of::<SendBody>() <= 512);
 
 /// What the engine knows about an outstanding send, under its agent's lock.
 #[derive(Default)]
@@ -152,11 +219,48 @@ impl Default for SendFacts {
 }
 
 /// The record of one send buffer, shared by the buffer, its handles and the agent's indexes.
+///
+/// It also carries the links of a transport's transmit queue (the verbs port's), so that
+/// queueing a transmission allocates nothing: a send has at most one transmission queued or
+/// on the device at a time (a retry starts only after the previous send completion), and the
+/// tracker refuses a second one.
+#[pin_data]
 pub(crate) struct SendRecord {
     /// The agent the buffer was created on; it never changes.
     pub(crate) agent: Arc<Agent>,
     /// Mutable state, protected by the agent's lock.
     pub(crate) state: LockedBy<RecordState, AgentInner>,
+    /// The post generation of the transmission queued or on the device.
+    pub(crate) tx_gen: Atomic<u64>,
+    /// Links in a transmit queue.
+    #[pin]
+    tx_links: ListLinks<0>,
+    /// Whether a `ListArc` of the record exists (it is queued or on the device).
+    #[pin]
+    tx_track: AtomicTracker<0>,
+}
+
+impl SendRecord {
+    /// A new record of a buffer of `agent`.
+    pub(crate) fn new(agent: &Arc<Agent>) -> impl PinInit<Self> {
+        let state = LockedBy::new(&agent.inner, RecordState::default());
+        let agent = agent.clone();
+        pin_init!(SendRecord {
+            agent,
+            state,
+            tx_gen: Atomic::new(0),
+            tx_links <- ListLinks::new(),
+            tx_track <- AtomicTracker::new(),
+        })
+    }
+}
+
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for SendRecord { tracked_by tx_track: AtomicTracker<0>; }
+}
+
+kernel::list::impl_list_item! {
+    impl ListItem<0> for SendRecord { using ListLinks { self.tx_links }; }
 }
 
 /// A send buffer owned by the client (`struct ib_mad_send_buf`).

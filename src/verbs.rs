@@ -18,10 +18,7 @@ mod tx;
 use crate::{
     agent::Agent,
     engine::Engine,
-    send::{
-        Gid,
-        SendRecord, //
-    },
+    send::Gid,
     state::WcStatus,
     transport::{
         PortAttr,
@@ -628,6 +625,40 @@ mod tests {
             if wc.status == WcStatus::Success);
         assert!(answered);
         assert!(send);
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_burst_of_responses_all_matched() -> Result {
+        // 512 GETs back to back, no retry: ib_core answers each one, and every response must
+        // find a posted receive buffer (512, like the C layer's receive queue) and match its
+        // request. A dropped response would show as a timeout.
+        const N: usize = 512;
+        let s = setup()?;
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let mut posted = 0usize;
+        for tag in 0..N {
+            let buf = rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_GET, 20_000, 0)?;
+            if post(buf).is_ok() {
+                posted = posted.saturating_add(1);
+            }
+        }
+        let done = rec.wait_sends(N);
+        let sends = rec.sends()?;
+        let stats = a.stats();
+        a.unregister()?;
+        assert_eq!(posted, N);
+        assert!(done);
+        let ok = sends
+            .iter()
+            .filter(|(_, st, retries)| *st == WcStatus::Success && *retries == 0)
+            .count();
+        assert_eq!(ok, N);
+        assert_eq!(stats.responses, u64::try_from(N).unwrap_or(0));
+        assert_eq!(stats.dropped_responses, 0);
         Ok(())
     }
 

@@ -65,6 +65,8 @@ struct rmad_vport {
 	/* Indexes of the send slots that are free: a stack, O(1) both ways. */
 	u16 free_send[RMAD_SQ];
 	u32 nfree;
+	/* Send slots set up (all of them once the port is open). */
+	u32 nslots;
 	/* Only the port's transmit work and close touch the cache's entries. */
 	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
 	struct rmad_slot send[RMAD_SQ];
@@ -294,7 +296,7 @@ static bool rmad_sends_busy(struct rmad_vport *vp)
 	bool busy;
 
 	spin_lock_irqsave(&vp->lock, flags);
-	busy = vp->nfree < RMAD_SQ;
+	busy = vp->nfree < vp->nslots;
 	spin_unlock_irqrestore(&vp->lock, flags);
 	return busy;
 }
@@ -382,6 +384,7 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 			goto err;
 		}
 		vp->free_send[vp->nfree++] = i;
+		vp->nslots++;
 	}
 	for (i = 0; i < RMAD_RQ; i++) {
 		struct rmad_slot *s = &vp->recv[i];

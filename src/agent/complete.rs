@@ -147,7 +147,12 @@ impl Agent {
         while self.work_batch(now, Q_CANCEL) {
             wq::cond_resched();
         }
-        while self.dispatch_backlog(&mut self.lock(), BATCH) {
+        loop {
+            // The guard is dropped at the end of this statement, before the yield.
+            let more = self.dispatch_backlog(&mut self.lock(), BATCH);
+            if !more {
+                break;
+            }
             wq::cond_resched();
         }
         {

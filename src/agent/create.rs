@@ -63,8 +63,7 @@ impl Agent {
         } else {
             (0, KVec::new())
         };
-        let mut mad = KVec::with_capacity(mad_size, gfp)?;
-        mad.resize(mad_size, 0, gfp)?;
+        let mut mad = MadBytes::zeroed(mad_size, gfp)?;
         if rmpp_active {
             if let Ok(r) = wire::rmpp_hdr_mut(&mut mad) {
                 // RMPP version and type DATA; the header is at least 12 bytes long.
@@ -77,13 +76,7 @@ impl Agent {
         }
         let qslot = RBTreeNodeReservation::new(gfp)?;
         let tslot = RBTreeNodeReservation::new(gfp)?;
-        let rec = Arc::new(
-            SendRecord {
-                agent: self.clone(),
-                state: LockedBy::new(&self.inner, RecordState::default()),
-            },
-            gfp,
-        )?;
+        let rec = Arc::pin_init(SendRecord::new(self), gfp)?;
         // Count the buffer last, once nothing can fail.
         let token = {
             let mut g = self.lock();

@@ -34,6 +34,7 @@ impl Agent {
                     n = n.saturating_add(1);
                 }
                 hold::note_batch(n);
+                drop(g);
                 if more {
                     wq::cond_resched();
                 }

@@ -12,48 +12,22 @@
 //! send queue cannot take waits in it, in order, until a send completion makes room.
 
 use super::*;
+use crate::send::{
+    Address,
+    SendRecord, //
+};
 use kernel::{
     impl_has_work,
     list::{
-        impl_list_arc_safe,
-        impl_list_item,
         List,
-        ListArc,
-        ListLinks, //
+        ListArc, //
     },
+    sync::atomic::Relaxed,
     workqueue::WorkItem,
 };
 
 /// The largest MAD a verbs port carries.
 const MAD_MAX: usize = 256;
-
-/// One transmission, from its post until its send completion (or its flush).
-///
-/// # Invariants
-///
-/// `len <= MAD_MAX`. While the device holds the transmission, the work-request id is the
-/// pointer of its `ListArc`, taken back exactly once by the send completion.
-#[pin_data]
-pub(super) struct Tx {
-    rec: Arc<SendRecord>,
-    gen: u64,
-    mad: [u8; MAD_MAX],
-    len: usize,
-    remote_qpn: u32,
-    pkey_index: u16,
-    ah: crate::send::Address,
-    /// Only ever used with the `txq` list of the transmission's port.
-    #[pin]
-    links: ListLinks<0>,
-}
-
-impl_list_arc_safe! {
-    impl ListArcSafe<0> for Tx { untracked; }
-}
-
-impl_list_item! {
-    impl ListItem<0> for Tx { using ListLinks { self.links }; }
-}
 
 impl_has_work! {
     impl HasWork<Self> for VerbsPort { self.tx_work }
@@ -67,18 +41,30 @@ impl WorkItem for VerbsPort {
     }
 }
 
-/// The queue of transmissions waiting for the device, oldest first.
-pub(super) type TxQueue = List<Tx>;
+/// The queue of sends whose transmission waits for the device, oldest first. The links are in
+/// the send's record, so queueing allocates nothing. While the device holds a transmission,
+/// the work-request id is the pointer of the record's `ListArc`, taken back exactly once by
+/// the send completion; the record's `tx_gen` names the post being transmitted.
+pub(super) type TxQueue = List<SendRecord>;
 
 /// The errno the shim returns when the send queue is full.
 const SQ_FULL: c_int = -(kernel::bindings::EBUSY as c_int);
 
+/// One transmission as the shim takes it, copied out of the send under its agent's lock.
+struct Frame {
+    mad: [u8; MAD_MAX],
+    len: usize,
+    remote_qpn: u32,
+    pkey_index: u16,
+    ah: Address,
+}
+
 impl VerbsPort {
-    /// Queues `wr` for the transmit work. Any context; allocates one small object
-    /// (`GFP_ATOMIC`). `ENODEV` once the port is closed.
+    /// Queues `wr` for the transmit work. Any context; allocates nothing. `ENODEV` once the
+    /// port is closed; `EBUSY` if the send already has a transmission queued or on the device
+    /// (not reachable: the engine never retransmits before the send completion).
     pub(super) fn queue_tx(&self, wr: &SendWr<'_>) -> Result {
-        let len = wr.mad.len();
-        if len > MAD_MAX {
+        if wr.mad.len() > MAD_MAX {
             return Err(EINVAL);
         }
         // An address the device cannot make a handle for fails the post now, as it does in
@@ -92,21 +78,9 @@ impl VerbsPort {
                 });
             }
         }
-        let mut mad = [0u8; MAD_MAX];
-        mad.get_mut(..len).ok_or(EINVAL)?.copy_from_slice(wr.mad);
-        let tx = ListArc::pin_init(
-            try_pin_init!(Tx {
-                rec: wr.rec.clone(),
-                gen: wr.gen,
-                mad,
-                len,
-                remote_qpn: wr.remote_qpn,
-                pkey_index: wr.pkey_index,
-                ah: wr.ah,
-                links <- ListLinks::new(),
-            }),
-            GFP_ATOMIC,
-        )?;
+        let tx = ListArc::try_from_arc(wr.rec.clone()).map_err(|_| EBUSY)?;
+        // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
+        tx.tx_gen.store(wr.gen, Relaxed);
         {
             // Under the port's lock, so that a closing port either sees it queued (and flushes
             // it) or refused it.
@@ -127,6 +101,25 @@ impl VerbsPort {
         let _ = self.engine.cq_wq.queue().enqueue(this);
     }
 
+    /// Copies the transmission of `rec` (post `gen`) out of the send, under its agent's lock;
+    /// `None` if the send no longer holds that post's MAD (not reachable: the send handler
+    /// cannot run before the send completion).
+    fn frame(rec: &SendRecord, gen: u64) -> Option<Frame> {
+        let g = rec.agent.lock();
+        let st = rec.state.access(&g);
+        let body = st.body.as_ref().filter(|_| st.gen == gen)?;
+        let mut mad = [0u8; MAD_MAX];
+        let len = body.mad.len();
+        mad.get_mut(..len)?.copy_from_slice(&body.mad);
+        Some(Frame {
+            mad,
+            len,
+            remote_qpn: body.remote_qpn,
+            pkey_index: body.pkey_index,
+            ah: st.ah?,
+        })
+    }
+
     /// The transmit work: hands queued transmissions to the device, oldest first, until the
     /// queue is empty or the send queue is full. Process context, no rmad lock held.
     fn transmit_pending(self: &Arc<Self>) {
@@ -140,12 +133,19 @@ impl VerbsPort {
                 self.txq.lock().push_front(tx);
                 return;
             }
-            // The send completion may free `tx` as soon as the device has it.
-            let rec = tx.rec.clone();
+            let gen = tx.tx_gen.load(Relaxed);
+            let Some(frame) = Self::frame(&tx, gen) else {
+                pr_warn!("verbs: {}: a queued send lost its MAD\n", self.port);
+                let rec = tx.into_arc();
+                Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
+                continue;
+            };
+            // The send completion may run as soon as the device has the transmission.
+            let rec = tx.clone_arc();
             let wr_id = ListArc::into_raw(tx);
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
-            // this work before it closes the shim's port. `wr_id` points to a live `Tx`.
-            let r = unsafe { self.send_raw(vp, &*wr_id, wr_id) };
+            // this work before it closes the shim's port. `wr_id` comes from `into_raw`.
+            let r = unsafe { self.send_raw(vp, &frame, wr_id) };
             if r == 0 {
                 Agent::handed_over(&rec);
                 continue;
@@ -160,7 +160,8 @@ impl VerbsPort {
             // A transmission the device refuses completes with `LOC_QP_OP_ERR`
             // (mad-spec.md §2.4.3 step 5).
             pr_warn!("verbs: {}: transmission refused ({})\n", self.port, r);
-            Agent::send_completed(&tx.rec, tx.gen, WcStatus::LocQpOpErr, 0);
+            drop(tx);
+            Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
         }
     }
 
@@ -169,27 +170,27 @@ impl VerbsPort {
     /// # Safety
     ///
     /// `vp` must be this port's open shim port, kept open for the duration of the call;
-    /// `wr_id` must point to `tx` and come from `ListArc::into_raw`.
-    unsafe fn send_raw(&self, vp: *mut Vport, tx: &Tx, wr_id: *const Tx) -> c_int {
-        let (has_grh, dgid, sgid_index) = match tx.ah.grh {
+    /// `wr_id` must come from `ListArc::into_raw`.
+    unsafe fn send_raw(&self, vp: *mut Vport, f: &Frame, wr_id: *const SendRecord) -> c_int {
+        let (has_grh, dgid, sgid_index) = match f.ah.grh {
             Some(g) => (1u8, g.dgid, g.sgid_index),
             None => (0u8, [0u8; 16], 0u8),
         };
-        // By the type invariant `len <= MAD_MAX`, which fits.
-        let len = u32::try_from(tx.len).unwrap_or(0);
+        // `len <= MAD_MAX` (it was copied into the frame), which fits.
+        let len = u32::try_from(f.len).unwrap_or(0);
         // SAFETY: `vp` is open (caller's promise); the buffers are valid for their lengths; on
         // success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
         unsafe {
             rmad_shim_vport_send(
                 vp,
-                tx.mad.as_ptr(),
+                f.mad.as_ptr(),
                 len,
                 // A pointer always fits the 64-bit work-request id.
                 u64::try_from(wr_id.expose_provenance()).unwrap_or(0),
-                tx.remote_qpn,
-                tx.pkey_index,
-                u32::from(tx.ah.dlid),
-                tx.ah.src_path_bits,
+                f.remote_qpn,
+                f.pkey_index,
+                u32::from(f.ah.dlid),
+                f.ah.src_path_bits,
                 has_grh,
                 dgid.as_ptr(),
                 sgid_index,
@@ -206,7 +207,9 @@ impl VerbsPort {
             let Some(tx) = self.txq.lock().pop_front() else {
                 return;
             };
-            Agent::send_completed(&tx.rec, tx.gen, WcStatus::WrFlushErr, 0);
+            let gen = tx.tx_gen.load(Relaxed);
+            let rec = tx.into_arc();
+            Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
         }
     }
 
@@ -218,11 +221,16 @@ impl VerbsPort {
     /// reported once.
     pub(super) unsafe fn tx_done(&self, wr_id: u64, status: WcStatus, vendor_err: u32) {
         // The id holds a pointer that `transmit_pending` exposed, so it fits a `usize`.
-        let ptr = core::ptr::with_exposed_provenance::<Tx>(usize::try_from(wr_id).unwrap_or(0));
-        // SAFETY: Caller's promise; the pointer came from `ListArc::into_raw`.
+        let ptr =
+            core::ptr::with_exposed_provenance::<SendRecord>(usize::try_from(wr_id).unwrap_or(0));
+        // SAFETY: Caller's promise; the pointer came from `ListArc::into_raw`, and the tracker
+        // still counts that `ListArc`.
         let tx = unsafe { ListArc::from_raw(ptr) };
-        Agent::send_completed(&tx.rec, tx.gen, status, vendor_err);
-        drop(tx);
+        let gen = tx.tx_gen.load(Relaxed);
+        // The record may be queued again (a retry) once this completion is reported.
+        let rec = tx.into_arc();
+        Agent::send_completed(&rec, gen, status, vendor_err);
+        drop(rec);
         if !self.txq.lock().is_empty() {
             self.kick();
         }

@@ -13,6 +13,9 @@ for dir in /sys/kernel/debug/kunit/rmad_*; do
 	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"
 done
 stress_runs 10 5000
+# Batched walks over many sends, racing the posting and cancelling threads.
+stress "scale 20000"
+emit_stress
 # Positive control: KCSAN reports a deliberate race.
 vm_case kcsan_sees_a_data_race control race "BUG: KCSAN: data-race"
 vm_case rmmod_rmad rmmod rmad

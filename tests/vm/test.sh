@@ -40,7 +40,7 @@ done
 # 2. Stress with exactly-once accounting (the stress driver reports KTAP).
 if [ -z "$filter" ]; then
 	stress_runs 5 "$RMAD_HANDLE_CYCLES"
-	# 100 000 sends time out together, 5 000 are cancelled at once, 5 000 flushed by
+	# 100 000 sends time out together, 2 000 are cancelled at once, 2 000 flushed by
 	# unregistration: each exactly once, at most one batch of sends per lock hold.
 	stress "scale 100000"
 	emit_stress
