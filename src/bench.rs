@@ -355,9 +355,8 @@ impl RustBench {
 
     /// Unregisters the agents (flushing what is outstanding) and frees everything.
     fn close(&mut self) {
-        // What is outstanding is cancelled and delivered first: rmad's unregistration of an
-        // agent with more than a batch of sends outstanding yields with the agent's lock held
-        // (agent/queues.rs, `apply_to_all`).
+        // What is outstanding is cancelled and delivered first, so that the unregistration
+        // finds nothing to flush (its batched walk once yielded with the agent's lock held).
         for h in self.handles.iter().flatten() {
             let _ = h.cancel();
         }

@@ -845,10 +845,10 @@ static void capi_close(void *p)
 	u32 i;
 
 	/*
-	 * Cancel what is outstanding and let it be delivered first: rmad's
-	 * unregistration of an agent with more than a batch of sends
-	 * outstanding yields with the agent's lock held (agent/queues.rs,
-	 * apply_to_all). Handles of buffers already freed just get -EINVAL.
+	 * Cancel what is outstanding and let it be delivered first, so that
+	 * the unregistration finds nothing to flush (its batched walk once
+	 * yielded with the agent's lock held). Handles of buffers already
+	 * freed just get -EINVAL.
 	 */
 	if (c->bufs)
 		for (i = 0; i < c->n; i++)
