@@ -9,7 +9,7 @@
 #
 # Knobs (environment):
 #   BENCH_NS      numbers of outstanding sends (default "10 100 1000 10000"; 100000
-#                 takes about 20 minutes per repetition here, see README.md)
+#                 takes roughly 15 minutes per repetition here, see README.md)
 #   BENCH_REPS    repetitions of each figure (default 5)
 #   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
 #   RMAD_VM_MEM   guest memory in MB (default 4096 here)
