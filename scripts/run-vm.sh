@@ -7,6 +7,7 @@
 # terminal) and the results channel (ttyS1) to RESULTS.
 #
 # Usage: run-vm.sh BZIMAGE INITRAMFS CONSOLE RESULTS TIMEOUT [KERNEL ARGS...]
+# The guest has RMAD_VM_MEM megabytes of memory (default 2048).
 # Exit status: QEMU's, or 124 when the guest was killed for taking too long.
 set -euo pipefail
 
@@ -33,7 +34,7 @@ fi
 # (wild-memory-access in handle_edge_irq) in about one boot in three; with
 # 4-level paging it never did in our runs.
 exec timeout --kill-after=10 "$limit" \
-	qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 2048 \
+	qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m "${RMAD_VM_MEM:-2048}" \
 	-display none -monitor none -no-reboot \
 	-serial "$serial0" -serial "file:$results" \
 	-kernel "$kernel" -initrd "$initrd" \

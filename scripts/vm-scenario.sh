@@ -8,6 +8,8 @@
 # Usage: vm-scenario.sh NAME CONSOLE
 #   NAME     the scenario (tests/vm/NAME.sh); outputs go to build/NAME/
 #   CONSOLE  - to show the console here, or a file name under build/NAME/
+# RMAD_VM_ARGS: more kernel arguments; NAME=VALUE ones reach the scenario as
+# environment variables (the kernel hands them to /init).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -22,5 +24,7 @@ kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")"
 "$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" \
 	"$RMAD_ROOT/tests/vm/$name.sh" "$RMAD_ROOT/build/module-test/rmad.ko=rmad.ko"
 step "VM: booting (software emulation)"
+# shellcheck disable=SC2086 # RMAD_VM_ARGS is a list of kernel arguments.
 "$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
-	"$console" "$out/results.log" "${RMAD_VM_TIMEOUT:-1200}" quiet kunit.autorun=0
+	"$console" "$out/results.log" "${RMAD_VM_TIMEOUT:-1200}" quiet kunit.autorun=0 \
+	${RMAD_VM_ARGS:-}

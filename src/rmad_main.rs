@@ -92,7 +92,19 @@ module! {
         },
         bench: bool {
             default: false,
-            description: "Run the cancel/modify/matching benchmark at load time",
+            description: "Run the benchmark (rmad and the C MAD layer on rxe0) at load time",
+        },
+        bench_n: u32 {
+            default: 1000,
+            description: "Benchmark: number of outstanding sends",
+        },
+        bench_reps: u32 {
+            default: 5,
+            description: "Benchmark: repetitions of each figure",
+        },
+        bench_sample: u32 {
+            default: 1000,
+            description: "Benchmark: timed modifies, cancels and matched responses per round",
         },
     },
 }
@@ -143,7 +155,11 @@ fn test_parameters(debugfs: &debugfs::Debugfs) -> Result<(Option<probe::Probe>, 
         demo::run()?;
     }
     if module_parameters::bench.value() {
-        bench::run()?;
+        bench::run(
+            module_parameters::bench_n.value(),
+            module_parameters::bench_reps.value(),
+            module_parameters::bench_sample.value(),
+        )?;
     }
     let probe = match module_parameters::rxe_probe.value() {
         0 => None,

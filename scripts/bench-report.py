@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn the "bench-json:" lines of a `make bench` console log into
+results.json, results.md and cost-vs-n.svg.
+
+Usage: bench-report.py CONSOLE.log OUTDIR
+
+Each console line carries one repetition of one figure; every figure here is
+the median of its repetitions with their min and max. Figures only: nothing
+is asserted.
+"""
+
+import json
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+IMPLS = ["c", "rmad", "rmad-capi", "floor"]
+OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "irqoff_max",
+       "memory"]
+# What each figure is, for the table.
+OP_TEXT = {
+    "post": "`post` per call",
+    "modify": "`modify` per call",
+    "cancel": "`cancel` per call",
+    "match": "`match` per response",
+    "rtt": "`rtt` per round trip",
+    "settle": "`settle`: N sends to the device",
+    "timeouts": "`timeouts`: N delivered",
+    "irqoff_max": "`irqoff_max`",
+    "memory": "`memory` per send",
+}
+COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "#7f7f7f"}
+LINE = re.compile(r"bench-json: (\{.*\})\s*$")
+
+
+def load(console):
+    samples = {}
+    for raw in console.read_text(errors="replace").splitlines():
+        m = LINE.search(raw)
+        if not m:
+            continue
+        try:
+            d = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
+        key = (d["impl"], d["op"], int(d["n"]), d["unit"])
+        samples.setdefault(key, []).append(int(d["value"]))
+    return samples
+
+
+def aggregate(samples):
+    rows = []
+    for (impl, op, n, unit), v in samples.items():
+        rows.append({
+            "impl": impl,
+            "op": op,
+            "n": n,
+            "median": statistics.median(v),
+            "min": min(v),
+            "max": max(v),
+            "unit": unit,
+            "reps": len(v),
+        })
+    order = {o: i for i, o in enumerate(OPS)}
+    rows.sort(key=lambda r: (order.get(r["op"], 99), r["n"], IMPLS.index(r["impl"])
+                             if r["impl"] in IMPLS else 99))
+    return rows
+
+
+def scale(v, unit):
+    """The divisor and suffix that suit value v."""
+    if unit == "bytes":
+        return 1, " B"
+    a = abs(v)
+    if a >= 1e9:
+        return 1e9, " s"
+    if a >= 1e6:
+        return 1e6, " ms"
+    if a >= 1e4:
+        return 1e3, " µs"
+    return 1, " ns"
+
+
+def num(v, div):
+    x = v / div
+    if div == 1:
+        return f"{x:,.0f}"
+    return f"{x:,.2f}" if abs(x) < 100 else f"{x:,.1f}"
+
+
+def cell(r):
+    """median (min–max), all in the median's unit."""
+    if r is None:
+        return "–"
+    div, suffix = scale(r["median"], r["unit"])
+    return f"{num(r['median'], div)}{suffix} ({num(r['min'], div)}–{num(r['max'], div)})"
+
+
+def ratio(a, b):
+    if a is None or b is None or b["median"] <= 0 or a["median"] <= 0:
+        return "–"
+    return f"{a['median'] / b['median']:.2f}"
+
+
+def markdown(rows, notes):
+    idx = {(r["impl"], r["op"], r["n"]): r for r in rows}
+    out = [
+        "| op | N | C MAD layer | rmad (Rust API) | rmad (C API) | floor | C/rmad | "
+        "C/rmad C API | reps |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    keys = sorted({(r["op"], r["n"]) for r in rows},
+                  key=lambda k: (OPS.index(k[0]) if k[0] in OPS else 99, k[1]))
+    for op, n in keys:
+        c, ru, ca, fl = (idx.get((i, op, n)) for i in IMPLS)
+        k = sorted({r["reps"] for r in (c, ru, ca, fl) if r})
+        out.append(f"| {OP_TEXT.get(op, op)} | {n:,} | {cell(c)} | {cell(ru)} | {cell(ca)} | "
+                   f"{cell(fl)} | {ratio(c, ru)} | {ratio(c, ca)} | "
+                   f"{'/'.join(str(x) for x in k)} |")
+    out.append("")
+    out.append("Each cell: median (min–max) of its repetitions (reps), in the median's unit. "
+               "C/rmad above 1: rmad costs less.")
+    if any(r["op"] == "irqoff_max" for r in rows):
+        out.append("irqoff_max of the C MAD layer: not measured (its lock is private to "
+                   "mad.c and the kernel has no irqsoff tracer).")
+    out.extend(notes)
+    return "\n".join(out) + "\n"
+
+
+def svg(rows):
+    """Small multiples, one panel per operation: cost per operation against N, log-log."""
+    panels = [("post", "post"), ("modify", "modify"), ("cancel", "cancel"),
+              ("match", "match (per response)"), ("rtt", "round trip"),
+              ("settle", "settle / N"), ("timeouts", "timeouts / N")]
+    per_send = {"settle", "timeouts"}
+    w, h, cols = 300, 230, 4
+    ml, mr, mt, mb = 58, 10, 28, 34
+    nrows = math.ceil((len(panels) + 1) / cols)
+    width, height = w * cols, h * nrows
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'font-family="sans-serif" font-size="11">',
+         f'<rect width="{width}" height="{height}" fill="white"/>']
+    for p, (op, title) in enumerate(panels):
+        ox, oy = (p % cols) * w, (p // cols) * h
+        pts = {}
+        for r in rows:
+            if r["op"] != op or r["unit"] != "ns":
+                continue
+            d = r["n"] if op in per_send else 1
+            pts.setdefault(r["impl"], []).append(
+                (r["n"], r["median"] / d, r["min"] / d, r["max"] / d))
+        vals = [v for l in pts.values() for q in l for v in q[1:] if v > 0]
+        ns = [q[0] for l in pts.values() for q in l]
+        s.append(f'<text x="{ox + w / 2}" y="{oy + 16}" text-anchor="middle" '
+                 f'font-weight="bold">{title}</text>')
+        if not vals or not ns:
+            continue
+        x0, x1 = math.floor(math.log10(min(ns))), math.ceil(math.log10(max(ns)))
+        y0, y1 = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+        x1 = max(x1, x0 + 1)
+        y1 = max(y1, y0 + 1)
+        pw, ph = w - ml - mr, h - mt - mb
+
+        def X(n):
+            return ox + ml + (math.log10(n) - x0) / (x1 - x0) * pw
+
+        def Y(v):
+            v = max(v, 10 ** y0)
+            return oy + mt + ph - (math.log10(v) - y0) / (y1 - y0) * ph
+        s.append(f'<rect x="{ox + ml}" y="{oy + mt}" width="{pw}" height="{ph}" '
+                 f'fill="none" stroke="#888"/>')
+        for e in range(x0, x1 + 1):
+            x = X(10 ** e)
+            s.append(f'<line x1="{x:.1f}" y1="{oy + mt}" x2="{x:.1f}" y2="{oy + mt + ph}" '
+                     f'stroke="#ddd"/>')
+            s.append(f'<text x="{x:.1f}" y="{oy + mt + ph + 14}" text-anchor="middle">'
+                     f'10<tspan dy="-4" font-size="8">{e}</tspan></text>')
+        for e in range(y0, y1 + 1):
+            y = Y(10 ** e)
+            s.append(f'<line x1="{ox + ml}" y1="{y:.1f}" x2="{ox + ml + pw}" y2="{y:.1f}" '
+                     f'stroke="#ddd"/>')
+            s.append(f'<text x="{ox + ml - 4}" y="{y + 4:.1f}" text-anchor="end">'
+                     f'10<tspan dy="-4" font-size="8">{e}</tspan></text>')
+        s.append(f'<text x="{ox + ml + pw / 2}" y="{oy + h - 4}" text-anchor="middle">'
+                 f'N (outstanding sends)</text>')
+        s.append(f'<text x="{ox + 12}" y="{oy + mt + ph / 2}" text-anchor="middle" '
+                 f'transform="rotate(-90 {ox + 12} {oy + mt + ph / 2})">ns</text>')
+        for impl in IMPLS:
+            q = sorted(pts.get(impl, []))
+            if not q:
+                continue
+            col = COLOURS[impl]
+            dash = ' stroke-dasharray="4 3"' if impl == "floor" else ""
+            path = " ".join(f"{X(n):.1f},{Y(m):.1f}" for n, m, _, _ in q)
+            s.append(f'<polyline points="{path}" fill="none" stroke="{col}" '
+                     f'stroke-width="1.6"{dash}/>')
+            for n, m, lo, hi in q:
+                s.append(f'<line x1="{X(n):.1f}" y1="{Y(lo):.1f}" x2="{X(n):.1f}" '
+                         f'y2="{Y(hi):.1f}" stroke="{col}"/>')
+                s.append(f'<circle cx="{X(n):.1f}" cy="{Y(m):.1f}" r="2.5" fill="{col}"/>')
+    # The legend, in the last cell.
+    p = len(panels)
+    ox, oy = (p % cols) * w, (p // cols) * h
+    names = {"c": "C MAD layer", "rmad": "rmad, Rust API", "rmad-capi": "rmad, C API",
+             "floor": "floor (lock, list move, unlock, queue_work)"}
+    s.append(f'<text x="{ox + 20}" y="{oy + 40}" font-weight="bold">cost per operation '
+             f'against N</text>')
+    s.append(f'<text x="{ox + 20}" y="{oy + 56}">log–log; median, bar: min–max</text>')
+    for i, impl in enumerate(IMPLS):
+        y = oy + 80 + 20 * i
+        dash = ' stroke-dasharray="4 3"' if impl == "floor" else ""
+        s.append(f'<line x1="{ox + 20}" y1="{y}" x2="{ox + 50}" y2="{y}" '
+                 f'stroke="{COLOURS[impl]}" stroke-width="2"{dash}/>')
+        s.append(f'<text x="{ox + 56}" y="{y + 4}">{names[impl]}</text>')
+    s.append("</svg>")
+    return "\n".join(s) + "\n"
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: bench-report.py CONSOLE.log OUTDIR")
+    console, outdir = Path(sys.argv[1]), Path(sys.argv[2])
+    samples = load(console) if console.exists() else {}
+    rows = aggregate(samples)
+    outdir.mkdir(parents=True, exist_ok=True)
+    text = console.read_text(errors="replace") if console.exists() else ""
+    notes = []
+    m = re.search(r"bench: console lines 'unsupported base version': (\d+)", text)
+    if m:
+        notes.append(f"Console: {m.group(1)} \"unsupported base version\" errors.")
+    failed = re.findall(r"bench: .*(?:failed|timed out, |lost|arrived|round trips completed).*",
+                        text)
+    for f in failed:
+        notes.append(f"Console: {f.strip()}")
+    (outdir / "results.json").write_text(json.dumps(
+        [{k: r[k] for k in ("impl", "op", "n", "median", "min", "max", "unit")} for r in rows],
+        indent=1) + "\n")
+    (outdir / "results.md").write_text(markdown(rows, notes))
+    (outdir / "cost-vs-n.svg").write_text(svg(rows))
+    print((outdir / "results.md").read_text(), end="")
+    if not rows:
+        sys.exit("bench: no figures in " + str(console))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The benchmark driver of the test flavour (src/bench_glue.c) and the
+ * operations of rmad's Rust API that it calls (src/bench.rs).
+ */
+#ifndef RMAD_BENCH_GLUE_H
+#define RMAD_BENCH_GLUE_H
+
+#include <linux/types.h>
+
+struct rmad_bench_round;
+
+/* Called by every implementation's handlers: @kind of the send, its @status. */
+void rmad_bench_event(struct rmad_bench_round *r, int kind, int status);
+
+/* Runs the benchmark for @n outstanding sends (src/bench.rs passes @rust). */
+int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust);
+
+/* Implemented in src/bench.rs: the operations through rmad's Rust API. */
+int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
+int rmad_bench_rust_create(void *p, int timeout_ms);
+int rmad_bench_rust_post(void *p, u32 i);
+int rmad_bench_rust_wait_sent_p(void *p);
+/* Waits until the agent with @hi_tid had @n sends taken by the device. */
+int rmad_bench_rust_wait_sent(u32 hi_tid, u32 n);
+/* Waits until the agent with @hi_tid has nothing outstanding. */
+int rmad_bench_rust_wait_idle(u32 hi_tid);
+int rmad_bench_rust_modify(void *p, u32 i, int ms);
+int rmad_bench_rust_cancel(void *p, u32 i);
+int rmad_bench_rust_post_req(void *p, u32 j);
+int rmad_bench_rust_post_marker(void *p, int gate);
+int rmad_bench_rust_post_gate(void *p);
+int rmad_bench_rust_cancel_gate(void *p);
+void rmad_bench_rust_close(void *p);
+s64 rmad_bench_rust_irqoff_take(void);
+
+#endif /* RMAD_BENCH_GLUE_H */
