@@ -92,15 +92,6 @@ extern "C" {
     fn rmad_shim_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
     #[cfg(rmad_test)]
     fn rmad_shim_test_responder_stop(responder: *mut c_void);
-    #[cfg(rmad_test)]
-    fn rmad_shim_bench_ib_cancel(
-        dev: *mut IbDevice,
-        port: u32,
-        n: u32,
-        order: *const u32,
-        dgid: *const u8,
-        dmac: *const u8,
-    ) -> u64;
     fn rmad_shim_vport_send(
         vp: *mut Vport,
         mad: *const u8,
@@ -336,30 +327,6 @@ impl VerbsPort {
         let r =
             self.with_device(|dev| unsafe { rmad_shim_test_responder_start(dev, port, class) })?;
         (!r.is_null()).then_some(TestResponder(r))
-    }
-
-    /// Benchmark: the C MAD layer's `ib_cancel_mad` on `order.len()` sends outstanding on
-    /// this port's QP1, cancelled in `order`; total nanoseconds, `None` on failure.
-    #[cfg(rmad_test)]
-    pub(crate) fn bench_ib_cancel(&self, order: &[u32]) -> Option<u64> {
-        let n = u32::try_from(order.len()).ok()?;
-        let gid = self.gid(self.port, 1)?;
-        let port = u32::from(self.port);
-        let t = self.with_device(|dev| {
-            // SAFETY: `with_device` holds a registration reference on `dev`; `order` holds `n`
-            // indices below `n`; `gid` and `mac` are 16 and 6 bytes.
-            unsafe {
-                rmad_shim_bench_ib_cancel(
-                    dev,
-                    port,
-                    n,
-                    order.as_ptr(),
-                    gid.as_ptr(),
-                    self.mac.as_ptr(),
-                )
-            }
-        })?;
-        (t != 0).then_some(t)
     }
 
     /// The device's name.

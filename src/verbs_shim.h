@@ -42,8 +42,6 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 /* Test scaffolding (verbs_test_responder.c, test build only): an ib_core agent that answers GETs. */
 void *rmad_shim_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class);
 void rmad_shim_test_responder_stop(void *responder);
-u64 rmad_shim_bench_ib_cancel(struct ib_device *dev, u32 port, u32 n, const u32 *order,
-			      const u8 *dgid, const u8 *dmac);
 
 /* Implemented in Rust (verbs.rs). */
 void rmad_rust_device_add(struct ib_device *dev);
