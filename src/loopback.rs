@@ -17,6 +17,7 @@
 use crate::{
     agent::Agent,
     engine::Engine,
+    fifo::Fifo,
     send::{
         Gid,
         SendRecord, //
@@ -109,12 +110,12 @@ pub(crate) struct FabricStats {
 struct FabricInner {
     ports: [PortAttr; PORTS],
     knobs: Knobs,
-    cq: KVec<CqEvent>,
+    cq: Fifo<CqEvent>,
     /// Events that may be processed while `knobs.hold` is set.
     released: usize,
     /// Transmissions whose completion is in `cq` or being processed.
     in_sq: u32,
-    overflow: KVec<Overflow>,
+    overflow: Fifo<Overflow>,
     /// The processing work is queued.
     armed: bool,
     /// The processing work is running an event.
@@ -181,10 +182,10 @@ impl Fabric {
                     FabricInner {
                         ports,
                         knobs: Knobs::default(),
-                        cq: KVec::new(),
+                        cq: Fifo::new(),
                         released: 0,
                         in_sq: 0,
-                        overflow: KVec::new(),
+                        overflow: Fifo::new(),
                         armed: false,
                         busy: false,
                         stats: FabricStats::default(),
@@ -230,16 +231,11 @@ impl Fabric {
     /// Moves the oldest queued packet to the front of the completion queue, ahead of send
     /// completions queued before it; returns whether there was one.
     pub(crate) fn promote_recv(&self) -> bool {
-        let mut g = self.inner.lock();
-        let Some(i) = g.cq.iter().position(|e| matches!(e, CqEvent::Recv(_))) else {
-            return false;
-        };
-        let mut j = i;
-        while j > 0 {
-            g.cq.swap(j, j - 1);
-            j -= 1;
-        }
-        true
+        self.inner
+            .lock()
+            .cq
+            .promote(|e| matches!(e, CqEvent::Recv(_)))
+            .unwrap_or(false)
     }
 
     /// Queues the processing work if there is something it may process.
@@ -267,7 +263,7 @@ impl Fabric {
                     g.released = g.released.saturating_sub(1);
                 }
                 g.busy = true;
-                g.cq.remove(0).ok()
+                g.cq.pop()
             };
             match ev {
                 Some(CqEvent::SendDone {
@@ -289,10 +285,19 @@ impl Fabric {
     fn slot_freed(self: &Arc<Self>) {
         let mut g = self.inner.lock();
         g.in_sq = g.in_sq.saturating_sub(1);
-        if g.overflow.is_empty() {
+        // Room in the completion queue first, so that the completion cannot be lost; without
+        // it the transmission stays in the overflow until the next slot is freed.
+        let Some(need) = g
+            .overflow
+            .front()
+            .map(|o| o.packets.len().saturating_add(1))
+        else {
+            return;
+        };
+        if g.cq.reserve(need, GFP_ATOMIC).is_err() {
             return;
         }
-        if let Ok(o) = g.overflow.remove(0) {
+        if let Some(o) = g.overflow.pop() {
             g.in_sq = g.in_sq.saturating_add(1);
             Self::queue_tx(&mut g, o.done, o.packets);
         }

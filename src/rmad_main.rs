@@ -51,6 +51,8 @@ mod conformance;
 #[cfg(rmad_test)]
 mod demo;
 #[cfg(rmad_test)]
+mod fifo;
+#[cfg(rmad_test)]
 mod loopback;
 #[cfg(rmad_test)]
 mod probe;

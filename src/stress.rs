@@ -675,7 +675,7 @@ fn worker(run: &Arc<Run>, index: usize) {
     let mut agent = None;
     let mut last_dead = 0u64;
     while !run.over() {
-        crate::testing::cond_resched();
+        crate::wq::cond_resched();
         let Some(a) = agent.or_else(|| run.register(&ctx)) else {
             sleep_ms(10);
             continue;
@@ -867,7 +867,7 @@ unsafe extern "C" fn churn_thread(data: *mut c_void) -> c_int {
             if rmad_agent_hi_tid(a) != 0 || rmad_unregister_agent(a) != EINVAL.to_errno() {
                 Counts::add(&run.counts.wrong, 1);
             }
-            crate::testing::cond_resched();
+            crate::wq::cond_resched();
         }
         drop(ctx);
     }

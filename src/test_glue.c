@@ -119,11 +119,6 @@ void rmad_test_make_it_fail(int on)
 	current->make_it_fail = on;
 }
 
-void rmad_test_cond_resched(void)
-{
-	cond_resched();
-}
-
 /*
  * Positive controls for the test kernels' detectors (KCSAN's on the kcsan
  * kernel): each one makes a detector report once, so that the verdict can show that the detector would

@@ -51,8 +51,6 @@ struct task_struct;
 struct task_struct *rmad_test_kthread_run(int (*fn)(void *), void *data, const char *name);
 /* Sets the current task's failslab flag (failslab's task-filter). */
 void rmad_test_make_it_fail(int on);
-/* cond_resched(), which the 7.3 kernel crate does not offer. */
-void rmad_test_cond_resched(void);
 
 /*
  * Makes one of the test kernel's detectors report once ("leak", "kasan",

@@ -606,16 +606,6 @@ pub(crate) fn post(buf: SendBuf) -> Result<SendHandle> {
     Agent::post(buf).map_err(|e| e.err)
 }
 
-extern "C" {
-    fn rmad_test_cond_resched();
-}
-
-/// Gives the CPU away if something else should run (`cond_resched`), in long test loops.
-pub(crate) fn cond_resched() {
-    // SAFETY: Plain call, from process context.
-    unsafe { rmad_test_cond_resched() };
-}
-
 /// Sleeps for `ms` milliseconds.
 pub(crate) fn sleep_ms(ms: i64) {
     kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms));
