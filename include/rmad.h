@@ -45,6 +45,14 @@ enum rmad_qp_type {
  * @has_grh: the packet carries a GRH (always on RoCE)
  * @sgid_index: index of the local source GID
  * @dgid: destination GID
+ * @hop_limit: hop limit of the GRH (on RoCEv2 the IP TTL); 0 means 64
+ * @traffic_class: traffic class of the GRH (on RoCEv2 the IP DSCP and ECN bits)
+ * @sl: service level
+ * @flow_label: flow label of the GRH (20 bits)
+ *
+ * The P_Key index is the send buffer's (rmad_create_send_mad()), as in the C
+ * MAD layer. On RoCE the destination MAC is resolved from @dgid by ib_core's
+ * neighbour resolution: by rmad_resolve_ah(), or at the first transmission.
  */
 struct rmad_ah {
 	u16 dlid;
@@ -52,6 +60,10 @@ struct rmad_ah {
 	u8 has_grh;
 	u8 sgid_index;
 	u8 dgid[16];
+	u8 hop_limit;
+	u8 traffic_class;
+	u8 sl;
+	u32 flow_label;
 };
 
 /**
@@ -169,6 +181,24 @@ void *rmad_agent_context(struct rmad_agent *agent);
  * Return: the hi_tid; 0 for a bad handle.
  */
 u32 rmad_agent_hi_tid(struct rmad_agent *agent);
+
+/**
+ * rmad_resolve_ah - prepare an address for sends from an agent's port
+ * @agent: the agent
+ * @ah: the destination
+ *
+ * On RoCE, resolves the MAC of @ah's destination GID through ib_core's
+ * neighbour resolution and keeps it for the port (a minute, then it is
+ * resolved again), the way rdma_create_ah() callers resolve first. Optional:
+ * without it, the first transmission to the destination resolves it, in
+ * rmad's transmit work, never in the post. Process context; may wait about a
+ * second.
+ *
+ * Return: 0 (also on InfiniBand and for an address without a GRH, where there
+ * is nothing to resolve); -EHOSTUNREACH when the destination cannot be
+ * resolved; -EINVAL for a bad handle or a NULL @ah.
+ */
+int rmad_resolve_ah(struct rmad_agent *agent, const struct rmad_ah *ah);
 
 /**
  * rmad_create_send_mad - allocate a send buffer (ib_create_send_mad)

@@ -35,6 +35,14 @@ pub(crate) struct Ah {
     pub(crate) sgid_index: u8,
     /// Destination GID.
     pub(crate) dgid: [u8; 16],
+    /// Hop limit of the GRH (on RoCEv2 the IP TTL); 0 means 64.
+    pub(crate) hop_limit: u8,
+    /// Traffic class of the GRH (on RoCEv2 the IP DSCP and ECN bits).
+    pub(crate) traffic_class: u8,
+    /// Service level.
+    pub(crate) sl: u8,
+    /// Flow label of the GRH (20 bits).
+    pub(crate) flow_label: u32,
 }
 
 /// `struct rmad_send_wc`.
@@ -63,7 +71,9 @@ const _: () = {
         offset_of,
         size_of, //
     };
-    assert!(size_of::<Ah>() == 22 && offset_of!(Ah, dgid) == 5);
+    assert!(size_of::<Ah>() == 28 && offset_of!(Ah, dgid) == 5);
+    assert!(offset_of!(Ah, hop_limit) == 21 && offset_of!(Ah, sl) == 23);
+    assert!(offset_of!(Ah, flow_label) == 24);
     assert!(size_of::<SendWc>() == 32 && offset_of!(SendWc, context) == 16);
     assert!(offset_of!(SendWc, status) == 24 && offset_of!(SendWc, vendor_err) == 28);
     assert!(size_of::<RecvWc>() == 32 && offset_of!(RecvWc, context) == 8);

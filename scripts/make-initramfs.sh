@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the test VM's initramfs: static busybox, the `rdma` tool with the
+# Build the test VM's initramfs: static busybox, the `rdma`, `ip` and `tc` tools with the
 # shared libraries it needs, tests/vm/init.sh as /init, a scenario script as
 # /scenario.sh and the given kernel modules under /modules (a MODULE given as
 # PATH=NAME lands at /modules/NAME, so that two builds of one module can
@@ -27,7 +27,7 @@ done
 
 # The iproute2 tools (rdma for soft-RoCE links, ip for the netdev under them)
 # and every shared library they link, at their own paths.
-for tool in rdma ip; do
+for tool in rdma ip tc; do
 	path="$(command -v "$tool" || ls /usr/sbin/"$tool" /sbin/"$tool" /usr/bin/"$tool" 2>/dev/null | head -n1 || true)"
 	[ -n "$path" ] && [ -x "$path" ] || die "the $tool tool (iproute2) is missing"
 	rm -f "$root/bin/$tool"

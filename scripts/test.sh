@@ -6,7 +6,8 @@
 # (KASAN, kmemleak, lockdep, hang detectors, failslab), booted in the VM with
 # tests/vm/test.sh: the KUnit suites, the stress runs, the production module
 # with the samples, device removal, a leak scan and the detectors' positive
-# controls. Ends with one line "N passed, N failed, N skipped" summing
+# controls; then two VMs joined by an emulated Ethernet link run the two-node
+# suites (tests/vm/fabric.sh). Ends with one line "N passed, N failed, N skipped" summing
 # everything, writes build/test-results.xml (JUnit), and exits non-zero on any
 # failure or when no test ran. tests/suites.txt lists the suites expected.
 #
@@ -26,6 +27,10 @@ if [ -n "${RMAD_HANDLE_CYCLES:-}" ]; then
 fi
 "$RMAD_ROOT/scripts/vm-suite.sh" test "$RMAD_ROOT/tests/vm/test.sh" \
 	"$RMAD_ROOT/tests/suites.txt" "${args[@]}"
+# Two nodes on one emulated Ethernet: the rmad_fabric_* suites.
+"$RMAD_ROOT/scripts/vm-pair.sh" fabric "$RMAD_ROOT/tests/vm/fabric.sh" \
+	"$RMAD_ROOT/tests/suites-fabric-a.txt" "$RMAD_ROOT/tests/suites-fabric-b.txt"
 
 python3 "$RMAD_ROOT/scripts/report.py" --junit "$RMAD_ROOT/build/test-results.xml" \
-	--host "$RMAD_ROOT/build/host.log" --vm "$RMAD_ROOT/build/test/vm.json"
+	--host "$RMAD_ROOT/build/host.log" --vm "$RMAD_ROOT/build/test/vm.json" \
+	--vm "$RMAD_ROOT/build/fabric/a/vm.json" --vm "$RMAD_ROOT/build/fabric/b/vm.json"

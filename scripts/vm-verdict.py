@@ -6,7 +6,8 @@ Reads the results channel (one KTAP document per suite between
 RMAD-SUITE-BEGIN/END markers, the kernel log, and the RMAD-VM-DONE line) and
 the console log. Each suite document is parsed by the kernel's own
 tools/testing/kunit/kunit.py parse. Besides the suites' test cases, the verdict
-holds checks of the run itself, in the suite `rmad_vm_run`:
+holds checks of the run itself, in the suite `rmad_vm_run` (or the name in the
+environment variable RMAD_RUN_SUITE, when one run has several VMs):
 `guest_completed` (the guest reached the end of its scenario instead of hanging
 or crashing), `kernel_log_clean` (no WARNING, BUG, oops, lockdep, KASAN,
 kmemleak, hung-task, soft-lockup, RCU-stall or workqueue-lockup report in the
@@ -41,6 +42,8 @@ SPLAT = re.compile(
 CONTROL = re.compile(r"RMAD-CONTROL-(BEGIN|END) (\S+)")
 SUITE_BEGIN = re.compile(r"^RMAD-SUITE-BEGIN (\S+)")
 TAIL_LINES = 40
+# The suite of the run's own checks.
+RUN_SUITE = os.environ.get("RMAD_RUN_SUITE", "rmad_vm_run")
 
 
 def read(path):
@@ -193,7 +196,7 @@ def main():
 
     tail = console[-TAIL_LINES:]
     cases.append({
-        "suite": "rmad_vm_run", "name": "guest_completed",
+        "suite": RUN_SUITE, "name": "guest_completed",
         "status": "PASS" if completed else "FAIL",
         "log": [] if completed else
         ["the guest did not finish its scenario (hung, crashed or timed out); console tail:"] + tail,
@@ -201,19 +204,19 @@ def main():
     logs = outside_controls(console) + outside_controls(dmesg)
     splats = sorted({l for l in logs if SPLAT.search(l)}, key=logs.index)
     cases.append({
-        "suite": "rmad_vm_run", "name": "kernel_log_clean",
+        "suite": RUN_SUITE, "name": "kernel_log_clean",
         "status": "FAIL" if splats else "PASS",
         "log": ["kernel reports in the VM log:"] + splats[:60] if splats else [],
     })
     problems, skipped = check_suites(read_manifest(manifest_path), cases, flt)
-    cases.append({"suite": "rmad_vm_run", "name": "suites_as_expected",
+    cases.append({"suite": RUN_SUITE, "name": "suites_as_expected",
                   "status": "FAIL" if problems else "PASS", "log": problems})
     for suite, least in skipped:
         for i in range(least):
             cases.append({"suite": suite, "name": f"left_out_by_filter_{i + 1}",
                           "status": "SKIP", "log": []})
     if completed and rc not in (None, "0"):
-        cases.append({"suite": "rmad_vm_run", "name": "scenario_exit_status",
+        cases.append({"suite": RUN_SUITE, "name": "scenario_exit_status",
                       "status": "FAIL", "log": [f"scenario exited with {rc}"]})
 
     with open(out_path, "w") as f:

@@ -116,6 +116,7 @@ mod hold;
 mod matching;
 mod post;
 mod queues;
+mod reply;
 mod unregister;
 
 pub(crate) use hold::BATCH;
@@ -264,6 +265,9 @@ pub(crate) struct Agent {
     pub(crate) sol_fc_max: u32,
     send_handler: Option<Arc<dyn SendHandler>>,
     recv_handler: Option<Arc<dyn RecvHandler>>,
+    /// What the transport forwards to the engine for this agent's registration
+    /// ([`Transport::forward`]), stopped at unregistration.
+    forward_key: u64,
     /// Origin of the agent's clock.
     epoch: Instant<Monotonic>,
     #[pin]
@@ -405,13 +409,19 @@ impl Agent {
         }
         // 6. The port must exist.
         let port_attr = attr.ok_or(ENODEV)?;
+        // The device's own MAD layer hands over what the registration selects (or refuses,
+        // with its error). Before the routing table: a request may arrive at once.
+        let forward_key = match &cfg.reg {
+            Some(r) => transport.forward(cfg.port, cfg.qp_type, r)?,
+            None => 0,
+        };
         let sol_fc_max = state::sol_fc_max(
             cfg.recv_handler.is_some(),
             cfg.reg.map(|r| r.mgmt_class),
             RECV_QUEUE_SIZE,
         );
         // 8./9. `hi_tid` and the registration table.
-        engine.publish(cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
+        let agent = engine.publish(cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
             Arc::pin_init(
                 pin_init!(Agent {
                     hi_tid,
@@ -425,6 +435,7 @@ impl Agent {
                     sol_fc_max,
                     send_handler: cfg.send_handler,
                     recv_handler: cfg.recv_handler,
+                    forward_key,
                     epoch: Instant::now(),
                     inner <- new_spinlock_irq!(
                         AgentInner {
@@ -449,7 +460,11 @@ impl Agent {
                 }),
                 GFP_KERNEL,
             )
-        })
+        });
+        if agent.is_err() && forward_key != 0 {
+            transport.stop_forwarding(forward_key);
+        }
+        agent
     }
 
     /// The port the agent sends from.

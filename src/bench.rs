@@ -199,15 +199,22 @@ impl RustBench {
         };
         hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
         buf.set_ah(Some(Address {
+            sl: 0,
             dlid: 0,
             src_path_bits: 0,
             grh: Some(if kind == KIND_REQ {
                 GrhAttr {
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
                     dgid: self.dgid,
                     sgid_index: GID_INDEX,
                 }
             } else {
                 GrhAttr {
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
                     dgid: SILENT_GID,
                     sgid_index: SILENT_GID_INDEX,
                 }

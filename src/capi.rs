@@ -80,6 +80,33 @@ pub(crate) struct RmadAh {
     pub(crate) has_grh: u8,
     pub(crate) sgid_index: u8,
     pub(crate) dgid: [u8; 16],
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) sl: u8,
+    pub(crate) flow_label: u32,
+}
+
+impl RmadAh {
+    /// The address these attributes describe.
+    fn address(&self) -> Address {
+        Address {
+            sl: self.sl,
+            dlid: self.dlid,
+            src_path_bits: self.src_path_bits,
+            grh: (self.has_grh != 0).then_some(GrhAttr {
+                // 0 is the default, as in the structures before the field existed.
+                hop_limit: if self.hop_limit == 0 {
+                    64
+                } else {
+                    self.hop_limit
+                },
+                traffic_class: self.traffic_class,
+                flow_label: self.flow_label & 0xf_ffff,
+                dgid: self.dgid,
+                sgid_index: self.sgid_index,
+            }),
+        }
+    }
 }
 
 /// `struct rmad_send_wc`.
@@ -117,7 +144,9 @@ const _: () = {
         offset_of,
         size_of, //
     };
-    assert!(size_of::<RmadAh>() == 22 && offset_of!(RmadAh, dgid) == 5);
+    assert!(size_of::<RmadAh>() == 28 && offset_of!(RmadAh, dgid) == 5);
+    assert!(offset_of!(RmadAh, hop_limit) == 21 && offset_of!(RmadAh, sl) == 23);
+    assert!(offset_of!(RmadAh, flow_label) == 24);
     assert!(size_of::<RmadSendWc>() == 32);
     assert!(offset_of!(RmadSendWc, post_id) == 8 && offset_of!(RmadSendWc, context) == 16);
     assert!(offset_of!(RmadSendWc, status) == 24 && offset_of!(RmadSendWc, vendor_err) == 28);
@@ -446,6 +475,20 @@ pub(crate) extern "C" fn rmad_agent_hi_tid(agent: *mut c_void) -> u32 {
     agent_of(agent).map_or(0, |a| a.hi_tid)
 }
 
+/// `rmad_resolve_ah`.
+///
+/// # Safety
+///
+/// `ah` must be NULL or valid for reads.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rmad_resolve_ah(agent: *mut c_void, ah: *const RmadAh) -> c_int {
+    // SAFETY: Caller's promise.
+    let Some(ah) = (unsafe { ah.as_ref() }) else {
+        return EINVAL.to_errno();
+    };
+    code(agent_of(agent).and_then(|a| a.resolve_address(&ah.address())))
+}
+
 /// The allocation flags that match a caller's `gfp_t`: it may sleep exactly when it allows
 /// direct reclaim.
 fn flags_of(gfp_mask: kernel::bindings::gfp_t) -> Flags {
@@ -561,14 +604,7 @@ pub(crate) unsafe extern "C" fn rmad_send_buf_set(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: Caller's promise.
-    let ah = unsafe { ah.as_ref() }.map(|a| Address {
-        dlid: a.dlid,
-        src_path_bits: a.src_path_bits,
-        grh: (a.has_grh != 0).then_some(GrhAttr {
-            dgid: a.dgid,
-            sgid_index: a.sgid_index,
-        }),
-    });
+    let ah = unsafe { ah.as_ref() }.map(RmadAh::address);
     let context = context.expose_provenance();
     code(with_buf(send_buf, |b| {
         let body = b.body.as_mut().ok_or(EBUSY)?;

@@ -14,7 +14,9 @@
 
 #include "../include/rmad.h"
 
-static_assert(sizeof(struct rmad_ah) == 22 && offsetof(struct rmad_ah, dgid) == 5);
+static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
+static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);
+static_assert(offsetof(struct rmad_ah, flow_label) == 24);
 static_assert(sizeof(struct rmad_send_wc) == 32);
 static_assert(offsetof(struct rmad_send_wc, post_id) == 8);
 static_assert(offsetof(struct rmad_send_wc, context) == 16);
@@ -31,6 +33,7 @@ EXPORT_SYMBOL_GPL(rmad_register_agent);
 EXPORT_SYMBOL_GPL(rmad_unregister_agent);
 EXPORT_SYMBOL_GPL(rmad_agent_context);
 EXPORT_SYMBOL_GPL(rmad_agent_hi_tid);
+EXPORT_SYMBOL_GPL(rmad_resolve_ah);
 EXPORT_SYMBOL_GPL(rmad_create_send_mad);
 EXPORT_SYMBOL_GPL(rmad_free_send_mad);
 EXPORT_SYMBOL_GPL(rmad_send_buf_mad);

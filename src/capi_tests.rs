@@ -256,6 +256,10 @@ pub(crate) fn rxe_ah() -> Result<RmadAh> {
         has_grh: 1,
         sgid_index: 1,
         dgid: [0; 16],
+        hop_limit: 0,
+        traffic_class: 0,
+        sl: 0,
+        flow_label: 0,
     };
     // SAFETY: The name is NUL-terminated; `dgid` has 16 bytes.
     kernel::error::to_result(unsafe {

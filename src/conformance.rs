@@ -611,6 +611,7 @@ mod tests {
         };
         hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
         buf.set_ah(Some(Address {
+            sl: 0,
             dlid,
             src_path_bits: 0,
             grh,
@@ -667,9 +668,13 @@ mod tests {
         // A request through a GRH; a response without one does not match.
         let mut g = request(&a, CLASS, 1, B, 60_000, 0)?;
         g.set_ah(Some(Address {
+            sl: 0,
             dlid: B,
             src_path_bits: 0,
             grh: Some(GrhAttr {
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
                 dgid: [0; 16],
                 sgid_index: 0,
             }),
@@ -678,6 +683,7 @@ mod tests {
         // A request from path bits 1: responses must come back to LID 4 + 1.
         let mut l = request(&a, CLASS, 2, B, 60_000, 0)?;
         l.set_ah(Some(Address {
+            sl: 0,
             dlid: B,
             src_path_bits: 1,
             grh: None,
@@ -760,9 +766,13 @@ mod tests {
         };
         hdr.write(resp.mad_mut()).map_err(|_| EINVAL)?;
         resp.set_ah(Some(Address {
+            sl: 0,
             dlid: 1,
             src_path_bits: 0,
             grh: Some(GrhAttr {
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
                 dgid: [0xff; 16],
                 sgid_index: 1,
             }),
@@ -1764,6 +1774,7 @@ mod tests {
         };
         hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
         buf.set_ah(Some(Address {
+            sl: 0,
             dlid: B,
             src_path_bits: 0,
             grh: None,

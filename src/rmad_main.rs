@@ -51,6 +51,8 @@ mod conformance;
 #[cfg(rmad_test)]
 mod demo;
 #[cfg(rmad_test)]
+mod fabric_check;
+#[cfg(rmad_test)]
 mod fifo;
 #[cfg(rmad_test)]
 mod loopback;

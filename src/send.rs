@@ -58,10 +58,16 @@ pub(crate) struct GrhAttr {
     pub(crate) dgid: Gid,
     /// Index of the local source GID in the port's GID table.
     pub(crate) sgid_index: u8,
+    /// Hop limit (on RoCEv2 the IP TTL or hop limit).
+    pub(crate) hop_limit: u8,
+    /// Traffic class (on RoCEv2 the IP DSCP and ECN bits).
+    pub(crate) traffic_class: u8,
+    /// Flow label (20 bits; on RoCEv2 over IPv6 the IPv6 flow label).
+    pub(crate) flow_label: u32,
 }
 
-/// Where a send goes: the subset of an address handle that MAD delivery and response
-/// matching read (mad-spec.md §4).
+/// Where a send goes: an address handle's attributes. Response matching reads the LIDs and
+/// GIDs (mad-spec.md §4); the rest is carried into the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Address {
     /// Destination LID.
@@ -70,6 +76,8 @@ pub(crate) struct Address {
     pub(crate) src_path_bits: u8,
     /// Global route, when the packet carries a GRH.
     pub(crate) grh: Option<GrhAttr>,
+    /// Service level.
+    pub(crate) sl: u8,
 }
 
 /// The key of a send in its agent's queue tree, with the allocation that holds it.

@@ -182,6 +182,7 @@ impl Control {
     pub(crate) fn new(dir: &kernel::debugfs::Dir) -> Result<Self> {
         // SAFETY: Called once, from the module initializer.
         unsafe { LB.init() };
+        crate::fabric_check::init();
         let env = Env::new()?;
         let responder = register_gsi(
             &env.engine,
@@ -232,6 +233,7 @@ impl Drop for Control {
 
 /// Unregisters the responder and drops `lb0`.
 fn drop_lb() {
+    crate::fabric_check::exit();
     let lb = LB.lock().take();
     if let Some(lb) = lb {
         let _ = lb.responder.unregister();
@@ -258,13 +260,23 @@ fn detector_control(reader: &mut UserSliceReader) -> Result {
 
 /// Runs a command written to the file.
 fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 96];
+    let mut buf = [0u8; 160];
     let n = reader.len().min(buf.len());
     reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
     let line = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
     let mut words = line.split_whitespace();
     let mut out = KVec::new();
+    if line.starts_with("fabric ") {
+        words.next();
+        crate::fabric_check::command(words, &mut out)?;
+        *r.text.lock() = out;
+        return Ok(());
+    }
     match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("serve"), class, None, None) => crate::fabric_check::serve(class, &mut out)?,
+        (Some("unserve"), None, None, None) => crate::fabric_check::serve(None, &mut out)?,
+        (Some("respond"), class, None, None) => crate::fabric_check::respond(class, &mut out)?,
+        (Some("unrespond"), None, None, None) => crate::fabric_check::respond(None, &mut out)?,
         (Some("trace"), None, None, None) => crate::trace_check::run(&mut out)?,
         (Some("scale"), Some(n), None, None) => {
             crate::scale::run(n.parse().map_err(|_| EINVAL)?, &mut out)?;
@@ -904,6 +916,10 @@ fn ah_for(dev: &CStr) -> Result<RmadAh> {
         has_grh: 0,
         sgid_index: 0,
         dgid: [0; 16],
+        hop_limit: 0,
+        traffic_class: 0,
+        sl: 0,
+        flow_label: 0,
     };
     if dev.to_bytes() != b"lb0" {
         ah.dlid = 0;

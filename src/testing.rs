@@ -392,6 +392,7 @@ pub(crate) fn respond(agent: &Arc<Agent>, req: &MadHdr, mad: &RecvMad) -> Result
     };
     hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
     buf.set_ah(Some(Address {
+        sl: 0,
         dlid: mad.wc.slid,
         src_path_bits: mad.wc.dlid_path_bits,
         grh: None,
@@ -520,9 +521,13 @@ pub(crate) fn rxe_request(
         *m = method;
     }
     buf.set_ah(Some(Address {
+        sl: 0,
         dlid: 0,
         src_path_bits: 0,
         grh: Some(GrhAttr {
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
             dgid: gid,
             sgid_index: 1,
         }),
@@ -574,6 +579,7 @@ pub(crate) fn request(
     };
     hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
     buf.set_ah(Some(Address {
+        sl: 0,
         dlid,
         src_path_bits: 0,
         grh: None,

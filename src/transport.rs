@@ -10,6 +10,8 @@
 //! The loopback fabric ([`crate::loopback`]) is the embedded transport.
 
 use crate::{
+    agent::QpType,
+    engine::RegReq,
     send::Address,
     send::{
         Gid,
@@ -113,5 +115,25 @@ pub(crate) trait Transport: Send + Sync {
     /// it hands to the device with [`Agent::handed_over`](crate::agent::Agent::handed_over).
     fn queues_transmissions(&self) -> bool {
         false
+    }
+
+    /// Makes the unsolicited MADs that `reg` selects, arriving at `port`'s QP `qp`, reach the
+    /// engine, and returns a key for [`Transport::stop_forwarding`]. A transport that hands
+    /// every MAD to rmad anyway needs nothing (the default). One whose device has a MAD layer
+    /// of its own asks it for them, and that layer may refuse (a class and method it or one of
+    /// its clients serves already): registration then fails with its error. Process context.
+    fn forward(&self, _port: u8, _qp: QpType, _reg: &RegReq) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Stops what [`Transport::forward`] returned `key` for: when this returns, no MAD of it
+    /// reaches the engine any more. Process context.
+    fn stop_forwarding(&self, _key: u64) {}
+
+    /// Prepares what sending to `ah` from `port` needs that may sleep (on RoCE, the
+    /// destination's MAC from the neighbour tables), so that transmissions find it ready.
+    /// Process context. A transport that needs nothing succeeds (the default).
+    fn resolve(&self, _port: u8, _ah: &Address) -> Result {
+        Ok(())
     }
 }

@@ -13,6 +13,8 @@
 //! Devices are discovered as an `ib_client`; each [`VerbsPort`] is a [`Transport`] that
 //! agents register on, all sharing one engine ([`verbs_engine`]).
 
+mod forward;
+mod neigh;
 mod tx;
 
 use crate::{
@@ -34,12 +36,13 @@ use kernel::{
         c_char,
         c_int, //
     },
-    new_spinlock_irq, new_work,
+    new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     str::CString,
     sync::ArcBorrow,
     sync::{
         Arc,
+        Mutex,
         SpinLockIrq, //
     },
     workqueue::Work,
@@ -88,6 +91,24 @@ extern "C" {
     fn rmad_shim_dev_put(dev: *mut IbDevice);
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
+    fn rmad_shim_forward_start(
+        dev: *mut IbDevice,
+        port: u32,
+        ctx: *mut c_void,
+        mgmt_class: u8,
+        class_version: u8,
+        oui: *const u8,
+        method_mask_lo: u64,
+        method_mask_hi: u64,
+    ) -> *mut c_void;
+    fn rmad_shim_forward_stop(fwd: *mut c_void);
+    fn rmad_shim_resolve_dmac(
+        dev: *mut IbDevice,
+        port: u32,
+        sgid_index: u8,
+        dgid: *const u8,
+        dmac: *mut u8,
+    ) -> c_int;
     #[cfg(rmad_test)]
     fn rmad_shim_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
     #[cfg(rmad_test)]
@@ -104,6 +125,10 @@ extern "C" {
         has_grh: u8,
         dgid: *const u8,
         sgid_index: u8,
+        hop_limit: u8,
+        traffic_class: u8,
+        flow_label: u32,
+        sl: u8,
         dmac: *const u8,
     ) -> c_int;
 }
@@ -142,6 +167,12 @@ pub(crate) struct VerbsPort {
     /// Hands queued transmissions to the device (see `verbs/tx.rs`).
     #[pin]
     tx_work: Work<VerbsPort>,
+    /// The ib_core agents that forward requests to rmad's agents (see `verbs/forward.rs`).
+    #[pin]
+    forwards: Mutex<forward::Forwards>,
+    /// Resolved destination MACs (see `verbs/neigh.rs`).
+    #[pin]
+    neigh: Mutex<neigh::Neighbours>,
 }
 
 // SAFETY: The raw pointers are handles to kernel objects usable from any thread (under the
@@ -239,6 +270,8 @@ impl VerbsPort {
                 vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
                 txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
                 tx_work <- new_work!("VerbsPort::tx_work"),
+                forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
+                neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),
             }),
             GFP_KERNEL,
         )?;
@@ -273,7 +306,7 @@ impl VerbsPort {
     /// reference on the device across `f` (so the device's unregistration waits for `f`);
     /// `None` once the port is closed. Any context: taking and putting the reference are
     /// atomic operations.
-    fn with_device<R>(&self, f: impl FnOnce(*mut IbDevice) -> R) -> Option<R> {
+    pub(crate) fn with_device<R>(&self, f: impl FnOnce(*mut IbDevice) -> R) -> Option<R> {
         {
             let vp = self.vp.lock();
             if vp.is_null() {
@@ -296,6 +329,8 @@ impl VerbsPort {
     /// exactly once; transmissions still queued or on the QP complete (flushed) before this
     /// returns.
     fn close(self: &Arc<Self>) {
+        // No request is forwarded any more; ib_core's agents go before the device does.
+        self.stop_all_forwards();
         let vp = core::mem::replace(&mut *self.vp.lock(), core::ptr::null_mut());
         if vp.is_null() {
             return;
@@ -366,12 +401,40 @@ impl Transport for VerbsPort {
     fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result {
         self.queue_tx(&wr)
     }
+
+    fn forward(
+        &self,
+        port: u8,
+        qp: crate::agent::QpType,
+        reg: &crate::engine::RegReq,
+    ) -> Result<u64> {
+        if port != self.port {
+            return Err(ENODEV);
+        }
+        self.start_forward(qp, reg)
+    }
+
+    fn stop_forwarding(&self, key: u64) {
+        self.stop_forward(key);
+    }
+
+    fn resolve(&self, port: u8, ah: &crate::send::Address) -> Result {
+        match ah.grh {
+            Some(g) if port == self.port && self.is_roce() => self.dmac(&g).map(|_| ()),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// An ib_core agent that answers GETs (see [`VerbsPort::start_test_responder`]); dropping it
 /// unregisters it.
 #[cfg(rmad_test)]
 pub(crate) struct TestResponder(*mut c_void);
+
+// SAFETY: The responder is an ib_core agent owned through this pointer alone; stopping it
+// (the only use) is allowed from any process context, on any thread.
+#[cfg(rmad_test)]
+unsafe impl Send for TestResponder {}
 
 #[cfg(rmad_test)]
 impl Drop for TestResponder {

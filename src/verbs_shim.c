@@ -11,11 +11,14 @@
  * Rust; this file only moves bytes and completions.
  */
 
+#include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
 #include <linux/netdevice.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
@@ -215,34 +218,43 @@ static int rmad_post_recv(struct rmad_slot *s)
 	return ib_post_recv(s->vp->qp, &wr, NULL);
 }
 
+/*
+ * How a MAD arrived, from its work completion and the 40 bytes before it (the
+ * GRH, or on RoCEv2 over IPv4 the IP header in its last 20 bytes).
+ */
+static void rmad_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_recv_info *info)
+{
+	union ib_gid sgid, dgid;
+
+	info->src_qp = wc->src_qp;
+	info->slid = wc->slid;
+	info->pkey_index = wc->pkey_index;
+	info->dlid_path_bits = wc->dlid_path_bits;
+	if (wc->wc_flags & IB_WC_GRH) {
+		enum rdma_network_type t = RDMA_NETWORK_IB;
+
+		if (wc->wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE)
+			t = wc->network_hdr_type;
+		if (!ib_get_gids_from_rdma_hdr((union rdma_network_hdr *)grh, t, &sgid, &dgid)) {
+			info->has_grh = 1;
+			memcpy(info->sgid, sgid.raw, 16);
+			memcpy(info->dgid, dgid.raw, 16);
+		}
+	}
+}
+
 static void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rmad_slot *s = container_of(wc->wr_cqe, struct rmad_slot, cqe);
 	struct rmad_vport *vp = s->vp;
 	struct rmad_recv_info info = {};
-	union ib_gid sgid, dgid;
 
 	if (wc->status != IB_WC_SUCCESS)
 		return; /* flushed: the QP is going away */
 
 	ib_dma_sync_single_for_cpu(vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
 				   DMA_FROM_DEVICE);
-	info.src_qp = wc->src_qp;
-	info.slid = wc->slid;
-	info.pkey_index = wc->pkey_index;
-	info.dlid_path_bits = wc->dlid_path_bits;
-	if (wc->wc_flags & IB_WC_GRH) {
-		enum rdma_network_type t = RDMA_NETWORK_IB;
-
-		if (wc->wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE)
-			t = wc->network_hdr_type;
-		if (!ib_get_gids_from_rdma_hdr((union rdma_network_hdr *)s->buf, t,
-					       &sgid, &dgid)) {
-			info.has_grh = 1;
-			memcpy(info.sgid, sgid.raw, 16);
-			memcpy(info.dgid, dgid.raw, 16);
-		}
-	}
+	rmad_fill_info(wc, s->buf, &info);
 	if (wc->byte_len >= RMAD_GRH_SIZE)
 		rmad_rust_recv(vp->ctx, s->buf + RMAD_GRH_SIZE,
 			       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE), &info);
@@ -473,15 +485,17 @@ static struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdm
 
 /*
  * Sends one MAD from vp's QP to remote_qpn with the GSI Q_Key. The address is
- * given by its parts: with has_grh, dgid/sgid_index (and, on RoCE, the
- * destination MAC); otherwise dlid and src_path_bits. Called by the port's
+ * given by its parts: with has_grh, dgid, sgid_index, hop_limit, traffic_class
+ * and flow_label (and, on RoCE, the destination MAC that Rust resolved);
+ * otherwise dlid and src_path_bits; and the SL. Called by the port's
  * transmit work only, in process context with no rmad lock held: an address
  * handle is made sleepably at the first transmission to a destination and
  * reused after that. Returns -EBUSY when the send queue is full.
  */
 int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
 			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
-			 u8 has_grh, const u8 *dgid, u8 sgid_index, const u8 *dmac)
+			 u8 has_grh, const u8 *dgid, u8 sgid_index, u8 hop_limit,
+			 u8 traffic_class, u32 flow_label, u8 sl, const u8 *dmac)
 {
 	struct rdma_ah_attr attr = {};
 	struct rmad_ah_entry *e;
@@ -497,11 +511,12 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 	rdma_ah_set_port_num(&attr, vp->port);
 	rdma_ah_set_dlid(&attr, dlid);
 	rdma_ah_set_path_bits(&attr, src_path_bits);
+	rdma_ah_set_sl(&attr, sl);
 	if (has_grh) {
 		union ib_gid g;
 
 		memcpy(g.raw, dgid, 16);
-		rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
+		rdma_ah_set_grh(&attr, &g, flow_label, sgid_index, hop_limit, traffic_class);
 	}
 	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
 		ether_addr_copy(attr.roce.dmac, dmac);
@@ -542,5 +557,113 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 		ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
 		rmad_put_slot(s);
 	}
+	return ret;
+}
+
+/*
+ * Forwarding (the responder role): an agent in ib_core's MAD layer on QP1 of
+ * a port, registered for what an rmad agent registered, hands every MAD it
+ * receives to Rust with the port's context, then frees it.
+ */
+static void rmad_forward_send_done(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
+{
+	/* Never sends: rmad answers from its private QP. */
+}
+
+static void rmad_forward_recv(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+			      struct ib_mad_recv_wc *rwc)
+{
+	struct rmad_recv_info info = {};
+
+	rmad_fill_info(rwc->wc, rwc->recv_buf.grh, &info);
+	rmad_rust_recv(agent->context, (const u8 *)rwc->recv_buf.mad,
+		       min_t(size_t, rwc->mad_len, RMAD_MAD_SIZE), &info);
+	ib_free_recv_mad(rwc);
+}
+
+/*
+ * Registers the forwarding agent for @mgmt_class, @class_version, @oui and the
+ * methods in the 128-bit mask (@mask_lo: methods 0-63) on QP1 of (@dev,
+ * @port); its MADs go to rmad_rust_recv(@ctx, ...). Process context.
+ * Returns the agent or ib_register_mad_agent's ERR_PTR.
+ */
+void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
+			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi)
+{
+	struct ib_mad_reg_req req = {
+		.mgmt_class = mgmt_class,
+		.mgmt_class_version = class_version,
+	};
+	int m;
+
+	memcpy(req.oui, oui, sizeof(req.oui));
+	for (m = 0; m < 64; m++) {
+		if (mask_lo & BIT_ULL(m))
+			set_bit(m, req.method_mask);
+		if (mask_hi & BIT_ULL(m))
+			set_bit(m + 64, req.method_mask);
+	}
+	return ib_register_mad_agent(dev, port, IB_QPT_GSI, &req, 0, rmad_forward_send_done,
+				     rmad_forward_recv, ctx, 0);
+}
+
+/* Unregisters a forwarding agent; no MAD of it reaches Rust after this returns. */
+void rmad_shim_forward_stop(void *fwd)
+{
+	ib_unregister_mad_agent(fwd);
+}
+
+/* Completion of one address resolution (rmad_shim_resolve_dmac). */
+struct rmad_resolution {
+	struct completion done;
+	int status;
+};
+
+static void rmad_resolved(int status, struct sockaddr *src_addr, struct rdma_dev_addr *addr,
+			  void *context)
+{
+	struct rmad_resolution *r = context;
+
+	r->status = status;
+	complete(&r->done);
+}
+
+/*
+ * Resolves the MAC of the next hop to @dgid from GID @sgid_index of (@dev,
+ * @port), through ib_core's address resolution (the IP neighbour tables, as
+ * rdma_create_user_ah does for user space). Process context; waits at most
+ * about a second. Returns 0 with the MAC in @dmac, or an errno.
+ */
+int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
+			   u8 *dmac)
+{
+	const struct ib_gid_attr *sgid_attr;
+	struct rmad_resolution r;
+	struct rdma_dev_addr addr = {};
+	union {
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} src, dst;
+	union ib_gid g;
+	int ret;
+
+	sgid_attr = rdma_get_gid_attr(dev, port, sgid_index);
+	if (IS_ERR(sgid_attr))
+		return PTR_ERR(sgid_attr);
+	memcpy(g.raw, dgid, sizeof(g.raw));
+	rdma_gid2ip((struct sockaddr *)&src, &sgid_attr->gid);
+	rdma_gid2ip((struct sockaddr *)&dst, &g);
+	addr.net = &init_net;
+	addr.sgid_attr = sgid_attr;
+	init_completion(&r.done);
+	ret = rdma_resolve_ip((struct sockaddr *)&src, (struct sockaddr *)&dst, &addr, 1000,
+			      rmad_resolved, true, &r);
+	if (!ret) {
+		wait_for_completion(&r.done);
+		ret = r.status;
+	}
+	if (!ret)
+		ether_addr_copy(dmac, addr.dst_dev_addr);
+	rdma_put_gid_attr(sgid_attr);
 	return ret;
 }

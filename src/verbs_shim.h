@@ -35,9 +35,15 @@ int rmad_shim_dev_try_get(struct ib_device *dev);
 void rmad_shim_dev_put(struct ib_device *dev);
 struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx);
 void rmad_shim_vport_close(struct rmad_vport *vp);
+void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
+			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);
+void rmad_shim_forward_stop(void *fwd);
 int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
 			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
-			 u8 has_grh, const u8 *dgid, u8 sgid_index, const u8 *dmac);
+			 u8 has_grh, const u8 *dgid, u8 sgid_index, u8 hop_limit,
+			 u8 traffic_class, u32 flow_label, u8 sl, const u8 *dmac);
+int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
+			   u8 *dmac);
 
 /* Test scaffolding (verbs_test_responder.c, test build only): an ib_core agent that answers GETs. */
 void *rmad_shim_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class);

@@ -34,6 +34,11 @@ impl Agent {
         // into the wait queue (a dead agent neither retries nor dispatches its backlog).
         self.apply_to_all(&[Q_FLIGHT, Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
         self.engine.unpublish(self.hi_tid);
+        // No MAD reaches the engine for the registration after this (a forwarded MAD being
+        // handed over finishes first); unpublished, the engine routes none to the agent.
+        if self.forward_key != 0 {
+            self.transport.stop_forwarding(self.forward_key);
+        }
         wq::disable_sync::<Agent, 0>(self);
         loop {
             self.deliver_due();

@@ -14,6 +14,7 @@
 use super::*;
 use crate::send::{
     Address,
+    GrhAttr,
     SendRecord, //
 };
 use kernel::{
@@ -172,9 +173,27 @@ impl VerbsPort {
     /// `vp` must be this port's open shim port, kept open for the duration of the call;
     /// `wr_id` must come from `ListArc::into_raw`.
     unsafe fn send_raw(&self, vp: *mut Vport, f: &Frame, wr_id: *const SendRecord) -> c_int {
-        let (has_grh, dgid, sgid_index) = match f.ah.grh {
-            Some(g) => (1u8, g.dgid, g.sgid_index),
-            None => (0u8, [0u8; 16], 0u8),
+        let (has_grh, g) = match f.ah.grh {
+            Some(g) => (1u8, g),
+            None => (
+                0u8,
+                GrhAttr {
+                    dgid: [0; 16],
+                    sgid_index: 0,
+                    hop_limit: 0,
+                    traffic_class: 0,
+                    flow_label: 0,
+                },
+            ),
+        };
+        // RoCE: the destination's MAC (this port's own for its own GIDs, where rxe loops the
+        // packet back).
+        let dmac = match f.ah.grh {
+            Some(g) if self.is_roce() => match self.dmac(&g) {
+                Ok(mac) => mac,
+                Err(e) => return e.to_errno(),
+            },
+            _ => [0; 6],
         };
         // `len <= MAD_MAX` (it was copied into the frame), which fits.
         let len = u32::try_from(f.len).unwrap_or(0);
@@ -192,10 +211,13 @@ impl VerbsPort {
                 u32::from(f.ah.dlid),
                 f.ah.src_path_bits,
                 has_grh,
-                dgid.as_ptr(),
-                sgid_index,
-                // RoCE: rmad reaches its own port only (the destination MAC is this port's).
-                self.mac.as_ptr(),
+                g.dgid.as_ptr(),
+                g.sgid_index,
+                g.hop_limit,
+                g.traffic_class,
+                g.flow_label,
+                f.ah.sl,
+                dmac.as_ptr(),
             )
         }
     }

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot two test VMs (nodes a and b) joined by two emulated Ethernet links, each
+# running SCENARIO with RMAD_NODE=a or b on its kernel command line, and turn
+# what each reported into a verdict: build/NAME/a/vm.json against MANIFEST_A,
+# build/NAME/b/vm.json against MANIFEST_B (their own checks in suites
+# rmad_fabric_a_run and rmad_fabric_b_run). The links are QEMU socket netdevs:
+# node a listens on two free local ports, node b connects to them; eth0 of both
+# carries RoCE, eth1 the scenario's coordination. acpi=noirq: under emulation
+# the ACPI interpreter can time out while it routes the NICs' interrupts
+# (AE_AML_LOOP_TIMEOUT, "no GSI"), and the NICs then never complete a
+# transmission; the legacy routing table has no such loop.
+#
+# Usage: vm-pair.sh NAME SCENARIO MANIFEST_A MANIFEST_B
+# Environment: RMAD_VM_TIMEOUT (seconds the pair may take, default 900).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+[ $# -eq 4 ] || die "usage: $0 NAME SCENARIO MANIFEST_A MANIFEST_B"
+name="$1" scenario="$2"
+declare -A manifest=([a]="$3" [b]="$4")
+out="$RMAD_ROOT/build/$name"
+rm -rf "$out"
+mkdir -p "$out/a" "$out/b"
+
+# A failed set-up is recorded as a failed case of node a, so the report shows it.
+fail_step() {
+	python3 - "$out/a/vm.json" "$1" "$2" <<'PY'
+import json, sys
+path, name, log = sys.argv[1:4]
+json.dump({"cases": [{"suite": "build", "name": name, "status": "FAIL",
+                      "log": log.splitlines()}]}, open(path, "w"))
+PY
+	echo '{"cases": []}' >"$out/b/vm.json"
+}
+
+if ! kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>"$out/bootstrap.log")"; then
+	fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
+	exit 0
+fi
+if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
+	fail_step module "$(tail -n 40 "$out/module.log")"
+	exit 0
+fi
+"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
+	"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko"
+
+# Two free local TCP ports (the kernel picks them; QEMU binds them again at once).
+read -r port0 port1 < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
+
+boot() { # boot NODE ROLE: ROLE is listen (node a) or connect (node b)
+	local node="$1" role="$2"
+	RMAD_VM_CPUS=1 RMAD_VM_MEM=1024 RMAD_VM_QEMU="\
+-netdev socket,id=n0,$role=127.0.0.1:$port0 \
+-device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:0${node/a/1} \
+-netdev socket,id=n1,$role=127.0.0.1:$port1 \
+-device virtio-net-pci,netdev=n1,mac=52:54:00:00:02:0${node/a/1}" \
+		"$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" \
+		"$out/initramfs.cpio.gz" "$out/$node/console.log" "$out/$node/results.log" \
+		"${RMAD_VM_TIMEOUT:-900}" "loglevel=${RMAD_LOGLEVEL:-5}" acpi=noirq "RMAD_NODE=$node"
+}
+
+step "VM pair: booting nodes a and b with tests/vm/$(basename "$scenario")"
+start=$SECONDS
+rc_a=0 rc_b=0
+boot a listen &
+pid_a=$!
+# Node b connects once node a's QEMU listens on both ports (looked up, not
+# probed: QEMU takes the first connection as its peer).
+for _ in $(seq 200); do
+	n="$(ss -Hltn "( sport = :$port0 or sport = :$port1 )" | wc -l)"
+	[ "$n" -lt 2 ] || break
+	sleep 0.1
+done
+boot b connect || rc_b=$?
+wait "$pid_a" || rc_a=$?
+step "VM pair: finished in $((SECONDS - start)) s (qemu exit a $rc_a, b $rc_b)"
+for node in a b; do
+	RMAD_RUN_SUITE="rmad_fabric_${node}_run" python3 "$RMAD_ROOT/scripts/vm-verdict.py" \
+		"$LINUX_TREE/tools/testing/kunit/kunit.py" "$out/$node/results.log" \
+		"$out/$node/console.log" "$out/$node/vm.json" "${manifest[$node]}"
+done
