@@ -21,6 +21,7 @@ use crate::capi::{
     rmad_post_send,
     rmad_post_send_mad,
     rmad_register_agent,
+    rmad_resolve_ah,
     rmad_send_buf_context,
     rmad_send_buf_mad,
     rmad_send_buf_retries,
@@ -772,6 +773,33 @@ mod tests {
         done: Atomic<bool>,
         /// Their return codes (see [`Outcome::calls`]).
         calls: [Atomic<i32>; 4],
+    }
+
+    #[test]
+    fn resolve_ah_resolves_and_checks_its_arguments() -> Result {
+        // rxe0's own GID resolves (to its own MAC: loopback), an address without a GRH needs
+        // nothing, bad arguments are refused. (An unreachable destination cannot be made on
+        // rxe0's dummy netdev, which needs no ARP: the two-node suite checks that one.)
+        let own = rxe_ah()?;
+        let no_grh = RmadAh { has_grh: 0, ..own };
+        let probe = Probe::new(Behaviour::default(), own)?;
+        let a = c_agent(&probe)?;
+        // SAFETY: Plain calls; the addresses are valid for reads (or NULL on purpose).
+        let got = unsafe {
+            (
+                rmad_resolve_ah(a, &own),
+                rmad_resolve_ah(a, &no_grh),
+                rmad_resolve_ah(a, core::ptr::null()),
+                rmad_resolve_ah(core::ptr::null_mut(), &own),
+            )
+        };
+        let unreg = rmad_unregister_agent(a);
+        assert_eq!(got.0, 0);
+        assert_eq!(got.1, 0);
+        assert_eq!(got.2, EINVAL.to_errno());
+        assert_eq!(got.3, EINVAL.to_errno());
+        assert_eq!(unreg, 0);
+        Ok(())
     }
 
     #[test]

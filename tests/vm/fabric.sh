@@ -152,6 +152,10 @@ if [ "$node" = a ]; then
 	# never sees a 0x04 response, while rmad's own QP receives it.
 	vm_case c_layer_never_sees_perf_mgmt_responses \
 		burst_is c "$P" 0x04 1 4 1000 0 -- completed 4 timeout 4 responses 0
+	# Nobody has 10.0.1.99: its MAC cannot be resolved, and the burst (which
+	# resolves the address first, rmad_resolve_ah's path) fails with EHOSTUNREACH.
+	vm_case unreachable_destination_refused sh -c \
+		'! echo "fabric rmad 10.0.1.99 0x0b 1 1 1000 0" >/sys/kernel/debug/rmad/stress 2>/tmp/err && grep -q "No route to host" /tmp/err'
 	vm_case get_unserved_class_through_ipv4_gid \
 		burst_is rmad "$peer_ip" 0x04 1 8 3000 2 -- completed 8 success 8 responses 8 \
 		status_unsupported 8
@@ -184,14 +188,6 @@ if [ "$node" = a ]; then
 		retries 12 responses 0
 	vm_case c_layer_same_timeouts same_as_c "$P" 0x0b 1 4 300 3
 	netem
-	# The peer loses its first answer, then answers the retry.
-	barrier lose-first >/dev/null
-	vm_case lost_response_recovered_by_retry \
-		burst_is rmad "$P" 0x0b 1 1 8000 2 -- completed 1 success 1 timeout 0 responses 1
-	# At least one retry (two when the peer's first answer also waited for its
-	# neighbour resolution through the lossy link).
-	vm_case lost_response_needed_a_retry sh -c '! tail -n 1 /tmp/lines | grep -q " retries 0 "'
-	barrier lost-first-done >/dev/null
 	# The peer sends every answer twice: the second is dropped.
 	barrier duplicate >/dev/null
 	vm_case duplicated_responses_dropped \
@@ -261,20 +257,6 @@ else
 	vm_case unrespond_answered_32 sh -c \
 		'echo unrespond >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress && grep -qx "answered 32" /sys/kernel/debug/rmad/stress'
 	barrier unresponded >/dev/null
-	netem loss 100%
-	barrier lose-first >/dev/null
-	# ib_core answers node a's first request, and netem loses the answer; then
-	# the link is clean again.
-	tx=/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts
-	tx0="$(cat $tx)"
-	i=0
-	while [ "$(cat $tx)" = "$tx0" ] && [ $i -lt 600 ]; do
-		i=$((i + 1))
-		sleep 0.05
-	done
-	netem
-	vm_case first_answer_lost test "$i" -lt 600
-	barrier lost-first-done >/dev/null
 	vm_case duplicate_answers netem duplicate 100%
 	barrier duplicate >/dev/null
 	barrier duplicate-done >/dev/null
