@@ -31,6 +31,7 @@
 
 struct rmad_agent;
 struct rmad_send_buf;
+struct rmad_recv_buf;
 
 /* Which special QP an agent uses. */
 enum rmad_qp_type {
@@ -83,12 +84,20 @@ struct rmad_send_wc {
 };
 
 /**
- * struct rmad_recv_wc - a received MAD, valid only during the receive handler
+ * struct rmad_recv_wc - a received MAD, as given to the receive handler
  * @mad: the MAD bytes
  * @context: the agent's context, as given to rmad_register_agent()
  * @mad_len: their number
- * @src_qp: source QP number
+ * @src_qp: source QP number (where a response goes: rmad_create_send_mad()'s @remote_qpn)
  * @slid: source LID
+ * @pkey_index: P_Key index it arrived with (a response's @pkey_index)
+ * @has_grh: the packet carried a GRH (always on RoCE)
+ * @recv_buf: the MAD's handle, or NULL when rmad had no memory for one
+ * @sgid: source GID, when @has_grh
+ *
+ * The structure is valid during the handler. The MAD is too, unless the handler
+ * keeps it with rmad_keep_recv_mad(): then @mad stays valid until
+ * rmad_free_recv_mad(), even past the agent's unregistration.
  */
 struct rmad_recv_wc {
 	const void *mad;
@@ -96,6 +105,10 @@ struct rmad_recv_wc {
 	u32 mad_len;
 	u32 src_qp;
 	u16 slid;
+	u16 pkey_index;
+	u8 has_grh;
+	struct rmad_recv_buf *recv_buf;
+	u8 sgid[16];
 };
 
 /**
@@ -353,6 +366,56 @@ int rmad_modify_post(struct rmad_send_buf *send_buf, u64 post_id, int timeout_ms
  * Return: as rmad_modify_post(@send_buf, @post_id, 0).
  */
 int rmad_cancel_post(struct rmad_send_buf *send_buf, u64 post_id);
+
+/**
+ * rmad_keep_recv_mad - keep a received MAD past its handler (ib_core's ownership of a recv wc)
+ * @recv_buf: wc->recv_buf, from inside the receive handler
+ *
+ * Atomic-safe. Without it, rmad frees the MAD when the handler returns; with
+ * it, the client owns it until rmad_free_recv_mad(), so it can answer later,
+ * from another context. A kept MAD holds nothing of its agent: it may be kept
+ * past rmad_unregister_agent() and freed afterwards.
+ *
+ * Return: 0; -EINVAL for a bad or stale handle or a MAD already kept.
+ */
+int rmad_keep_recv_mad(struct rmad_recv_buf *recv_buf);
+
+/**
+ * rmad_free_recv_mad - free a kept MAD (ib_free_recv_mad)
+ * @recv_buf: a MAD kept with rmad_keep_recv_mad()
+ *
+ * Atomic-safe. Afterwards @recv_buf is invalid forever.
+ *
+ * Return: 0; -EINVAL for a bad or stale handle or a MAD that was not kept
+ * (rmad frees those when their handler returns).
+ */
+int rmad_free_recv_mad(struct rmad_recv_buf *recv_buf);
+
+/**
+ * rmad_recv_buf_mad - the bytes of a received MAD
+ * @recv_buf: a kept MAD, or wc->recv_buf during its handler
+ * @len: set to their number, if not NULL
+ *
+ * Atomic-safe.
+ *
+ * Return: the MAD, valid until it is freed; NULL for a bad or stale handle.
+ */
+const void *rmad_recv_buf_mad(struct rmad_recv_buf *recv_buf, u32 *len);
+
+/**
+ * rmad_recv_buf_ah - the address that answers a received MAD (ib_create_ah_from_wc)
+ * @agent: the agent that answers (on the port the MAD arrived at)
+ * @recv_buf: a kept MAD, or wc->recv_buf during its handler
+ * @ah: filled in: to the source LID, from the LID it was sent to; with a GRH,
+ *      to its source GID, from this port's GID it was sent to
+ *
+ * Process context (reads the port's GID table).
+ *
+ * Return: 0; -EINVAL for a bad handle, a NULL @ah or a MAD that arrived at
+ * another port; -ENOENT when the port no longer has the GID it was sent to.
+ */
+int rmad_recv_buf_ah(struct rmad_agent *agent, struct rmad_recv_buf *recv_buf,
+		     struct rmad_ah *ah);
 
 /**
  * rmad_port_gid - read a GID of a port

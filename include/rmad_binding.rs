@@ -10,6 +10,11 @@
 //! Handles are checked by rmad on every call and never reused, and a [`Posted`] names one post
 //! of its buffer (not the buffer), so a stale [`Posted`] gets `EINVAL`, even after its buffer
 //! was posted again.
+//!
+//! A received MAD is the handler's ([`Received`]) unless the client keeps it
+//! ([`Received::keep`]): a [`RecvBuf`] is freed when dropped, also after its agent is gone. A
+//! responder registers for a class ([`Agent::register_class`]) and answers with
+//! [`Received::reply`] or, later, [`RecvBuf::reply`].
 
 use core::ffi::c_void;
 use kernel::{
@@ -63,6 +68,24 @@ struct RecvWc {
     mad_len: u32,
     src_qp: u32,
     slid: u16,
+    pkey_index: u16,
+    has_grh: u8,
+    recv_buf: *mut c_void,
+    sgid: [u8; 16],
+}
+
+/// A class registration (`struct rmad_reg_req`): which unsolicited requests the agent gets.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RegReq {
+    /// Management class.
+    pub(crate) mgmt_class: u8,
+    /// Class version.
+    pub(crate) mgmt_class_version: u8,
+    /// OUI, for vendor-range-2 classes.
+    pub(crate) oui: [u8; 3],
+    /// Bit `m` set: requests with method `m` (0..127).
+    pub(crate) method_mask: [u64; 2],
 }
 
 // The layouts of `include/rmad.h` (rmad checks the same numbers on its side).
@@ -76,8 +99,11 @@ const _: () = {
     assert!(offset_of!(Ah, flow_label) == 24);
     assert!(size_of::<SendWc>() == 32 && offset_of!(SendWc, context) == 16);
     assert!(offset_of!(SendWc, status) == 24 && offset_of!(SendWc, vendor_err) == 28);
-    assert!(size_of::<RecvWc>() == 32 && offset_of!(RecvWc, context) == 8);
+    assert!(size_of::<RecvWc>() == 56 && offset_of!(RecvWc, context) == 8);
     assert!(offset_of!(RecvWc, mad_len) == 16 && offset_of!(RecvWc, slid) == 24);
+    assert!(offset_of!(RecvWc, pkey_index) == 26 && offset_of!(RecvWc, has_grh) == 28);
+    assert!(offset_of!(RecvWc, recv_buf) == 32 && offset_of!(RecvWc, sgid) == 40);
+    assert!(size_of::<RegReq>() == 24 && offset_of!(RegReq, method_mask) == 8);
 };
 
 type SendFn = Option<unsafe extern "C" fn(*mut c_void, *mut SendWc)>;
@@ -98,6 +124,7 @@ extern "C" {
     fn rmad_unregister_agent(agent: *mut c_void) -> c_int;
     fn rmad_agent_context(agent: *mut c_void) -> *mut c_void;
     fn rmad_agent_hi_tid(agent: *mut c_void) -> u32;
+    fn rmad_resolve_ah(agent: *mut c_void, ah: *const Ah) -> c_int;
     fn rmad_port_gid(device: *const c_char, port: u32, index: c_int, gid: *mut u8) -> c_int;
     fn rmad_create_send_mad(
         agent: *mut c_void,
@@ -119,6 +146,10 @@ extern "C" {
         context: *mut c_void,
     ) -> c_int;
     fn rmad_post_send(buf: *mut c_void, post_id: *mut u64) -> c_int;
+    fn rmad_keep_recv_mad(recv_buf: *mut c_void) -> c_int;
+    fn rmad_free_recv_mad(recv_buf: *mut c_void) -> c_int;
+    fn rmad_recv_buf_mad(recv_buf: *mut c_void, len: *mut u32) -> *const c_void;
+    fn rmad_recv_buf_ah(agent: *mut c_void, recv_buf: *mut c_void, ah: *mut Ah) -> c_int;
     fn rmad_modify_post(buf: *mut c_void, post_id: u64, timeout_ms: c_int) -> c_int;
 }
 
@@ -132,8 +163,9 @@ fn check(r: c_int) -> Result {
 pub(crate) trait Client: Sync + 'static {
     /// A send completed (`status` is an `enum ib_wc_status`); the buffer is the client's again.
     fn send_done(&self, buf: SendBuf, status: i32);
-    /// A MAD arrived: a response to one of the client's sends (`matched`), or a request.
-    fn recv(&self, _matched: bool, _mad: &[u8]) {}
+    /// A MAD arrived: a response to one of the client's sends ([`Received::matched`]), or a
+    /// request. It is freed when the call returns unless the client keeps it.
+    fn recv(&self, _mad: Received<'_>) {}
 }
 
 /// A registered agent; dropping it unregisters it (after every buffer is freed).
@@ -159,7 +191,7 @@ unsafe extern "C" fn send_tramp<C: Client>(_agent: *mut c_void, wc: *mut SendWc)
 
 /// The receive handler rmad calls for agents of client type `C`.
 unsafe extern "C" fn recv_tramp<C: Client>(
-    _agent: *mut c_void,
+    agent: *mut c_void,
     buf: *mut c_void,
     wc: *const RecvWc,
 ) {
@@ -170,12 +202,43 @@ unsafe extern "C" fn recv_tramp<C: Client>(
     let mad = unsafe { core::slice::from_raw_parts(wc.mad.cast::<u8>(), len) };
     // SAFETY: As in `send_tramp`.
     let client = unsafe { &*wc.context.cast::<C>() };
-    client.recv(!buf.is_null(), mad);
+    client.recv(Received {
+        agent,
+        matched: !buf.is_null(),
+        wc,
+        mad,
+    });
 }
 
 impl<C: Client> Agent<C> {
     /// Registers a GSI agent on `port` of `device` (no class registration).
     pub(crate) fn register(device: &CStr, port: u32, client: C) -> Result<Self> {
+        Self::register_inner(device, port, None, client)
+    }
+
+    /// Registers a GSI agent on `port` of `device` that receives the requests `reg` selects
+    /// (the responder role). Refused with the C MAD layer's error when the class and methods
+    /// are served already, by ib_core or another agent.
+    ///
+    /// # Examples
+    ///
+    /// ```ignore
+    /// // GETs of vendor class 0x0a, answered in `Client::recv` with `Received::reply`.
+    /// let reg = rmad::RegReq { mgmt_class: 0x0a, mgmt_class_version: 1,
+    ///                          method_mask: [1 << 1, 0], ..Default::default() };
+    /// let agent = rmad::Agent::register_class(c"rxe0", 1, &reg, MyServer::new())?;
+    /// ```
+    pub(crate) fn register_class(
+        device: &CStr,
+        port: u32,
+        reg: &RegReq,
+        client: C,
+    ) -> Result<Self> {
+        Self::register_inner(device, port, Some(reg), client)
+    }
+
+    /// Registers a GSI agent, with `reg` if given.
+    fn register_inner(device: &CStr, port: u32, reg: Option<&RegReq>, client: C) -> Result<Self> {
         let client = KBox::into_raw(KBox::new(client, GFP_KERNEL)?);
         let ctx = client.cast::<c_void>();
         // SAFETY: The name is NUL-terminated; the handlers match the C prototypes; `ctx` stays
@@ -185,7 +248,7 @@ impl<C: Client> Agent<C> {
                 device.as_char_ptr(),
                 port,
                 1,
-                core::ptr::null(),
+                reg.map_or(core::ptr::null(), |r| core::ptr::from_ref(r).cast()),
                 0,
                 Some(send_tramp::<C>),
                 Some(recv_tramp::<C>),
@@ -217,26 +280,27 @@ impl<C: Client> Agent<C> {
         unsafe { rmad_agent_hi_tid(self.raw) }
     }
 
+    /// Prepares `ah` for sends from this agent (`rmad_resolve_ah`): on RoCE, resolves the
+    /// destination's MAC. Optional; process context. `EHOSTUNREACH` when nobody answers for it.
+    pub(crate) fn resolve(&self, ah: &Ah) -> Result {
+        // SAFETY: rmad validates the handle; `ah` is valid for reads.
+        check(unsafe { rmad_resolve_ah(self.raw, ah) })
+    }
+
     /// A zeroed 256-byte send buffer for QP `remote_qpn`.
     pub(crate) fn create_send(&self, remote_qpn: u32) -> Result<SendBuf> {
-        // SAFETY: rmad validates the handle.
-        let raw = unsafe {
-            rmad_create_send_mad(
-                self.raw,
-                remote_qpn,
-                0,
-                0,
-                24,
-                232,
-                kernel::bindings::GFP_KERNEL,
-                1,
-            )
-        };
-        Ok(SendBuf {
-            raw: from_err_ptr(raw)?,
-        })
+        create_send(self.raw, remote_qpn, 0, kernel::bindings::GFP_KERNEL)
     }
 }
+
+// SAFETY: An `Agent` is a handle that rmad checks on every call, from any thread, and a
+// pointer to its client, which is only read as `&C` (`C: Sync`) until `drop` frees it, from the
+// dropping thread: sending the agent sends the client, hence `C: Send`.
+unsafe impl<C: Client + Send> Send for Agent<C> {}
+
+// SAFETY: Every method taking `&self` is a call into rmad, which is safe from several threads at
+// once, or hands out `&C`, which is `Sync`.
+unsafe impl<C: Client> Sync for Agent<C> {}
 
 impl<C: Client> Drop for Agent<C> {
     fn drop(&mut self) {
@@ -307,6 +371,10 @@ impl SendBuf {
     }
 }
 
+// SAFETY: A `SendBuf` is a handle that rmad checks on every call, from any thread; its bytes are
+// only reached through `&mut self`.
+unsafe impl Send for SendBuf {}
+
 impl Drop for SendBuf {
     fn drop(&mut self) {
         // SAFETY: rmad validates the handle.
@@ -321,6 +389,12 @@ pub(crate) struct Posted {
     post: u64,
 }
 
+// SAFETY: A `Posted` is a pair of numbers that rmad checks on every call, from any thread.
+unsafe impl Send for Posted {}
+
+// SAFETY: As above: modify and cancel are safe from several threads at once.
+unsafe impl Sync for Posted {}
+
 impl Posted {
     /// `ib_modify_mad`, for this post only.
     pub(crate) fn modify(&self, timeout_ms: i32) -> Result {
@@ -332,4 +406,143 @@ impl Posted {
     pub(crate) fn cancel(&self) -> Result {
         self.modify(0)
     }
+}
+
+/// A MAD as its receive handler sees it: valid during the call, unless kept.
+pub(crate) struct Received<'a> {
+    agent: *mut c_void,
+    matched: bool,
+    wc: &'a RecvWc,
+    mad: &'a [u8],
+}
+
+impl Received<'_> {
+    /// Whether it is a response matched to one of the agent's sends (else a request).
+    pub(crate) fn matched(&self) -> bool {
+        self.matched
+    }
+
+    /// The MAD bytes.
+    pub(crate) fn mad(&self) -> &[u8] {
+        self.mad
+    }
+
+    /// The QP it came from.
+    pub(crate) fn src_qp(&self) -> u32 {
+        self.wc.src_qp
+    }
+
+    /// Keeps the MAD past the handler (`rmad_keep_recv_mad`): it is the client's until the
+    /// returned buffer is dropped.
+    pub(crate) fn keep(&self) -> Result<RecvBuf> {
+        // SAFETY: rmad validates the handle.
+        check(unsafe { rmad_keep_recv_mad(self.wc.recv_buf) })?;
+        Ok(RecvBuf {
+            raw: self.wc.recv_buf,
+            src_qp: self.wc.src_qp,
+            pkey_index: self.wc.pkey_index,
+        })
+    }
+
+    /// A send buffer that answers this request from the agent that received it: addressed
+    /// back to its sender (`ib_create_ah_from_wc`), with the request's header and the response
+    /// method (GET and SET: GetResp), no timeout. Process context.
+    pub(crate) fn reply(&self) -> Result<SendBuf> {
+        reply_buf(
+            self.agent,
+            self.wc.recv_buf,
+            self.wc.src_qp,
+            self.wc.pkey_index,
+            self.mad,
+        )
+    }
+}
+
+/// A received MAD the client keeps; dropping it frees it (`rmad_free_recv_mad`), also after
+/// its agent is gone.
+pub(crate) struct RecvBuf {
+    raw: *mut c_void,
+    src_qp: u32,
+    pkey_index: u16,
+}
+
+impl RecvBuf {
+    /// The MAD bytes.
+    pub(crate) fn mad(&self) -> &[u8] {
+        let mut len = 0u32;
+        // SAFETY: rmad validates the handle; `len` is valid for a write.
+        let p = unsafe { rmad_recv_buf_mad(self.raw, &mut len) };
+        if p.is_null() {
+            return &[];
+        }
+        // SAFETY: The MAD stays valid for `len` bytes until the buffer is freed, which only
+        // `drop` does (the buffer is the client's alone).
+        unsafe { core::slice::from_raw_parts(p.cast::<u8>(), usize::try_from(len).unwrap_or(0)) }
+    }
+
+    /// As [`Received::reply`], from `agent` (which must be on the port the MAD arrived at).
+    pub(crate) fn reply<C: Client>(&self, agent: &Agent<C>) -> Result<SendBuf> {
+        reply_buf(
+            agent.raw,
+            self.raw,
+            self.src_qp,
+            self.pkey_index,
+            self.mad(),
+        )
+    }
+}
+
+// SAFETY: A `RecvBuf` is a handle that rmad checks on every call, from any thread; the bytes it
+// lends out are the buffer's until `drop` frees them, whichever thread drops it.
+unsafe impl Send for RecvBuf {}
+
+// SAFETY: Its `&self` methods only read the MAD, which nobody writes, or call into rmad.
+unsafe impl Sync for RecvBuf {}
+
+impl Drop for RecvBuf {
+    fn drop(&mut self) {
+        // SAFETY: rmad validates the handle.
+        let _ = unsafe { rmad_free_recv_mad(self.raw) };
+    }
+}
+
+/// A response to the request `mad` (handle `recv`) from `agent`: see [`Received::reply`].
+fn reply_buf(
+    agent: *mut c_void,
+    recv: *mut c_void,
+    src_qp: u32,
+    pkey_index: u16,
+    mad: &[u8],
+) -> Result<SendBuf> {
+    let mut ah = Ah::default();
+    // SAFETY: rmad validates the handles; `ah` is valid for a write.
+    check(unsafe { rmad_recv_buf_ah(agent, recv, &mut ah) })?;
+    let mut buf = create_send(agent, src_qp, pkey_index, kernel::bindings::GFP_KERNEL)?;
+    let hdr = mad.get(..24).ok_or(EINVAL)?;
+    let out = buf.mad_mut();
+    out.get_mut(..24).ok_or(EINVAL)?.copy_from_slice(hdr);
+    if let Some(m) = out.get_mut(3) {
+        // GET and SET are answered by GetResp; every other request by its response method.
+        *m = if *m == 0x01 || *m == 0x02 {
+            0x81
+        } else {
+            *m | 0x80
+        };
+    }
+    buf.set(&ah, 0, 0)?;
+    Ok(buf)
+}
+
+/// A zeroed 256-byte send buffer of `agent` for QP `remote_qpn`.
+fn create_send(
+    agent: *mut c_void,
+    remote_qpn: u32,
+    pkey_index: u16,
+    gfp: kernel::bindings::gfp_t,
+) -> Result<SendBuf> {
+    // SAFETY: rmad validates the handle.
+    let raw = unsafe { rmad_create_send_mad(agent, remote_qpn, pkey_index, 0, 24, 232, gfp, 1) };
+    Ok(SendBuf {
+        raw: from_err_ptr(raw)?,
+    })
 }

@@ -44,7 +44,10 @@ if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
 	exit 0
 fi
 "$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
-	"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko"
+	"$RMAD_OUT/module/rmad.ko" \
+	"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
+	"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
+	"$RMAD_OUT/samples/rust/rmad_sample_rust.ko"
 
 # Two free local TCP ports (the kernel picks them; QEMU binds them again at once).
 read -r port0 port1 < <(python3 -c '

@@ -20,6 +20,16 @@
 //! A buffer's slot lock, then its agent's lock (post, modify, cancel). No rmad lock is held
 //! while a client's handler runs.
 
+mod recv;
+
+#[cfg(rmad_test)]
+pub(crate) use recv::{
+    rmad_free_recv_mad,
+    rmad_keep_recv_mad,
+    rmad_recv_buf_ah,
+    rmad_recv_buf_mad, //
+};
+
 use crate::{
     agent::{
         Agent,
@@ -35,7 +45,8 @@ use crate::{
     handles::{
         HandleTable,
         KIND_AGENT,
-        KIND_BUF, //
+        KIND_BUF,
+        KIND_RECV, //
     },
     send::{
         Address,
@@ -107,6 +118,28 @@ impl RmadAh {
             }),
         }
     }
+
+    /// The attributes of `a`.
+    fn from_address(a: &Address) -> Self {
+        let g = a.grh.unwrap_or(GrhAttr {
+            dgid: [0; 16],
+            sgid_index: 0,
+            hop_limit: 0,
+            traffic_class: 0,
+            flow_label: 0,
+        });
+        Self {
+            dlid: a.dlid,
+            src_path_bits: a.src_path_bits,
+            has_grh: u8::from(a.grh.is_some()),
+            sgid_index: g.sgid_index,
+            dgid: g.dgid,
+            hop_limit: g.hop_limit,
+            traffic_class: g.traffic_class,
+            sl: a.sl,
+            flow_label: g.flow_label,
+        }
+    }
 }
 
 /// `struct rmad_send_wc`.
@@ -127,6 +160,10 @@ pub(crate) struct RmadRecvWc {
     pub(crate) mad_len: u32,
     pub(crate) src_qp: u32,
     pub(crate) slid: u16,
+    pub(crate) pkey_index: u16,
+    pub(crate) has_grh: u8,
+    pub(crate) recv_buf: *mut c_void,
+    pub(crate) sgid: [u8; 16],
 }
 
 /// `struct rmad_reg_req`.
@@ -150,9 +187,11 @@ const _: () = {
     assert!(size_of::<RmadSendWc>() == 32);
     assert!(offset_of!(RmadSendWc, post_id) == 8 && offset_of!(RmadSendWc, context) == 16);
     assert!(offset_of!(RmadSendWc, status) == 24 && offset_of!(RmadSendWc, vendor_err) == 28);
-    assert!(size_of::<RmadRecvWc>() == 32);
+    assert!(size_of::<RmadRecvWc>() == 56);
     assert!(offset_of!(RmadRecvWc, context) == 8 && offset_of!(RmadRecvWc, mad_len) == 16);
     assert!(offset_of!(RmadRecvWc, src_qp) == 20 && offset_of!(RmadRecvWc, slid) == 24);
+    assert!(offset_of!(RmadRecvWc, pkey_index) == 26 && offset_of!(RmadRecvWc, has_grh) == 28);
+    assert!(offset_of!(RmadRecvWc, recv_buf) == 32 && offset_of!(RmadRecvWc, sgid) == 40);
     assert!(size_of::<RmadRegReq>() == 24 && offset_of!(RmadRegReq, method_mask) == 8);
 };
 
@@ -188,6 +227,8 @@ pub(crate) struct Tables {
     agents: HandleTable<CAgent>,
     #[pin]
     bufs: HandleTable<CBuf>,
+    #[pin]
+    recvs: HandleTable<recv::CRecv>,
 }
 
 /// The tables, between [`init`] and [`exit`].
@@ -203,6 +244,7 @@ pub(crate) fn init() -> Result {
         pin_init!(Tables {
             agents <- HandleTable::new(KIND_AGENT, static_lock_class!(), static_lock_class!()),
             bufs <- HandleTable::new(KIND_BUF, static_lock_class!(), static_lock_class!()),
+            recvs <- HandleTable::new(KIND_RECV, static_lock_class!(), static_lock_class!()),
         }),
         GFP_KERNEL,
     )?;
@@ -322,15 +364,17 @@ impl RecvHandler for CHandlers {
             .and_then(|t| u64::try_from(t).ok())
             .unwrap_or(0);
         let wc = RmadRecvWc {
-            mad: mad.mad.as_ptr().cast(),
+            mad: core::ptr::null(),
             context: ctx_ptr(self.context),
-            mad_len: u32::try_from(mad.mad.len()).unwrap_or(0),
+            mad_len: 0,
             src_qp: mad.wc.src_qp,
             slid: mad.wc.slid,
+            pkey_index: mad.wc.pkey_index,
+            has_grh: u8::from(mad.wc.grh.is_some()),
+            recv_buf: core::ptr::null_mut(),
+            sgid: mad.wc.grh.map_or([0; 16], |(sgid, _)| sgid),
         };
-        // SAFETY: The client registered `f` as its receive handler; `wc` and the MAD it points
-        // to live until the call returns.
-        unsafe { f(to_ptr(self.handle), to_ptr(bh), &wc) };
+        recv::deliver(f, self.handle, bh, wc, mad);
     }
 }
 

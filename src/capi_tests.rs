@@ -6,7 +6,8 @@
 //! Its promises under test: a handle is never given out twice, so a stale agent, buffer or
 //! post handle is an error forever and never acts on a newer object; a buffer re-posted from
 //! its own send handler stays cancellable; unregistering from the agent's own receive handler
-//! is refused; and the atomic-safe calls work from a timer and an hrtimer under lockdep.
+//! is refused; the atomic-safe calls work from a timer and an hrtimer under lockdep; and a
+//! received MAD kept by its handler stays the client's, past unregistration, until freed.
 
 use crate::capi::{
     rmad_agent_context,
@@ -14,12 +15,16 @@ use crate::capi::{
     rmad_cancel_mad,
     rmad_cancel_post,
     rmad_create_send_mad,
+    rmad_free_recv_mad,
     rmad_free_send_mad,
+    rmad_keep_recv_mad,
     rmad_modify_mad,
     rmad_modify_post,
     rmad_port_gid,
     rmad_post_send,
     rmad_post_send_mad,
+    rmad_recv_buf_ah,
+    rmad_recv_buf_mad,
     rmad_register_agent,
     rmad_resolve_ah,
     rmad_send_buf_context,
@@ -102,7 +107,13 @@ pub(crate) struct Behaviour {
     pub(crate) free: bool,
     /// Unregister the agent from inside its receive handler.
     pub(crate) unregister_in_recv: bool,
+    /// Keep the first received MAD past its handler.
+    pub(crate) keep_first_recv: bool,
 }
+
+/// One receive-handler call: the MAD's handle, whether the packet had a GRH, and the result
+/// of keeping it (0 when not asked to).
+type RecvCall = (u64, u8, i32);
 
 /// One send-handler call: buffer handle, post id, status.
 pub(crate) type SendCall = (u64, u64, i32);
@@ -111,6 +122,7 @@ pub(crate) type SendCall = (u64, u64, i32);
 struct ProbeInner {
     sends: KVec<SendCall>,
     recvs: usize,
+    recv_calls: KVec<RecvCall>,
     /// Results of calls made inside handlers (re-post, unregister).
     results: KVec<i32>,
     /// Post ids of re-posts made inside the send handler.
@@ -139,6 +151,7 @@ impl Probe {
                 inner <- new_spinlock!(ProbeInner {
                     sends: KVec::new(),
                     recvs: 0,
+                    recv_calls: KVec::new(),
                     results: KVec::new(),
                     reposts: KVec::new(),
                     repost_armed: false,
@@ -221,11 +234,20 @@ impl Probe {
         self.changed.notify_all();
     }
 
-    fn on_recv(&self, agent: *mut c_void) {
+    fn on_recv(&self, agent: *mut c_void, wc: &RmadRecvWc) {
         if self.behaviour.unregister_in_recv {
             self.record_result(rmad_unregister_agent(agent));
         }
+        let first = self.inner.lock().recvs == 0;
+        let kept = if self.behaviour.keep_first_recv && first {
+            rmad_keep_recv_mad(wc.recv_buf)
+        } else {
+            0
+        };
         let mut g = self.inner.lock();
+        let call = (num(wc.recv_buf), wc.has_grh, kept);
+        // A record that does not fit is missing from `recv_calls`, which the test sees.
+        let _ = g.recv_calls.push(call, GFP_ATOMIC);
         g.recvs = g.recvs.saturating_add(1);
         self.changed.notify_all();
     }
@@ -246,7 +268,7 @@ unsafe extern "C" fn probe_recv(agent: *mut c_void, _buf: *mut c_void, wc: *cons
     let wc = unsafe { &*wc };
     // SAFETY: As in `probe_send`.
     let p = unsafe { &*wc.context.cast::<Probe>() };
-    p.on_recv(agent);
+    p.on_recv(agent, wc);
 }
 
 /// The address of QP1 of rxe0 port 1, through its IPv4-mapped GID (index 1).
@@ -272,6 +294,11 @@ pub(crate) fn rxe_ah() -> Result<RmadAh> {
 /// A handle as a number.
 pub(crate) fn num(p: *mut c_void) -> u64 {
     u64::try_from(p.addr()).unwrap_or(0)
+}
+
+/// A number as the handle C sees.
+fn to_handle(h: u64) -> *mut c_void {
+    core::ptr::without_provenance_mut(usize::try_from(h).unwrap_or(0))
 }
 
 /// Whether a returned pointer is an `ERR_PTR` (or NULL).
@@ -615,6 +642,88 @@ mod tests {
         assert!(answered);
         assert_eq!(&results[..], &[EDEADLK.to_errno()][..]);
         assert_eq!(unreg, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn recv_kept_past_unregister_until_freed() -> Result {
+        let own = rxe_ah()?;
+        let probe = Probe::new(
+            Behaviour {
+                free: true,
+                keep_first_recv: true,
+                ..Behaviour::default()
+            },
+            own,
+        )?;
+        let a = c_agent(&probe)?;
+        let mut posted = 0;
+        for lo in 0..2 {
+            let b = c_request(a, &own, lo, GET, 5000)?;
+            // SAFETY: Plain call.
+            posted += usize::from(unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) } == 0);
+        }
+        // ib_core answers both GETs; the first answer is kept, the second is not.
+        let answered = probe.wait(|g| g.recvs >= 2) && probe.wait_sends(2);
+        let (n_calls, first, second) = {
+            let g = probe.inner.lock();
+            let c = &g.recv_calls;
+            (c.len(), c.first().copied(), c.get(1).copied())
+        };
+        let none = (0, 0, 0);
+        let (first, second) = (first.unwrap_or(none), second.unwrap_or(none));
+        let (kept, other) = (to_handle(first.0), to_handle(second.0));
+        let mut len = 0u32;
+        // SAFETY: `len` is valid for a write.
+        let mad = unsafe { rmad_recv_buf_mad(kept, &mut len) }.cast::<u8>();
+        // SAFETY: A non-NULL MAD is valid for `len` bytes until it is freed (below).
+        let method = (!mad.is_null()).then(|| unsafe { *mad.add(3) });
+        let mut ah = RmadAh { has_grh: 0, ..own };
+        // SAFETY: `ah` is valid for writes (or NULL on purpose).
+        let reply = unsafe {
+            (
+                rmad_recv_buf_ah(a, kept, &mut ah),
+                rmad_recv_buf_ah(a, kept, core::ptr::null_mut()),
+                rmad_recv_buf_ah(a, other, &mut RmadAh { ..own }),
+            )
+        };
+        // The unkept MAD ended with its handler; the kept one cannot be kept twice.
+        let ended = (
+            // SAFETY: NULL `len` is allowed.
+            unsafe { rmad_recv_buf_mad(other, core::ptr::null_mut()) }.is_null(),
+            rmad_free_recv_mad(other),
+            rmad_keep_recv_mad(other),
+            rmad_keep_recv_mad(kept),
+        );
+        let unreg = rmad_unregister_agent(a);
+        // Past unregistration the kept MAD is still there, until it is freed.
+        // SAFETY: NULL `len` is allowed.
+        let after = unsafe { rmad_recv_buf_mad(kept, core::ptr::null_mut()) }.cast::<u8>();
+        // SAFETY: `ah` is valid for a write.
+        let stale_agent = unsafe { rmad_recv_buf_ah(a, kept, &mut ah) };
+        let freed = (rmad_free_recv_mad(kept), rmad_free_recv_mad(kept));
+        // SAFETY: NULL `len` is allowed.
+        let gone = unsafe { rmad_recv_buf_mad(kept, core::ptr::null_mut()) }.is_null();
+        assert_eq!(posted, 2);
+        assert!(answered);
+        assert_eq!(n_calls, 2);
+        assert!([first, second].iter().all(|c| c.0 != 0 && c.1 == 1));
+        assert_eq!(first.2, 0);
+        assert_eq!(len, 256);
+        assert!(method.is_some_and(|m| m & 0x80 != 0));
+        // The answer came from rxe0's own GID 1 to itself: the reply goes back there.
+        assert_eq!(reply, (0, EINVAL.to_errno(), EINVAL.to_errno()));
+        assert_eq!(
+            (ah.has_grh, ah.sgid_index, ah.dgid),
+            (1, own.sgid_index, own.dgid)
+        );
+        let einval = EINVAL.to_errno();
+        assert_eq!(ended, (true, einval, einval, einval));
+        assert_eq!(unreg, 0);
+        assert_eq!(after, mad);
+        assert_eq!(stale_agent, einval);
+        assert_eq!(freed, (0, einval));
+        assert!(gone);
         Ok(())
     }
 

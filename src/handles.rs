@@ -17,7 +17,7 @@
 //! | bits   | what                                                     |
 //! | ------ | -------------------------------------------------------- |
 //! | 63     | 0: a handle is never a kernel address, NULL or `ERR_PTR` |
-//! | 61..62 | the kind of object (agent, send buffer)                  |
+//! | 61..62 | the kind of object (agent, send buffer, receive buffer)  |
 //! | 24..60 | the slot's generation                                    |
 //! | 0..23  | the slot's index                                         |
 //!
@@ -73,6 +73,8 @@ const SLOTS: u32 = 1 << INDEX_BITS;
 pub(crate) const KIND_AGENT: u64 = 1;
 /// The kind of a send-buffer handle.
 pub(crate) const KIND_BUF: u64 = 2;
+/// The kind of a receive-buffer handle.
+pub(crate) const KIND_RECV: u64 = 3;
 
 /// What a slot holds.
 enum Content<T> {
@@ -317,10 +319,6 @@ impl<T: Send + Unpin> HandleTable<T> {
     }
 
     /// Allocates a handle for `value`.
-    #[cfg_attr(
-        not(rmad_test),
-        expect(dead_code, reason = "Rust API that only the test flavour calls")
-    )]
     pub(crate) fn insert(&self, value: T, gfp: Flags) -> Result<u64, (Error, T)> {
         let h = match self.reserve(gfp) {
             Ok(h) => h,

@@ -8,21 +8,46 @@
  * handles are refused (also once the memory behind them could have been
  * reused), waits for its handlers and reports what they saw. The test VM
  * checks the report.
+ *
+ * Across machines (make test's two-node run):
+ * - serve=1 serves GETs of vendor class 0x0a on rxe0 until unloaded: the
+ *   receive handler keeps each request (rmad_keep_recv_mad()), a work item
+ *   answers it later with the 32-bit number at byte 24 plus one, addressed by
+ *   rmad_recv_buf_ah(), and frees it (rmad_free_recv_mad()).
+ * - peer=10.0.1.2 sends 8 such GETs to that node's rxe0 through the
+ *   IPv4-mapped GIDs and checks each answer.
  */
 
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/err.h>
+#include <linux/inet.h>
 #include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/unaligned.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 
 #include "../../include/rmad.h"
 
 #define N_GET 4
 #define N_CANCEL 2
+/* The two-node service: vendor class, where its number is, GETs sent to a peer. */
+#define SERVICE_CLASS 0x0a
+#define SERVICE_DATA 24
+#define N_PEER 8
+#define FIRST_NUMBER 100
 
-static atomic_t done, succeeded, flushed, other, responses;
+static char *peer;
+module_param(peer, charp, 0444);
+MODULE_PARM_DESC(peer, "IPv4 address of a node serving vendor class 0x0a");
+static bool serve;
+module_param(serve, bool, 0444);
+MODULE_PARM_DESC(serve, "serve GETs of vendor class 0x0a on rxe0 until unloaded");
+
+static atomic_t done, succeeded, flushed, other, responses, good;
+static int expected = N_GET + N_CANCEL;
 static DECLARE_COMPLETION(all_done);
 
 static void sample_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
@@ -34,22 +59,32 @@ static void sample_send_handler(struct rmad_agent *agent, struct rmad_send_wc *w
 	else
 		atomic_inc(&other);
 	rmad_free_send_mad(wc->send_buf);
-	if (atomic_inc_return(&done) == N_GET + N_CANCEL)
+	if (atomic_inc_return(&done) == expected)
 		complete(&all_done);
 }
 
 static void sample_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
 				const struct rmad_recv_wc *wc)
 {
-	if (send_buf && rmad_response_mad(wc->mad, wc->mad_len) == 1)
-		atomic_inc(&responses);
+	const u8 *mad = wc->mad;
+	u32 number;
+
+	if (!send_buf || rmad_response_mad(mad, wc->mad_len) != 1 || wc->mad_len < 28)
+		return;
+	atomic_inc(&responses);
+	/* A service answer: status 0 and the request's number (from its TID) plus one. */
+	number = FIRST_NUMBER + get_unaligned_be32(mad + 12) + 1;
+	if (mad[1] == SERVICE_CLASS && !get_unaligned_be16(mad + 4) &&
+	    get_unaligned_be32(mad + SERVICE_DATA) == number)
+		atomic_inc(&good);
 }
 
-/* A class 0x04 request with @method to QP1 of rxe0 port 1 (GID index 1). */
-static struct rmad_send_buf *sample_request(struct rmad_agent *agent, const u8 *gid, u32 lo,
-					    u8 method, int timeout_ms)
+/* A @class request with @method from @sgid_index to QP1 of @gid, carrying FIRST_NUMBER + @lo. */
+static struct rmad_send_buf *sample_request(struct rmad_agent *agent, u8 sgid_index,
+					    const u8 *gid, u8 class, u32 lo, u8 method,
+					    int timeout_ms, int retries)
 {
-	struct rmad_ah ah = { .has_grh = 1, .sgid_index = 1 };
+	struct rmad_ah ah = { .has_grh = 1, .sgid_index = sgid_index };
 	struct rmad_send_buf *buf;
 	u8 *mad;
 	int ret;
@@ -59,12 +94,13 @@ static struct rmad_send_buf *sample_request(struct rmad_agent *agent, const u8 *
 		return buf;
 	mad = rmad_send_buf_mad(buf);
 	mad[0] = 1;		/* base version */
-	mad[1] = 0x04;		/* performance management */
+	mad[1] = class;
 	mad[2] = 1;		/* class version */
 	mad[3] = method;
 	put_unaligned_be64(((u64)rmad_agent_hi_tid(agent) << 32) | lo, mad + 8);
+	put_unaligned_be32(FIRST_NUMBER + lo, mad + SERVICE_DATA);
 	memcpy(ah.dgid, gid, 16);
-	ret = rmad_send_buf_set(buf, &ah, timeout_ms, 0, NULL);
+	ret = rmad_send_buf_set(buf, &ah, timeout_ms, retries, NULL);
 	if (ret) {
 		rmad_free_send_mad(buf);
 		return ERR_PTR(ret);
@@ -96,13 +132,13 @@ static int sample_run(void)
 	bad += rmad_unregister_agent(NULL) != -EINVAL;
 
 	for (i = 0; i < N_GET; i++) {
-		struct rmad_send_buf *b = sample_request(agent, gid, i, 0x01, 5000);
+		struct rmad_send_buf *b = sample_request(agent, 1, gid, 0x04, i, 0x01, 5000, 0);
 
 		if (IS_ERR(b) || rmad_post_send_mad(b, NULL))
 			bad++;
 	}
 	for (i = 0; i < N_CANCEL; i++) {
-		cancel[i] = sample_request(agent, gid, 100 + i, 0x03, 60000);
+		cancel[i] = sample_request(agent, 1, gid, 0x04, 100 + i, 0x03, 60000, 0);
 		if (IS_ERR(cancel[i]) || rmad_post_send(cancel[i], &post[i]))
 			bad++;
 	}
@@ -138,10 +174,188 @@ static int sample_run(void)
 	return 0;
 }
 
+/* Sends N_PEER service GETs to the node with IPv4 address @addr (a string). */
+static int sample_peer(const char *addr)
+{
+	static const u8 v4_prefix[12] = { [10] = 0xff, [11] = 0xff };
+	struct rmad_ah ah = { .has_grh = 1 };
+	struct rmad_agent *agent;
+	u8 gid[16];
+	int i, ret, bad = 0;
+
+	/* The source: rxe0's IPv4-mapped GID (RoCEv2 over IPv4 needs both ends IPv4). */
+	for (i = 0; i < 16; i++)
+		if (!rmad_port_gid("rxe0", 1, i, gid) && !memcmp(gid, v4_prefix, 12))
+			break;
+	if (i == 16)
+		return -ENODEV;
+	ah.sgid_index = i;
+	memcpy(ah.dgid, v4_prefix, 12);
+	if (!in4_pton(addr, -1, ah.dgid + 12, -1, NULL))
+		return -EINVAL;
+
+	expected = N_PEER;
+	agent = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, NULL, 0, sample_send_handler,
+				    sample_recv_handler, NULL, 0);
+	if (IS_ERR(agent))
+		return PTR_ERR(agent);
+	/* Resolved once here, in process context, as rdma_create_ah() callers do. */
+	ret = rmad_resolve_ah(agent, &ah);
+	for (i = 0; !ret && i < N_PEER; i++) {
+		struct rmad_send_buf *b = sample_request(agent, ah.sgid_index, ah.dgid,
+							 SERVICE_CLASS, i, 0x01, 3000, 2);
+
+		if (IS_ERR(b) || rmad_post_send_mad(b, NULL))
+			bad++;
+	}
+	if (!ret && !bad && !wait_for_completion_timeout(&all_done, 60 * HZ))
+		bad++;
+	i = rmad_unregister_agent(agent);
+	pr_info("rmad_sample_c: %s: peer %s: %d answered, %d right answers, %d other, %d bad, resolve %d, unregister %d\n",
+		(!ret && !bad && !i && atomic_read(&succeeded) == N_PEER &&
+		 atomic_read(&good) == N_PEER) ? "PASS" : "FAIL",
+		addr, atomic_read(&succeeded), atomic_read(&good), atomic_read(&other), bad, ret,
+		i);
+	return 0;
+}
+
+/* The service (serve=1): requests kept by the receive handler, answered by a work item. */
+struct kept {
+	struct list_head link;
+	struct rmad_recv_buf *recv;
+	u32 src_qp;
+	u16 pkey_index;
+};
+
+static struct rmad_agent *server;
+static LIST_HEAD(kept_list);
+static DEFINE_SPINLOCK(kept_lock);
+static atomic_t answered, freed_late;
+
+static void server_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
+{
+	rmad_free_send_mad(wc->send_buf);
+}
+
+/* Answers one kept request: the address from its arrival, its header, its number plus one. */
+static int server_answer(struct kept *k)
+{
+	struct rmad_send_buf *buf;
+	struct rmad_ah ah;
+	const u8 *req;
+	u8 *mad;
+	u32 len;
+	int ret;
+
+	req = rmad_recv_buf_mad(k->recv, &len);
+	if (!req || len < SERVICE_DATA + 4)
+		return -EINVAL;
+	ret = rmad_recv_buf_ah(server, k->recv, &ah);
+	if (ret)
+		return ret;
+	buf = rmad_create_send_mad(server, k->src_qp, k->pkey_index, 0, 24, 232, GFP_KERNEL, 1);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	mad = rmad_send_buf_mad(buf);
+	memcpy(mad, req, 24);
+	mad[3] = 0x81;		/* GetResp */
+	put_unaligned_be32(get_unaligned_be32(req + SERVICE_DATA) + 1, mad + SERVICE_DATA);
+	ret = rmad_send_buf_set(buf, &ah, 0, 0, NULL);
+	if (!ret)
+		ret = rmad_post_send_mad(buf, NULL);
+	if (ret)
+		rmad_free_send_mad(buf);
+	return ret;
+}
+
+static void server_work_fn(struct work_struct *work)
+{
+	struct kept *k;
+
+	for (;;) {
+		spin_lock_bh(&kept_lock);
+		k = list_first_entry_or_null(&kept_list, struct kept, link);
+		if (k)
+			list_del(&k->link);
+		spin_unlock_bh(&kept_lock);
+		if (!k)
+			return;
+		if (!server_answer(k))
+			atomic_inc(&answered);
+		rmad_free_recv_mad(k->recv);
+		kfree(k);
+	}
+}
+
+static DECLARE_WORK(server_work, server_work_fn);
+
+static void server_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
+				const struct rmad_recv_wc *wc)
+{
+	struct kept *k;
+
+	if (send_buf || !wc->recv_buf)
+		return;
+	k = kmalloc_obj(*k, GFP_KERNEL);
+	if (!k)
+		return;
+	/* Kept: the MAD is ours after this handler returns, until rmad_free_recv_mad(). */
+	if (rmad_keep_recv_mad(wc->recv_buf)) {
+		kfree(k);
+		return;
+	}
+	k->recv = wc->recv_buf;
+	k->src_qp = wc->src_qp;
+	k->pkey_index = wc->pkey_index;
+	spin_lock_bh(&kept_lock);
+	list_add_tail(&k->link, &kept_list);
+	spin_unlock_bh(&kept_lock);
+	schedule_work(&server_work);
+}
+
+static int server_start(void)
+{
+	struct rmad_reg_req reg = {
+		.mgmt_class = SERVICE_CLASS,
+		.mgmt_class_version = 1,
+		.method_mask = { BIT_ULL(0x01) },	/* GET */
+	};
+
+	server = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, &reg, 0, server_send_handler,
+				     server_recv_handler, NULL, 0);
+	if (IS_ERR(server))
+		return PTR_ERR(server);
+	pr_info("rmad_sample_c: serving class 0x%02x\n", SERVICE_CLASS);
+	return 0;
+}
+
+/*
+ * Unregisters first (no request arrives any more, every answer has completed),
+ * then frees what is still kept: kept MADs outlive their agent safely.
+ */
+static void server_stop(void)
+{
+	struct kept *k, *n;
+	int ret = rmad_unregister_agent(server);
+
+	cancel_work_sync(&server_work);
+	list_for_each_entry_safe(k, n, &kept_list, link) {
+		if (!rmad_free_recv_mad(k->recv))
+			atomic_inc(&freed_late);
+		list_del(&k->link);
+		kfree(k);
+	}
+	pr_info("rmad_sample_c: served %d, %d freed after unregister, unregister %d\n",
+		atomic_read(&answered), atomic_read(&freed_late), ret);
+}
+
 static int __init rmad_sample_c_init(void)
 {
-	int ret = sample_run();
+	int ret;
 
+	if (serve)
+		return server_start();
+	ret = peer ? sample_peer(peer) : sample_run();
 	if (ret)
 		pr_info("rmad_sample_c: FAIL: %d\n", ret);
 	return 0;
@@ -149,6 +363,8 @@ static int __init rmad_sample_c_init(void)
 
 static void __exit rmad_sample_c_exit(void)
 {
+	if (serve)
+		server_stop();
 }
 
 module_init(rmad_sample_c_init);

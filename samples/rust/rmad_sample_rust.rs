@@ -3,9 +3,16 @@
 //! rmad_sample_rust: a Rust driver that uses rmad through its exported API and the Rust
 //! binding in `include/rmad_binding.rs`.
 //!
-//! At load it registers an agent on rxe0 port 1, sends four GET requests to QP1 of the same
-//! port (ib_core answers them), sends two SEND requests that nobody answers and cancels them,
-//! waits for its send handler and reports what it saw. The test VM checks the report.
+//! At load, by default, it registers an agent on rxe0 port 1, sends four GET requests to QP1
+//! of the same port (ib_core answers them), sends two SEND requests that nobody answers and
+//! cancels them, waits for its send handler and reports what it saw. The test VM checks the
+//! report.
+//!
+//! Across machines (`make test`'s two-node run):
+//! - `serve=1` serves GETs of vendor class 0x0a on rxe0 until unloaded, answering each from its
+//!   receive handler: the 32-bit number at byte 24 of the request, plus one.
+//! - `peer=0x0a000102` (an IPv4 address as a number) sends 8 such GETs to that node's rxe0,
+//!   through the IPv4-mapped GIDs, and checks each answer.
 
 use kernel::{
     prelude::*,
@@ -29,6 +36,16 @@ module! {
     authors: ["rmad developers"],
     description: "rmad sample: a Rust driver using rmad's exported API",
     license: "GPL",
+    params: {
+        peer: u32 {
+            default: 0,
+            description: "IPv4 address (10.0.1.2 = 0x0a000102) of a node serving vendor class 0x0a",
+        },
+        serve: bool {
+            default: false,
+            description: "serve GETs of vendor class 0x0a on rxe0 until unloaded",
+        },
+    },
 }
 
 const N_GET: i32 = 4;
@@ -44,6 +61,36 @@ struct Counts {
     flushed: Atomic<i32>,
     other: Atomic<i32>,
     responses: Atomic<i32>,
+    /// Answers from the vendor-class service that carry the right number.
+    good: Atomic<i32>,
+}
+
+impl Counts {
+    /// All zero.
+    fn new() -> Self {
+        Self {
+            done: Atomic::new(0),
+            succeeded: Atomic::new(0),
+            flushed: Atomic::new(0),
+            other: Atomic::new(0),
+            responses: Atomic::new(0),
+            good: Atomic::new(0),
+        }
+    }
+}
+
+/// The vendor class the two-node service uses, and the byte its number is at.
+const SERVICE_CLASS: u8 = 0x0a;
+const SERVICE_DATA: usize = 24;
+/// GETs sent to a peer, and the number the first carries.
+const N_PEER: u32 = 8;
+const FIRST_NUMBER: u32 = 100;
+
+/// The big-endian 32-bit number at byte `at` of `mad` (0 if it is too short).
+fn number(mad: &[u8], at: usize) -> u32 {
+    mad.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
 }
 
 impl rmad::Client for Counts {
@@ -59,30 +106,85 @@ impl rmad::Client for Counts {
         self.done.add(1, Relaxed);
     }
 
-    fn recv(&self, matched: bool, mad: &[u8]) {
-        if matched && mad.get(3).is_some_and(|m| m & 0x80 != 0) {
-            self.responses.add(1, Relaxed);
+    fn recv(&self, r: rmad::Received<'_>) {
+        let mad = r.mad();
+        if !r.matched() || mad.get(3).is_none_or(|m| m & 0x80 == 0) {
+            return;
+        }
+        self.responses.add(1, Relaxed);
+        // A service answer: status 0, and the number of the request (from its TID) plus one.
+        let lo = number(mad, 12);
+        if mad.get(1) == Some(&SERVICE_CLASS)
+            && mad.get(4..6) == Some(&[0, 0][..])
+            && number(mad, SERVICE_DATA) == FIRST_NUMBER + lo + 1
+        {
+            self.good.add(1, Relaxed);
         }
     }
 }
 
-/// A class 0x04 request with `method` to QP1 of rxe0 port 1.
+/// A request of `class` with `method` to QP1 of `ah`, carrying `FIRST_NUMBER + lo`.
 fn request(
     agent: &rmad::Agent<Counts>,
     ah: &rmad::Ah,
+    class: u8,
     lo: u32,
     method: u8,
     timeout_ms: i32,
+    retries: i32,
 ) -> Result<rmad::SendBuf> {
     let mut buf = agent.create_send(1)?;
     let tid = (u64::from(agent.hi_tid()) << 32) | u64::from(lo);
     let mad = buf.mad_mut();
     if let Some(h) = mad.get_mut(0..16) {
-        h[..4].copy_from_slice(&[1, 0x04, 1, method]);
+        h[..4].copy_from_slice(&[1, class, 1, method]);
         h[8..16].copy_from_slice(&tid.to_be_bytes());
     }
-    buf.set(ah, timeout_ms, 0)?;
+    if let Some(d) = mad.get_mut(SERVICE_DATA..SERVICE_DATA + 4) {
+        d.copy_from_slice(&(FIRST_NUMBER + lo).to_be_bytes());
+    }
+    buf.set(ah, timeout_ms, retries)?;
     Ok(buf)
+}
+
+/// Waits (at most 30 s) until the handlers have seen `n` completions.
+fn wait_done(counts: &Counts, n: i32) {
+    let mut waited = 0;
+    while counts.done.load(Relaxed) < n && waited < 3000 {
+        fsleep(Delta::from_millis(10));
+        waited += 1;
+    }
+}
+
+/// Sends `N_PEER` service GETs to the node with IPv4 address `peer`; returns (answered,
+/// good answers).
+fn run_peer(peer: u32) -> Result<(i32, i32)> {
+    // The source: rxe0's IPv4-mapped GID (RoCEv2 over IPv4 needs both ends IPv4).
+    let prefix = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    let sgid_index = (0..16u8)
+        .find(|&i| rmad::port_gid(c"rxe0", 1, i32::from(i)).is_ok_and(|g| g[..12] == prefix))
+        .ok_or(ENODEV)?;
+    let mut dgid = [0u8; 16];
+    dgid[..12].copy_from_slice(&prefix);
+    dgid[12..].copy_from_slice(&peer.to_be_bytes());
+    let ah = rmad::Ah {
+        has_grh: 1,
+        sgid_index,
+        dgid,
+        ..rmad::Ah::default()
+    };
+    let agent = rmad::Agent::register(c"rxe0", 1, Counts::new())?;
+    // Resolved once here, in process context, as `rdma_create_ah` callers do.
+    agent.resolve(&ah)?;
+    for i in 0..N_PEER {
+        // A buffer that does not post is dropped (freed) with its error.
+        request(&agent, &ah, SERVICE_CLASS, i, 0x01, 3000, 2)?
+            .post()
+            .map_err(|(e, _)| e)?;
+    }
+    let counts = agent.client();
+    wait_done(counts, N_PEER.try_into()?);
+    Ok((counts.succeeded.load(Relaxed), counts.good.load(Relaxed)))
 }
 
 /// Runs the sample; returns the number of failed checks.
@@ -94,26 +196,19 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
         dgid: gid,
         ..rmad::Ah::default()
     };
-    let agent = rmad::Agent::register(
-        c"rxe0",
-        1,
-        Counts {
-            done: Atomic::new(0),
-            succeeded: Atomic::new(0),
-            flushed: Atomic::new(0),
-            other: Atomic::new(0),
-            responses: Atomic::new(0),
-        },
-    )?;
+    let agent = rmad::Agent::register(c"rxe0", 1, Counts::new())?;
     let mut bad = 0;
     for i in 0..4u32 {
-        if request(&agent, &ah, i, 0x01, 5000)?.post().is_err() {
+        if request(&agent, &ah, 0x04, i, 0x01, 5000, 0)?
+            .post()
+            .is_err()
+        {
             bad += 1;
         }
     }
     let mut posted = KVec::new();
     for i in 0..2u32 {
-        match request(&agent, &ah, 100 + i, 0x03, 60_000)?.post() {
+        match request(&agent, &ah, 0x04, 100 + i, 0x03, 60_000, 0)?.post() {
             Ok(p) => posted.push(p, GFP_KERNEL)?,
             Err(_) => bad += 1,
         }
@@ -123,12 +218,8 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
             bad += 1;
         }
     }
-    let counts: &Counts = agent_counts(&agent);
-    let mut waited = 0;
-    while counts.done.load(Relaxed) < N_GET + N_CANCEL && waited < 3000 {
-        fsleep(Delta::from_millis(10));
-        waited += 1;
-    }
+    let counts = agent.client();
+    wait_done(counts, N_GET + N_CANCEL);
     // The handler has freed them: the handles are stale now.
     for p in posted.iter() {
         if p.cancel() != Err(EINVAL) {
@@ -146,15 +237,86 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
     Ok(r)
 }
 
-/// The client of an agent (the binding keeps it; the sample peeks at its counters).
-fn agent_counts(agent: &rmad::Agent<Counts>) -> &Counts {
-    agent.client()
+/// The vendor-class service: answers each GET from its receive handler.
+struct Server {
+    answered: Atomic<i32>,
 }
 
-struct Sample;
+impl rmad::Client for Server {
+    fn send_done(&self, _buf: rmad::SendBuf, _status: i32) {
+        // An answer went out (or failed); dropping the buffer frees it.
+    }
+
+    fn recv(&self, r: rmad::Received<'_>) {
+        if r.matched() {
+            return;
+        }
+        let n = number(r.mad(), SERVICE_DATA).wrapping_add(1);
+        let Ok(mut answer) = r.reply() else {
+            return;
+        };
+        if let Some(d) = answer.mad_mut().get_mut(SERVICE_DATA..SERVICE_DATA + 4) {
+            d.copy_from_slice(&n.to_be_bytes());
+        }
+        if answer.post().is_ok() {
+            self.answered.add(1, Relaxed);
+        }
+    }
+}
+
+/// The module: the service's agent while `serve=1`.
+struct Sample {
+    server: Option<rmad::Agent<Server>>,
+}
+
+impl Drop for Sample {
+    fn drop(&mut self) {
+        if let Some(agent) = self.server.take() {
+            let n = agent.client().answered.load(Relaxed);
+            // Unregistered before the report: every answer has completed.
+            drop(agent);
+            pr_info!("served {}\n", n);
+        }
+    }
+}
 
 impl kernel::Module for Sample {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        if module_parameters::serve.value() {
+            let reg = rmad::RegReq {
+                mgmt_class: SERVICE_CLASS,
+                mgmt_class_version: 1,
+                // GET (method 0x01).
+                method_mask: [1 << 1, 0],
+                ..rmad::RegReq::default()
+            };
+            let server = Server {
+                answered: Atomic::new(0),
+            };
+            let agent = rmad::Agent::register_class(c"rxe0", 1, &reg, server)?;
+            pr_info!("serving class {:#04x}\n", SERVICE_CLASS);
+            return Ok(Sample {
+                server: Some(agent),
+            });
+        }
+        let peer = module_parameters::peer.value();
+        if peer != 0 {
+            match run_peer(peer) {
+                Ok((ok, good)) => {
+                    let want = i32::try_from(N_PEER)?;
+                    let pass = ok == want && good == want;
+                    pr_info!(
+                        "{}: peer {:#010x}: {} answered, {} right answers\n",
+                        if pass { "PASS" } else { "FAIL" },
+                        peer,
+                        ok,
+                        good
+                    );
+                }
+                Err(e) => pr_info!("FAIL: peer {:#010x}: {:?}\n", peer, e),
+            }
+            return Ok(Sample { server: None });
+        }
         match run() {
             Ok((ok, resp, flushed, other, bad)) => {
                 let pass =
@@ -171,6 +333,6 @@ impl kernel::Module for Sample {
             }
             Err(e) => pr_info!("FAIL: {:?}\n", e),
         }
-        Ok(Sample)
+        Ok(Sample { server: None })
     }
 }

@@ -49,14 +49,19 @@ barrier() {
 }
 
 # Brings up eth1 for the barriers, and eth0 with this node's address and rxe0
-# on it; waits until rxe0 has its IPv6 link-local GID (index 0) and its
-# IPv4-mapped GID (index 1).
+# on it.
 setup_link() {
 	ip link set eth1 up &&
 		ip addr add "10.0.2.$me/24" dev eth1 &&
 		ip link set eth0 up &&
 		ip addr add "10.0.1.$me/24" dev eth0 &&
-		rdma link add rxe0 type rxe netdev eth0 || return 1
+		add_rxe
+}
+
+# Makes rxe0 on eth0 and waits until it has its IPv6 link-local GID (index 0)
+# and its IPv4-mapped GID (index 1).
+add_rxe() {
+	rdma link add rxe0 type rxe netdev eth0 || return 1
 	i=0
 	while [ $i -lt 300 ]; do
 		g0="$(cat /sys/class/infiniband/rxe0/ports/1/gids/0 2>/dev/null || true)"
@@ -78,6 +83,78 @@ netem() {
 	# busybox's tc has no netem.
 	/bin/tc qdisc del dev eth0 root 2>/dev/null || true
 	[ $# -eq 0 ] || /bin/tc qdisc add dev eth0 root netem "$@"
+}
+
+# unresolvable ADDR: a burst to ADDR fails with EHOSTUNREACH.
+unresolvable() {
+	! echo "fabric rmad $1 0x0b 1 1 1000 0" >/sys/kernel/debug/rmad/stress 2>/tmp/err &&
+		grep -q "No route to host" /tmp/err
+}
+
+# add_address ADDR: adds IPv4 address ADDR to eth0 and waits until rxe0 has its
+# IPv4-mapped GID.
+add_address() {
+	ip addr add "$1/24" dev eth0 || return 1
+	# The GID as sysfs writes it: ::ffff:a.b.c.d, the address in hex.
+	want="$(echo "$1" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')"
+	i=0
+	until cat /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | grep -qx "$want"; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || return 1
+		sleep 0.1
+	done
+}
+
+# The RoCE packets rxe0 has sent.
+sent_pkts() {
+	cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts
+}
+
+# drop_answers WHO N: drops what this node sends until rxe0 has sent N more
+# packets (its answers to node a's first requests, lost), then lets everything
+# through. The loss is switched off by changing the qdisc, not deleting it:
+# after a deletion, rxe's next transmissions were held until the next qdisc
+# change (seen here), which would turn this case into a second timeout.
+drop_answers() {
+	netem loss 100%
+	base="$(sent_pkts)"
+	barrier "lost-$1" >/dev/null || return 1
+	i=0
+	while [ "$(sent_pkts)" -lt $((base + $2)) ]; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || return 1
+		sleep 0.1
+	done
+	/bin/tc qdisc change dev eth0 root netem loss 0%
+	barrier "lost-$1-done" >/dev/null
+	# What rxe0 sent while node a's retries came, in the console for a failure.
+	(
+		sleep 10
+		echo "fabric-diag: $1: rxe0 sent $base then $(sent_pkts) packets; $(/bin/tc -s qdisc show dev eth0 | tr '\n' ' ')" >/dev/kmsg
+	) &
+}
+
+# lost_answer WHO: node a's side of drop_answers: 4 GETs to the peer (4 s
+# timeout, 4 retries) whose first answers the peer drops; each completes once,
+# successfully, after 1 to 4 retries (one when the peer lets its answers
+# through within 4 s, as it does here).
+lost_answer() {
+	barrier "lost-$1" >/dev/null || return 1
+	received="$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts)"
+	stress "fabric $1 $peer_gid 0x0b 1 4 4000 4" &
+	burst=$!
+	barrier "lost-$1-done" >/dev/null || return 1
+	wait $burst || return 1
+	line="$(cat /sys/kernel/debug/rmad/stress)"
+	echo "$line" >>/tmp/lines
+	echo "rxe0 received $received then $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts) packets"
+	expect "$line" completed 4 success 4 twice 0 never 0 responses 4 || return 1
+	retries="${line#* retries }"
+	retries="${retries%% *}"
+	[ "$retries" -ge 4 ] && [ "$retries" -le 16 ] || {
+		echo "expected 4..16 retries in: $line"
+		return 1
+	}
 }
 
 # fabric WHO ARGS...: one burst (see src/fabric_check.rs); prints its line.
@@ -139,6 +216,14 @@ vm_case insmod_rmad insmod /modules/test/rmad.ko
 gid0="$(cat /sys/class/infiniband/rxe0/ports/1/gids/0)"
 peer_gid="$(barrier up "$gid0")"
 vm_case peer_reachable ping -c 1 -W 10 "$peer_ip"
+# The neighbour entries of the peer's two addresses (IPv4 and the IPv6
+# link-local one, which is its GID 0) are fixed, so that netem's losses never
+# hit an ARP or neighbour-discovery exchange: a lost answer is then a lost MAD,
+# not an unresolved address.
+peer_mac="$(barrier mac "$(cat /sys/class/net/eth0/address)")"
+vm_case peer_neighbours_fixed sh -c \
+	"/bin/ip neigh replace $peer_ip lladdr $peer_mac dev eth0 nud permanent &&
+	/bin/ip -6 neigh replace $peer_gid lladdr $peer_mac dev eth0 nud permanent"
 
 if [ "$node" = a ]; then
 	P="$peer_gid"
@@ -154,8 +239,15 @@ if [ "$node" = a ]; then
 		burst_is c "$P" 0x04 1 4 1000 0 -- completed 4 timeout 4 responses 0
 	# Nobody has 10.0.1.99: its MAC cannot be resolved, and the burst (which
 	# resolves the address first, rmad_resolve_ah's path) fails with EHOSTUNREACH.
-	vm_case unreachable_destination_refused sh -c \
-		'! echo "fabric rmad 10.0.1.99 0x0b 1 1 1000 0" >/sys/kernel/debug/rmad/stress 2>/tmp/err && grep -q "No route to host" /tmp/err'
+	vm_case unreachable_destination_refused unresolvable 10.0.1.99
+	# Nobody has 10.0.1.3 either, until the peer adds it: the failure is not
+	# kept, and the next resolution finds it.
+	vm_case not_yet_reachable_refused unresolvable 10.0.1.3
+	barrier add-address >/dev/null
+	barrier address-added >/dev/null
+	vm_case resolution_retried_after_failure \
+		burst_is rmad 10.0.1.3 0x04 1 4 3000 2 -- completed 4 success 4 responses 4 \
+		status_unsupported 4
 	vm_case get_unserved_class_through_ipv4_gid \
 		burst_is rmad "$peer_ip" 0x04 1 8 3000 2 -- completed 8 success 8 responses 8 \
 		status_unsupported 8
@@ -194,6 +286,9 @@ if [ "$node" = a ]; then
 		burst_is rmad "$P" 0x0b 1 8 3000 0 -- completed 8 success 8 responses 8 dropped 8
 	vm_case c_layer_same_with_duplicates same_as_c "$P" 0x0b 1 8 3000 0
 	barrier duplicate-done >/dev/null
+	# The peer drops its first answers: a retry recovers each.
+	vm_case lost_answer_recovered_by_retry lost_answer rmad
+	vm_case c_layer_same_lost_answer lost_answer c
 	barrier delay >/dev/null
 	# The peer answers 1.5 s late.
 	vm_case cancel_while_in_flight \
@@ -241,6 +336,9 @@ if [ "$node" = a ]; then
 else
 	# Each change is made before the barrier that lets node a go on, and undone
 	# after the barrier that says node a is done with it.
+	barrier add-address >/dev/null
+	vm_case add_address_10_0_1_3 add_address 10.0.1.3
+	barrier address-added >/dev/null
 	vm_case serve_class_0x0b stress "serve 0x0b"
 	barrier serve >/dev/null
 	barrier serve-done >/dev/null
@@ -260,6 +358,9 @@ else
 	vm_case duplicate_answers netem duplicate 100%
 	barrier duplicate >/dev/null
 	barrier duplicate-done >/dev/null
+	vm_case drop_first_answers_rmad drop_answers rmad 4
+	vm_case drop_first_answers_c drop_answers c 4
+	netem
 	vm_case delay_answers netem delay 1500ms
 	barrier delay >/dev/null
 	barrier delay-done >/dev/null
@@ -283,3 +384,42 @@ else
 fi
 vm_case rmmod_rmad rmmod rmad
 emit_vm_suite "rmad_fabric_${node}_unload" >"$RESULTS"
+
+# The two samples across machines, on the production module users install:
+# node b serves vendor class 0x0a, first from the C sample (which keeps each
+# request and answers it later from a work item), then from the Rust sample
+# (which answers from its receive handler); node a asks each server 8 times
+# from the C sample and 8 times from the Rust sample, through the IPv4 GIDs.
+vm_case insmod_production_rmad insmod /modules/rmad.ko
+if [ "$node" = a ]; then
+	# asks LANG ARG N: the LANG sample asks the peer (ARG its peer parameter) and
+	# reports PASS, for the Nth time.
+	asks() {
+		insmod "/modules/rmad_sample_$1.ko" "peer=$2" && rmmod "rmad_sample_$1" &&
+			dmesg | grep "rmad_sample_$1: .*peer" | tail -n 1 &&
+			[ "$(dmesg | grep -c "rmad_sample_$1: PASS: peer .*: 8 answered, 8 right answers")" = "$3" ]
+	}
+	barrier c-serving >/dev/null
+	vm_case c_sample_asks_c_server asks c 10.0.1.2 1
+	vm_case rust_sample_asks_c_server asks rust 0x0a000102 1
+	barrier c-served >/dev/null
+	barrier rust-serving >/dev/null
+	vm_case c_sample_asks_rust_server asks c 10.0.1.2 2
+	vm_case rust_sample_asks_rust_server asks rust 0x0a000102 2
+	barrier rust-served >/dev/null
+else
+	vm_case rxe0_again add_rxe
+	vm_case c_sample_serves insmod /modules/rmad_sample_c.ko serve=1
+	barrier c-serving >/dev/null
+	barrier c-served >/dev/null
+	# 8 GETs from each of node a's samples, each answered once.
+	vm_case c_server_answered_16 sh -c \
+		'rmmod rmad_sample_c && dmesg | grep "rmad_sample_c: served" && dmesg | grep -q "rmad_sample_c: served 16, 0 freed after unregister, unregister 0"'
+	vm_case rust_sample_serves insmod /modules/rmad_sample_rust.ko serve=1
+	barrier rust-serving >/dev/null
+	barrier rust-served >/dev/null
+	vm_case rust_server_answered_16 sh -c \
+		'rmmod rmad_sample_rust && dmesg | grep -q "rmad_sample_rust: served 16"'
+fi
+vm_case rmmod_production_rmad rmmod rmad
+emit_vm_suite "rmad_fabric_${node}_samples" >"$RESULTS"
