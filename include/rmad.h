@@ -92,8 +92,11 @@ struct rmad_send_wc {
  * @slid: source LID
  * @pkey_index: P_Key index it arrived with (a response's @pkey_index)
  * @has_grh: the packet carried a GRH (always on RoCE)
+ * @hop_limit: the GRH's hop limit as it arrived (on RoCEv2 over IPv4 the IP TTL)
+ * @traffic_class: the GRH's traffic class (on RoCEv2 over IPv4 the IP TOS)
  * @recv_buf: the MAD's handle, or NULL when rmad had no memory for one
  * @sgid: source GID, when @has_grh
+ * @flow_label: the GRH's flow label (0 over IPv4)
  *
  * The structure is valid during the handler. The MAD is too, unless the handler
  * keeps it with rmad_keep_recv_mad(): then @mad stays valid until
@@ -107,8 +110,11 @@ struct rmad_recv_wc {
 	u16 slid;
 	u16 pkey_index;
 	u8 has_grh;
+	u8 hop_limit;
+	u8 traffic_class;
 	struct rmad_recv_buf *recv_buf;
 	u8 sgid[16];
+	u32 flow_label;
 };
 
 /**
@@ -407,7 +413,8 @@ const void *rmad_recv_buf_mad(struct rmad_recv_buf *recv_buf, u32 *len);
  * @agent: the agent that answers (on the port the MAD arrived at)
  * @recv_buf: a kept MAD, or wc->recv_buf during its handler
  * @ah: filled in: to the source LID, from the LID it was sent to; with a GRH,
- *      to its source GID, from this port's GID it was sent to
+ *      to its source GID, from this port's GID it was sent to, with its traffic
+ *      class and flow label, hop limit 64 (as ib_create_ah_from_wc())
  *
  * Process context (reads the port's GID table).
  *

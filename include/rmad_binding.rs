@@ -70,8 +70,11 @@ struct RecvWc {
     slid: u16,
     pkey_index: u16,
     has_grh: u8,
+    hop_limit: u8,
+    traffic_class: u8,
     recv_buf: *mut c_void,
     sgid: [u8; 16],
+    flow_label: u32,
 }
 
 /// A class registration (`struct rmad_reg_req`): which unsolicited requests the agent gets.
@@ -99,7 +102,9 @@ const _: () = {
     assert!(offset_of!(Ah, flow_label) == 24);
     assert!(size_of::<SendWc>() == 32 && offset_of!(SendWc, context) == 16);
     assert!(offset_of!(SendWc, status) == 24 && offset_of!(SendWc, vendor_err) == 28);
-    assert!(size_of::<RecvWc>() == 56 && offset_of!(RecvWc, context) == 8);
+    assert!(size_of::<RecvWc>() == 64 && offset_of!(RecvWc, context) == 8);
+    assert!(offset_of!(RecvWc, hop_limit) == 29 && offset_of!(RecvWc, traffic_class) == 30);
+    assert!(offset_of!(RecvWc, flow_label) == 56);
     assert!(offset_of!(RecvWc, mad_len) == 16 && offset_of!(RecvWc, slid) == 24);
     assert!(offset_of!(RecvWc, pkey_index) == 26 && offset_of!(RecvWc, has_grh) == 28);
     assert!(offset_of!(RecvWc, recv_buf) == 32 && offset_of!(RecvWc, sgid) == 40);
@@ -430,6 +435,16 @@ impl Received<'_> {
     /// The QP it came from.
     pub(crate) fn src_qp(&self) -> u32 {
         self.wc.src_qp
+    }
+
+    /// The hop limit, traffic class and flow label of its GRH as it arrived (on RoCEv2 over
+    /// IPv4 the TTL and TOS, flow label 0), if it had one.
+    pub(crate) fn grh(&self) -> Option<(u8, u8, u32)> {
+        (self.wc.has_grh != 0).then_some((
+            self.wc.hop_limit,
+            self.wc.traffic_class,
+            self.wc.flow_label,
+        ))
     }
 
     /// Keeps the MAD past the handler (`rmad_keep_recv_mad`): it is the client's until the

@@ -162,8 +162,11 @@ pub(crate) struct RmadRecvWc {
     pub(crate) slid: u16,
     pub(crate) pkey_index: u16,
     pub(crate) has_grh: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
     pub(crate) recv_buf: *mut c_void,
     pub(crate) sgid: [u8; 16],
+    pub(crate) flow_label: u32,
 }
 
 /// `struct rmad_reg_req`.
@@ -187,7 +190,9 @@ const _: () = {
     assert!(size_of::<RmadSendWc>() == 32);
     assert!(offset_of!(RmadSendWc, post_id) == 8 && offset_of!(RmadSendWc, context) == 16);
     assert!(offset_of!(RmadSendWc, status) == 24 && offset_of!(RmadSendWc, vendor_err) == 28);
-    assert!(size_of::<RmadRecvWc>() == 56);
+    assert!(size_of::<RmadRecvWc>() == 64);
+    assert!(offset_of!(RmadRecvWc, hop_limit) == 29 && offset_of!(RmadRecvWc, traffic_class) == 30);
+    assert!(offset_of!(RmadRecvWc, flow_label) == 56);
     assert!(offset_of!(RmadRecvWc, context) == 8 && offset_of!(RmadRecvWc, mad_len) == 16);
     assert!(offset_of!(RmadRecvWc, src_qp) == 20 && offset_of!(RmadRecvWc, slid) == 24);
     assert!(offset_of!(RmadRecvWc, pkey_index) == 26 && offset_of!(RmadRecvWc, has_grh) == 28);
@@ -371,8 +376,11 @@ impl RecvHandler for CHandlers {
             slid: mad.wc.slid,
             pkey_index: mad.wc.pkey_index,
             has_grh: u8::from(mad.wc.grh.is_some()),
+            hop_limit: mad.wc.grh_fields.hop_limit,
+            traffic_class: mad.wc.grh_fields.traffic_class,
             recv_buf: core::ptr::null_mut(),
             sgid: mad.wc.grh.map_or([0; 16], |(sgid, _)| sgid),
+            flow_label: mad.wc.grh_fields.flow_label,
         };
         recv::deliver(f, self.handle, bh, wc, mad);
     }

@@ -6,15 +6,17 @@
 //!
 //! Commands written to `rmad/stress` (`fabric ...`), each leaving one line of figures there:
 //!
-//! - `fabric rmad|c PEER CLASS METHOD COUNT TIMEOUT_MS RETRIES [cancel | modify MS]`:
-//!   posts COUNT requests (TIDs 0..COUNT) to QP1 of the peer (an IPv4 address or a GID, see
-//!   [`parse_peer`]), optionally cancels or re-arms each at once, and waits until every send
-//!   handler ran;
+//! - `fabric rmad|c PEER CLASS METHOD COUNT TIMEOUT_MS RETRIES [cancel | modify MS]
+//!   [grh HOP_LIMIT TRAFFIC_CLASS FLOW_LABEL]`: posts COUNT requests (TIDs 0..COUNT) to QP1 of
+//!   the peer (an IPv4 address or a GID, see [`parse_peer`]), optionally cancels or re-arms
+//!   each at once, and waits until every send handler ran; rmad's line ends with the GRH
+//!   fields of the last response as they arrived (`resp_hop_limit` ...);
 //! - `serve CLASS` / `unserve`: an agent registered in ib_core on this node's rxe0 answers
 //!   GETs of CLASS with status 0 (or stops answering);
 //! - `respond CLASS` / `unrespond`: the same from an rmad agent on rxe0 (the responder role:
 //!   ib_core forwards the requests to rmad, rmad answers from its own QP); `respond` reports
-//!   the registration's error, `unrespond` how many requests were answered.
+//!   the registration's error, `unrespond` how many requests were answered and the GRH
+//!   fields of the last request as they arrived (`hop_limit H traffic_class T flow_label F`).
 
 use crate::{
     agent::{
@@ -36,6 +38,7 @@ use crate::{
         sleep_ms, //
     },
     transport::{
+        GrhFields,
         RecvMad,
         Transport, //
     },
@@ -141,6 +144,8 @@ struct Burst {
     timeout_ms: i32,
     retries: i32,
     action: Action,
+    /// Hop limit, traffic class and flow label of the requests' GRH.
+    grh: GrhFields,
 }
 
 impl Burst {
@@ -171,6 +176,46 @@ struct Tally {
     status_ok: Atomic<u32>,
     status_unsupported: Atomic<u32>,
     status_other: Atomic<u32>,
+    /// The GRH fields of the last response, as they arrived.
+    last_grh: LastGrh,
+}
+
+/// The GRH fields of the last MAD seen, as they arrived.
+struct LastGrh {
+    hop_limit: Atomic<u32>,
+    traffic_class: Atomic<u32>,
+    flow_label: Atomic<u32>,
+}
+
+impl LastGrh {
+    /// All zero.
+    fn new() -> Self {
+        Self {
+            hop_limit: Atomic::new(0),
+            traffic_class: Atomic::new(0),
+            flow_label: Atomic::new(0),
+        }
+    }
+
+    /// Keeps `f`.
+    fn set(&self, f: &GrhFields) {
+        self.hop_limit.store(u32::from(f.hop_limit), Relaxed);
+        self.traffic_class
+            .store(u32::from(f.traffic_class), Relaxed);
+        self.flow_label.store(f.flow_label, Relaxed);
+    }
+
+    /// Writes them as `PREFIXhop_limit H PREFIXtraffic_class T PREFIXflow_label F`.
+    fn write(&self, w: &mut crate::stress::Writer<'_>, prefix: &str) -> Result {
+        write!(
+            w,
+            " {prefix}hop_limit {} {prefix}traffic_class {} {prefix}flow_label {}",
+            self.hop_limit.load(Relaxed),
+            self.traffic_class.load(Relaxed),
+            self.flow_label.load(Relaxed)
+        )
+        .map_err(|_| ENOMEM)
+    }
 }
 
 impl Tally {
@@ -193,6 +238,7 @@ impl Tally {
                 status_ok: Atomic::new(0),
                 status_unsupported: Atomic::new(0),
                 status_other: Atomic::new(0),
+                last_grh: LastGrh::new(),
             },
             GFP_KERNEL,
         )?)
@@ -248,6 +294,7 @@ impl RecvHandler for Tally {
             return;
         }
         self.responses.fetch_add(1, Relaxed);
+        self.last_grh.set(&mad.wc.grh_fields);
         let counter = match MadHdr::parse(&mad.mad).map(|h| h.status) {
             Ok(0) => &self.status_ok,
             Ok(0x000c) => &self.status_unsupported,
@@ -276,7 +323,9 @@ fn run_rmad(b: &Burst, out: &mut KVec<u8>) -> Result {
         pr_warn!("fabric: not every send handler ran\n");
     }
     let mut extra = KVec::new();
-    write!(crate::stress::Writer(&mut extra), " dropped {dropped}").map_err(|_| ENOMEM)?;
+    let mut w = crate::stress::Writer(&mut extra);
+    write!(w, " dropped {dropped}").map_err(|_| ENOMEM)?;
+    tally.last_grh.write(&mut w, "resp_")?;
     tally.figures().write(
         out,
         "rmad",
@@ -291,9 +340,9 @@ fn post_burst(a: &Arc<Agent>, b: &Burst) -> Result {
         dlid: 0,
         src_path_bits: 0,
         grh: Some(GrhAttr {
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
+            hop_limit: b.grh.hop_limit,
+            traffic_class: b.grh.traffic_class,
+            flow_label: b.grh.flow_label,
             dgid: b.dgid,
             sgid_index: b.sgid_index,
         }),
@@ -441,19 +490,36 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
         timeout_ms: words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?,
         retries: words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?,
         action: Action::None,
+        grh: GrhFields {
+            hop_limit: 64,
+            ..GrhFields::default()
+        },
     };
-    b.action = match (words.next(), words.next()) {
-        (None, _) => Action::None,
-        (Some("cancel"), None) => Action::Cancel,
-        (Some("modify"), Some(ms)) => Action::Modify(ms.parse().map_err(|_| EINVAL)?),
-        _ => return Err(EINVAL),
-    };
-    if words.next().is_some() || b.count == 0 || b.count > 100_000 {
+    while let Some(word) = words.next() {
+        let mut number =
+            || -> Result<u32> { words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL) };
+        match word {
+            "cancel" => b.action = Action::Cancel,
+            "modify" => b.action = Action::Modify(i32::try_from(number()?)?),
+            "grh" => {
+                b.grh = GrhFields {
+                    hop_limit: u8::try_from(number()?)?,
+                    traffic_class: u8::try_from(number()?)?,
+                    flow_label: number()?,
+                }
+            }
+            _ => return Err(EINVAL),
+        }
+    }
+    if b.count == 0 || b.count > 100_000 {
         return Err(EINVAL);
     }
     match who {
         "rmad" => run_rmad(&b, out),
-        "c" => run_c(&b, out),
+        // The C layer's burst builds its own address (`src/fabric_glue.c`).
+        "c" if b.grh.traffic_class == 0 && b.grh.flow_label == 0 && b.grh.hop_limit == 64 => {
+            run_c(&b, out)
+        }
         _ => Err(EINVAL),
     }
 }
@@ -478,6 +544,8 @@ kernel::sync::global_lock! {
 /// the GET came from.
 struct Responder {
     answered: Atomic<u32>,
+    /// The GRH fields of the last request, as they arrived.
+    last_grh: LastGrh,
 }
 
 impl SendHandler for Responder {
@@ -497,6 +565,7 @@ impl RecvHandler for Responder {
         if send.is_some() || req.is_response() || req.method != wire::IB_MGMT_METHOD_GET {
             return;
         }
+        self.last_grh.set(&mad.wc.grh_fields);
         let answer = || -> Result {
             let ah = agent.reply_address(&mad.wc)?;
             let mut buf = agent.create_send(mad.wc.src_qp, 0, false, 24, 232, GFP_KERNEL, 1)?;
@@ -547,7 +616,9 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
     if let Some((a, r)) = served.rmad.take() {
         a.unregister()?;
         if class.is_none() {
-            return write!(w, "answered {}\n", r.answered.load(Relaxed)).map_err(|_| ENOMEM);
+            write!(w, "answered {}", r.answered.load(Relaxed)).map_err(|_| ENOMEM)?;
+            r.last_grh.write(&mut w, "")?;
+            return write!(w, "\n").map_err(|_| ENOMEM);
         }
     }
     let Some(class) = class else {
@@ -559,6 +630,7 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
     let r = Arc::new(
         Responder {
             answered: Atomic::new(0),
+            last_grh: LastGrh::new(),
         },
         GFP_KERNEL,
     )?;

@@ -24,6 +24,7 @@ use crate::{
     },
     state::WcStatus,
     transport::{
+        GrhFields,
         PortAttr,
         RecvMad,
         RecvWc,
@@ -397,6 +398,12 @@ impl Fabric {
                 dst_qp: wr.remote_qpn,
                 pkey_index: wr.pkey_index,
                 grh,
+                // What the packet carries: the sender's address, untouched by a router.
+                grh_fields: wr.ah.grh.map_or(GrhFields::default(), |h| GrhFields {
+                    hop_limit: h.hop_limit,
+                    traffic_class: h.traffic_class,
+                    flow_label: h.flow_label,
+                }),
             };
             if g.knobs.duplicate > 0 {
                 g.knobs.duplicate -= 1;

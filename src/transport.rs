@@ -85,6 +85,20 @@ pub(crate) struct RecvWc {
     pub(crate) pkey_index: u16,
     /// Source and destination GIDs when the packet carried a GRH.
     pub(crate) grh: Option<(Gid, Gid)>,
+    /// The GRH's other routing fields as they arrived (zero without a GRH).
+    pub(crate) grh_fields: GrhFields,
+}
+
+/// Hop limit, traffic class and flow label of a received packet's GRH (on RoCEv2 over IPv4:
+/// the IP TTL and TOS, and no flow label).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GrhFields {
+    /// Hop limit (IP TTL).
+    pub(crate) hop_limit: u8,
+    /// Traffic class (IP DSCP and ECN bits).
+    pub(crate) traffic_class: u8,
+    /// Flow label (20 bits).
+    pub(crate) flow_label: u32,
 }
 
 /// A received MAD, owned by whoever holds it; dropping it is `ib_free_recv_mad`.

@@ -23,6 +23,7 @@ use crate::{
     send::Gid,
     state::WcStatus,
     transport::{
+        GrhFields,
         PortAttr,
         RecvMad,
         RecvWc,
@@ -70,6 +71,9 @@ pub(crate) struct VerbsRecvInfo {
     has_grh: u8,
     sgid: Gid,
     dgid: Gid,
+    flow_label: u32,
+    hop_limit: u8,
+    traffic_class: u8,
 }
 
 extern "C" {
@@ -562,6 +566,11 @@ unsafe extern "C" fn rmad_rust_recv(
         dst_qp: 1,
         pkey_index: info.pkey_index,
         grh: (info.has_grh != 0).then_some((info.sgid, info.dgid)),
+        grh_fields: GrhFields {
+            hop_limit: info.hop_limit,
+            traffic_class: info.traffic_class,
+            flow_label: info.flow_label,
+        },
     };
     port.engine.receive(RecvMad { mad: v, wc });
 }

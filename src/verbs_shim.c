@@ -14,6 +14,7 @@
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
+#include <linux/ip.h>
 #include <linux/netdevice.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -219,6 +220,29 @@ static int rmad_post_recv(struct rmad_slot *s)
 }
 
 /*
+ * The hop limit, traffic class and flow label of a received header: a GRH or an
+ * IPv6 header (the same layout), or on RoCEv2 over IPv4 the IP header in the
+ * last 20 bytes (TTL and TOS; no flow label).
+ */
+static void rmad_fill_grh_fields(const void *grh, enum rdma_network_type t,
+				 struct rmad_recv_info *info)
+{
+	if (t == RDMA_NETWORK_IPV4) {
+		const struct iphdr *ip = grh + 20;
+
+		info->hop_limit = ip->ttl;
+		info->traffic_class = ip->tos;
+	} else {
+		const struct ib_grh *g = grh;
+		u32 v = be32_to_cpu(g->version_tclass_flow);
+
+		info->hop_limit = g->hop_limit;
+		info->traffic_class = (v >> 20) & 0xff;
+		info->flow_label = v & 0xfffff;
+	}
+}
+
+/*
  * How a MAD arrived, from its work completion and the 40 bytes before it (the
  * GRH, or on RoCEv2 over IPv4 the IP header in its last 20 bytes).
  */
@@ -239,6 +263,7 @@ static void rmad_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_
 			info->has_grh = 1;
 			memcpy(info->sgid, sgid.raw, 16);
 			memcpy(info->dgid, dgid.raw, 16);
+			rmad_fill_grh_fields(grh, t, info);
 		}
 	}
 }

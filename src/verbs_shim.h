@@ -20,6 +20,9 @@ struct rmad_recv_info {
 	u8 has_grh;
 	u8 sgid[16];
 	u8 dgid[16];
+	u32 flow_label;
+	u8 hop_limit;
+	u8 traffic_class;
 };
 
 /* Called by Rust. */

@@ -26,8 +26,10 @@ impl Agent {
 
     /// The address that answers a MAD that arrived as `wc` (`ib_create_ah_from_wc`): to its
     /// source LID, from the LID it was sent to; with a GRH, to its source GID from this port's
-    /// GID it was sent to (on RoCEv2 over IPv4, the IPv4-mapped GIDs of the two addresses).
-    /// `ENOENT` when the port has no longer that GID. Process context (reads the GID table).
+    /// GID it was sent to (on RoCEv2 over IPv4, the IPv4-mapped GIDs of the two addresses),
+    /// with the request's traffic class and flow label, as `ib_init_ah_attr_from_wc` does, and
+    /// hop limit 64 (ib_core takes the route's, 64 on these links). `ENOENT` when the port has
+    /// no longer that GID. Process context (reads the GID table).
     pub(crate) fn reply_address(&self, wc: &RecvWc) -> Result<Address> {
         let grh = match wc.grh {
             None => None,
@@ -37,8 +39,8 @@ impl Agent {
                     .ok_or(ENOENT)?;
                 Some(GrhAttr {
                     hop_limit: 64,
-                    traffic_class: 0,
-                    flow_label: 0,
+                    traffic_class: wc.grh_fields.traffic_class,
+                    flow_label: wc.grh_fields.flow_label,
                     dgid: sgid,
                     sgid_index,
                 })

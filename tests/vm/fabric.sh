@@ -256,6 +256,12 @@ if [ "$node" = a ]; then
 		burst_is rmad "$P" 0x0b 1 8 3000 2 -- completed 8 success 8 twice 0 never 0 \
 		retries 0 responses 8 status_ok 8
 	vm_case c_layer_same_from_ib_core_agent same_as_c "$P" 0x0b 1 8 3000 2
+	# Requests with hop limit 9 and traffic class 32: ib_core answers with the
+	# request's traffic class and its route's hop limit (ib_create_ah_from_wc);
+	# rmad's responder must do the same (below).
+	vm_case ib_core_reply_keeps_traffic_class \
+		burst_is rmad "$P" 0x0b 1 4 3000 2 grh 9 32 0 -- completed 4 success 4 \
+		responses 4 resp_hop_limit 64 resp_traffic_class 32 resp_flow_label 0
 	barrier serve-done >/dev/null
 	# The peer's rmad answers GETs of vendor class 0x0a (ib_core forwards them to it).
 	barrier respond >/dev/null
@@ -266,6 +272,16 @@ if [ "$node" = a ]; then
 		burst_is rmad "$peer_ip" 0x0a 1 8 3000 2 -- completed 8 success 8 responses 8 \
 		status_ok 8
 	vm_case c_layer_same_from_rmad_responder same_as_c "$P" 0x0a 1 8 3000 2
+	# The address's hop limit and traffic class reach the wire (node b's
+	# responder reports what arrived), over IPv6 and over IPv4 (TTL and TOS);
+	# the answer comes back with the request's traffic class, like ib_core's. The
+	# flow label is not on the wire: rxe writes 0 into every IPv6 header.
+	vm_case rmad_reply_keeps_traffic_class \
+		burst_is rmad "$P" 0x0a 1 4 3000 2 grh 9 32 74565 -- completed 4 success 4 \
+		responses 4 resp_hop_limit 64 resp_traffic_class 32 resp_flow_label 0
+	vm_case hop_limit_and_tos_over_ipv4 \
+		burst_is rmad "$peer_ip" 0x0a 1 4 3000 2 grh 9 32 0 -- completed 4 success 4 \
+		responses 4 resp_hop_limit 64 resp_traffic_class 32
 	barrier respond-done >/dev/null
 	# Unregistered, the responder gets nothing more: the peer's ib_core answers
 	# instead, status 0x000C (no agent for the class).
@@ -351,9 +367,10 @@ else
 		'echo "respond 0x0a" >/sys/kernel/debug/rmad/stress && grep -qx responding /sys/kernel/debug/rmad/stress'
 	barrier respond >/dev/null
 	barrier respond-done >/dev/null
-	# From node a: 8 + 8 + 8 from rmad, 8 from the C layer.
-	vm_case unrespond_answered_32 sh -c \
-		'echo unrespond >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress && grep -qx "answered 32" /sys/kernel/debug/rmad/stress'
+	# From node a: 8 + 8 + 8 + 4 + 4 from rmad, 8 from the C layer; the last
+	# requests arrived with node a's hop limit and traffic class.
+	vm_case unrespond_answered_40_as_sent sh -c \
+		'echo unrespond >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress && grep -qx "answered 40 hop_limit 9 traffic_class 32 flow_label 0" /sys/kernel/debug/rmad/stress'
 	barrier unresponded >/dev/null
 	vm_case duplicate_answers netem duplicate 100%
 	barrier duplicate >/dev/null
