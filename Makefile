@@ -4,20 +4,32 @@
 #
 #   make run      boot the test VM with rmad loaded and show what it does
 #   make test     host tests plus the KUnit suites in the VM; summary line at the end
-#   make module   build build/module/rmad.ko (KDIR=<Rust-enabled kernel build tree>
-#                 to build against your own kernel; KMAKEFLAGS for LLVM=/RUSTC=)
+#   make module   build build/module/rmad.ko against KDIR (default: the running
+#                 kernel's build tree if it is Rust-enabled, else the cached test
+#                 kernel, with the test flavour and the samples); KMAKEFLAGS
+#                 overrides the LLVM=/RUSTC= settings read from KDIR
+#   make modules_install  the same, installed (INSTALL_MOD_PATH=<staging root>)
 #   make bench    benchmark figures (cost of cancel, modify, matching vs outstanding sends)
 #   make stress   longer stress runs (DURATION=seconds each, default 60), not in make test
 #   make test-kcsan  the suites and stress on a second kernel with KCSAN (not in CI)
 #   make host-test  only the host tests
-#   make clean    remove build/ (the cache under ~/.cache/rmad stays)
+#   make clean    remove build/ and what `make -C $KDIR M=$PWD` left in the tree
+#                 (the cache under ~/.cache/rmad stays)
 
-.PHONY: all module run test test-kcsan stress bench host-test clean
+.PHONY: all module modules_install run test test-kcsan stress bench host-test clean
+
+# The running kernel's build tree: the default KDIR of `make module`.
+RUNNING_KDIR := /lib/modules/$(shell uname -r)/build
 
 all: module
 
 module:
-	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/build-module.sh
+	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(RUNNING_KDIR)" \
+		scripts/build-module.sh
+
+modules_install:
+	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(RUNNING_KDIR)" \
+		INSTALL_MOD_PATH="$(INSTALL_MOD_PATH)" scripts/install-module.sh
 
 run:
 	@scripts/run.sh
@@ -37,5 +49,11 @@ bench:
 host-test:
 	@scripts/host-tests.sh
 
+# The classic `make -C $KDIR M=$PWD` builds in the source tree; its outputs go
+# too (the kernel's own `M=... clean` removes the same list).
 clean:
 	rm -rf build
+	find . \( -path ./.git -o -path ./tests/host/target \) -prune -o -type f \
+		\( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o -name '*.mod.c' \
+		-o -name '.*.cmd' -o -name '*.rmeta' -o -name '*.d' -o -name modules.order \
+		-o -name Module.symvers -o -name rust-project.json \) -exec rm -f {} +

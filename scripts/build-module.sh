@@ -10,8 +10,12 @@
 # bench, stress; Kbuild RMAD_TEST=1) into build/module-test/, and the sample
 # client modules, linked against the production module's symbols, into
 # build/samples/. With KDIR set, only the production module, against that
-# Rust-enabled kernel build tree, the way any out-of-tree module builds: pass
-# the same LLVM=/RUSTC= settings that tree was built with in KMAKEFLAGS.
+# Rust-enabled kernel build tree, the way any out-of-tree module builds, with
+# the LLVM=/RUSTC= settings that tree was built with: KMAKEFLAGS if given,
+# otherwise read from the tree (scripts/kdir-flags.sh).
+#
+# RMAD_DEFAULT_KDIR (set by `make module` to the running kernel's build tree)
+# is used as KDIR when KDIR is not set and that tree is Rust-enabled.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -19,10 +23,9 @@ out="$RMAD_OUT/module"
 out_test="$RMAD_OUT/module-test"
 mkdir -p "$out" "$out_test"
 
-if [ -n "${KDIR:-}" ]; then
-	step "module: building against $KDIR"
-	# shellcheck disable=SC2086 # KMAKEFLAGS is a list of make arguments.
-	make -C "$KDIR" M="$RMAD_ROOT" MO="$out" ${KMAKEFLAGS:-} modules
+if user_kdir; then
+	step "module: building against $KDIR (${USER_FLAGS[*]})"
+	make -C "$KDIR" M="$RMAD_ROOT" MO="$out" "${USER_FLAGS[@]}" modules
 	step "module: $out/rmad.ko"
 	exit 0
 fi

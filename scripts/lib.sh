@@ -79,3 +79,47 @@ kernel_make_vars() {
 		"BINDGEN=$BINDGEN_ROOT/bin/bindgen" \
 		"RUST_LIB_SRC=$RUST_LIB_SRC"
 }
+
+# vm_prepare OUT SCENARIO: what a VM run needs: the kernel (bootstrap; KBUILD is
+# set to its build tree), the modules, and OUT/initramfs.cpio.gz with SCENARIO
+# and every module a scenario loads. A failed step is handed to the caller's
+# fail_step STEP LOG, and vm_prepare returns 1.
+vm_prepare() {
+	local out="$1" scenario="$2"
+	# The set-up's progress stays visible (a cold one takes a quarter of an hour).
+	if ! KBUILD="$("$RMAD_ROOT/scripts/bootstrap.sh" 2> >(tee "$out/bootstrap.log" >&2))"; then
+		fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
+		return 1
+	fi
+	if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
+		fail_step module "$(tail -n 40 "$out/module.log")"
+		return 1
+	fi
+	"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
+		"$RMAD_OUT/module/rmad.ko" \
+		"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
+		"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
+		"$RMAD_OUT/samples/rust/rmad_sample_rust.ko"
+}
+
+# user_kdir: whether the production module is built against a kernel of the
+# user's (KDIR, or else RMAD_DEFAULT_KDIR when that is a Rust-enabled build
+# tree) rather than the cached test kernel. If so, sets KDIR, and USER_FLAGS to
+# the make arguments for that tree: KMAKEFLAGS if given, else the settings the
+# tree was built with (scripts/kdir-flags.sh).
+user_kdir() {
+	if [ -z "${KDIR:-}" ] && [ -n "${RMAD_DEFAULT_KDIR:-}" ]; then
+		if grep -qx 'CONFIG_RUST=y' "$RMAD_DEFAULT_KDIR/include/config/auto.conf" 2>/dev/null; then
+			KDIR="$RMAD_DEFAULT_KDIR"
+		else
+			step "$RMAD_DEFAULT_KDIR is not a Rust-enabled kernel build tree: using the cached test kernel"
+		fi
+	fi
+	[ -n "${KDIR:-}" ] || return 1
+	if [ -n "${KMAKEFLAGS:-}" ]; then
+		read -r -a USER_FLAGS <<<"$KMAKEFLAGS"
+	else
+		mapfile -t USER_FLAGS < <("$RMAD_ROOT/scripts/kdir-flags.sh" "$KDIR")
+		[ ${#USER_FLAGS[@]} -gt 0 ] || die "cannot tell how $KDIR was built"
+	fi
+}

@@ -35,19 +35,8 @@ PY
 	echo '{"cases": []}' >"$out/b/vm.json"
 }
 
-if ! kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>"$out/bootstrap.log")"; then
-	fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
-	exit 0
-fi
-if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
-	fail_step module "$(tail -n 40 "$out/module.log")"
-	exit 0
-fi
-"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
-	"$RMAD_OUT/module/rmad.ko" \
-	"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
-	"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
-	"$RMAD_OUT/samples/rust/rmad_sample_rust.ko"
+vm_prepare "$out" "$scenario" || exit 0
+kbuild="$KBUILD"
 
 # Two free local TCP ports (the kernel picks them; QEMU binds them again at once).
 read -r port0 port1 < <(python3 -c '

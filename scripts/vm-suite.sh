@@ -31,20 +31,8 @@ json.dump({"cases": [{"suite": "build", "name": name, "status": "FAIL",
 PY
 }
 
-# The set-up's progress stays visible (a cold one takes a quarter of an hour).
-if ! kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2> >(tee "$out/bootstrap.log" >&2))"; then
-	fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
-	exit 0
-fi
-if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
-	fail_step module "$(tail -n 40 "$out/module.log")"
-	exit 0
-fi
-"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
-	"$RMAD_OUT/module/rmad.ko" \
-	"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
-	"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
-	"$RMAD_OUT/samples/rust/rmad_sample_rust.ko"
+vm_prepare "$out" "$scenario" || exit 0
+kbuild="$KBUILD"
 args=("loglevel=${RMAD_LOGLEVEL:-5}" "kunit.timeout=${RMAD_KUNIT_TIMEOUT:-300}" "$@")
 if [ -n "${RMAD_KUNIT_FILTER:-}" ]; then
 	args+=("kunit.filter_glob=$RMAD_KUNIT_FILTER")
