@@ -13,10 +13,15 @@
 #   make stress   longer stress runs (DURATION=seconds each, default 60), not in make test
 #   make test-kcsan  the suites and stress on a second kernel with KCSAN (not in CI)
 #   make host-test  only the host tests
+#   make vm MODULES="my.ko ..." [SCRIPT=my.sh]  boot the test VM with rxe0, the
+#                 production rmad.ko and your modules loaded, run SCRIPT, show the log
+#   make lint     clippy, checkpatch --strict, kernel-doc and rustfmt: zero findings
+#   make rust-analyzer  rust-project.json indexing src/ and the Rust sample
 #   make clean    remove build/ and what `make -C $KDIR M=$PWD` left in the tree
 #                 (the cache under ~/.cache/rmad stays)
 
-.PHONY: all module modules_install run test test-kcsan stress bench host-test clean
+.PHONY: all module modules_install run test test-kcsan stress bench host-test vm lint \
+	rust-analyzer clean
 
 # The running kernel's build tree: the default KDIR of `make module`.
 RUNNING_KDIR := /lib/modules/$(shell uname -r)/build
@@ -48,6 +53,15 @@ bench:
 
 host-test:
 	@scripts/host-tests.sh
+
+vm:
+	@MODULES="$(MODULES)" SCRIPT="$(SCRIPT)" scripts/vm-client.sh
+
+lint:
+	@scripts/lint.sh
+
+rust-analyzer:
+	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/rust-analyzer.sh
 
 # The classic `make -C $KDIR M=$PWD` builds in the source tree; its outputs go
 # too (the kernel's own `M=... clean` removes the same list).

@@ -33,11 +33,46 @@ struct rmad_agent;
 struct rmad_send_buf;
 struct rmad_recv_buf;
 
-/* Which special QP an agent uses. */
+/**
+ * enum rmad_qp_type - which special QP an agent uses (ib_qp_type's IB_QPT_SMI, IB_QPT_GSI)
+ * @RMAD_QPT_SMI: subnet management (QP0)
+ * @RMAD_QPT_GSI: general services (QP1)
+ */
 enum rmad_qp_type {
 	RMAD_QPT_SMI = 0,
 	RMAD_QPT_GSI = 1,
 };
+
+/*
+ * What a client reads and writes without <rdma/ib_verbs.h> or <rdma/ib_mad.h>:
+ * each has the value of the ib_core constant named beside it (src/capi_exports.c
+ * checks that they are equal).
+ */
+
+/* Send completion statuses, rmad_send_wc.status: the ones rmad reports. */
+#define RMAD_WC_SUCCESS		0	/* IB_WC_SUCCESS: sent (and answered, if asked) */
+#define RMAD_WC_LOC_QP_OP_ERR	2	/* IB_WC_LOC_QP_OP_ERR: the device refused the send */
+#define RMAD_WC_WR_FLUSH_ERR	5	/* IB_WC_WR_FLUSH_ERR: cancelled, or agent or device gone */
+#define RMAD_WC_REM_ABORT_ERR	16	/* IB_WC_REM_ABORT_ERR: the peer aborted the transfer */
+#define RMAD_WC_RESP_TIMEOUT_ERR 20	/* IB_WC_RESP_TIMEOUT_ERR: no response, retries spent */
+#define RMAD_WC_GENERAL_ERR	21	/* IB_WC_GENERAL_ERR: anything else */
+
+/* Management classes (MAD byte 1). */
+#define RMAD_MGMT_CLASS_SUBN_LID_ROUTED	0x01	/* IB_MGMT_CLASS_SUBN_LID_ROUTED */
+#define RMAD_MGMT_CLASS_SUBN_ADM	0x03	/* IB_MGMT_CLASS_SUBN_ADM */
+#define RMAD_MGMT_CLASS_PERF_MGMT	0x04	/* IB_MGMT_CLASS_PERF_MGMT */
+#define RMAD_MGMT_CLASS_CM		0x07	/* IB_MGMT_CLASS_CM */
+#define RMAD_MGMT_CLASS_VENDOR_RANGE2_START 0x30 /* IB_MGMT_CLASS_VENDOR_RANGE2_START */
+
+/* Methods (MAD byte 3). */
+#define RMAD_MGMT_METHOD_GET		0x01	/* IB_MGMT_METHOD_GET */
+#define RMAD_MGMT_METHOD_SET		0x02	/* IB_MGMT_METHOD_SET */
+#define RMAD_MGMT_METHOD_SEND		0x03	/* IB_MGMT_METHOD_SEND */
+#define RMAD_MGMT_METHOD_GET_RESP	0x81	/* IB_MGMT_METHOD_GET_RESP */
+#define RMAD_MGMT_METHOD_RESP		0x80	/* IB_MGMT_METHOD_RESP: the response bit */
+
+/* MAD status (bytes 4-5, big endian) ib_core answers a GET of a class nobody serves with. */
+#define RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB 0x000c
 
 /**
  * struct rmad_ah - where a send goes (an address handle's attributes)
@@ -131,15 +166,25 @@ struct rmad_reg_req {
 	u64 method_mask[2];
 };
 
-/*
+/**
+ * typedef rmad_send_handler - a send completed (ib_mad_send_handler)
+ * @agent: the agent that posted it
+ * @wc: the completion: the buffer (the client's again), the post, the status
+ *
  * Called exactly once per successful post, never with an rmad lock held, in
  * process context (it may sleep). Calling rmad_unregister_agent() on the
  * handler's own agent from it returns -EDEADLK.
  */
 typedef void (*rmad_send_handler)(struct rmad_agent *agent, struct rmad_send_wc *wc);
-/*
- * A response matched to @send_buf, or a request (@send_buf NULL). Process
- * context; the same -EDEADLK rule applies.
+
+/**
+ * typedef rmad_recv_handler - a MAD arrived (ib_mad_recv_handler)
+ * @agent: the agent it was routed to
+ * @send_buf: the send it answers, or NULL for a request
+ * @wc: the MAD and how it arrived; the MAD is freed when the handler returns
+ *      unless the handler keeps it (rmad_keep_recv_mad())
+ *
+ * Process context; the same -EDEADLK rule applies.
  */
 typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
 				  const struct rmad_recv_wc *wc);
@@ -260,6 +305,18 @@ int rmad_free_send_mad(struct rmad_send_buf *send_buf);
  * Return: the MAD; NULL while the buffer is outstanding or for a bad handle.
  */
 void *rmad_send_buf_mad(struct rmad_send_buf *send_buf);
+
+/**
+ * rmad_send_buf_len - the length of a buffer's MAD
+ * @send_buf: a buffer the caller owns
+ *
+ * Atomic-safe.
+ *
+ * Return: the bytes rmad_send_buf_mad() points to (the header and data lengths
+ * given at creation, padded to the MAD size as ib_create_send_mad() does); 0
+ * while the buffer is outstanding or for a bad handle.
+ */
+u32 rmad_send_buf_len(struct rmad_send_buf *send_buf);
 
 /**
  * rmad_send_buf_set - set where and how a buffer the caller owns is sent

@@ -18,6 +18,14 @@
 
 use core::ffi::c_void;
 use kernel::{
+    alloc::{
+        flags::{
+            GFP_ATOMIC,
+            GFP_KERNEL,
+            GFP_NOWAIT, //
+        },
+        Flags,
+    },
     error::from_err_ptr,
     ffi::{
         c_char,
@@ -25,6 +33,49 @@ use kernel::{
     },
     prelude::*,
 };
+
+/// Send completion statuses (`SendDone::status`): the `enum ib_wc_status` values rmad reports
+/// (`RMAD_WC_*` of `include/rmad.h`).
+pub(crate) mod wc_status {
+    /// Sent; answered if a response was expected.
+    pub(crate) const SUCCESS: i32 = 0;
+    /// The device refused the send.
+    pub(crate) const LOC_QP_OP_ERR: i32 = 2;
+    /// Cancelled, unregistered, or the device went away.
+    pub(crate) const WR_FLUSH_ERR: i32 = 5;
+    /// The peer aborted the transfer.
+    pub(crate) const REM_ABORT_ERR: i32 = 16;
+    /// No response, retries spent.
+    pub(crate) const RESP_TIMEOUT_ERR: i32 = 20;
+    /// Anything else.
+    pub(crate) const GENERAL_ERR: i32 = 21;
+}
+
+/// Management classes and methods of the MAD header (`RMAD_MGMT_*` of `include/rmad.h`).
+pub(crate) mod mgmt {
+    /// Class: LID-routed subnet management.
+    pub(crate) const CLASS_SUBN_LID_ROUTED: u8 = 0x01;
+    /// Class: subnet administration.
+    pub(crate) const CLASS_SUBN_ADM: u8 = 0x03;
+    /// Class: performance management.
+    pub(crate) const CLASS_PERF_MGMT: u8 = 0x04;
+    /// Class: communication management.
+    pub(crate) const CLASS_CM: u8 = 0x07;
+    /// The first class of vendor range 2 (with an OUI).
+    pub(crate) const CLASS_VENDOR_RANGE2_START: u8 = 0x30;
+    /// Method GET.
+    pub(crate) const METHOD_GET: u8 = 0x01;
+    /// Method SET.
+    pub(crate) const METHOD_SET: u8 = 0x02;
+    /// Method SEND.
+    pub(crate) const METHOD_SEND: u8 = 0x03;
+    /// Method GetResp.
+    pub(crate) const METHOD_GET_RESP: u8 = 0x81;
+    /// The response bit of a method.
+    pub(crate) const METHOD_RESP: u8 = 0x80;
+    /// The MAD status ib_core answers a GET of a class nobody serves with.
+    pub(crate) const MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB: u16 = 0x000c;
+}
 
 /// Where a send goes (`struct rmad_ah`).
 #[repr(C)]
@@ -143,6 +194,9 @@ extern "C" {
     ) -> *mut c_void;
     fn rmad_free_send_mad(buf: *mut c_void) -> c_int;
     fn rmad_send_buf_mad(buf: *mut c_void) -> *mut c_void;
+    fn rmad_send_buf_len(buf: *mut c_void) -> u32;
+    fn rmad_send_buf_context(buf: *mut c_void) -> *mut c_void;
+    fn rmad_send_buf_retries(buf: *mut c_void) -> c_int;
     fn rmad_send_buf_set(
         buf: *mut c_void,
         ah: *const Ah,
@@ -166,8 +220,8 @@ fn check(r: c_int) -> Result {
 /// What a client does with its agent's completions. Called without rmad locks, in process
 /// context; may sleep.
 pub(crate) trait Client: Sync + 'static {
-    /// A send completed (`status` is an `enum ib_wc_status`); the buffer is the client's again.
-    fn send_done(&self, buf: SendBuf, status: i32);
+    /// A send completed; its buffer is the client's again.
+    fn send_done(&self, done: SendDone);
     /// A MAD arrived: a response to one of the client's sends ([`Received::matched`]), or a
     /// request. It is freed when the call returns unless the client keeps it.
     fn recv(&self, _mad: Received<'_>) {}
@@ -191,7 +245,24 @@ unsafe extern "C" fn send_tramp<C: Client>(_agent: *mut c_void, wc: *mut SendWc)
     // SAFETY: The context is the `C` that the `Agent` keeps alive until unregistration has
     // returned, after which no handler runs (invariant of `Agent`).
     let client = unsafe { &*wc.context.cast::<C>() };
-    client.send_done(SendBuf { raw: wc.send_buf }, wc.status);
+    client.send_done(SendDone {
+        buf: SendBuf { raw: wc.send_buf },
+        status: wc.status,
+        vendor_err: wc.vendor_err,
+        post_id: wc.post_id,
+    });
+}
+
+/// A send's completion (`struct rmad_send_wc`).
+pub(crate) struct SendDone {
+    /// The buffer, the client's again (dropping it frees it).
+    pub(crate) buf: SendBuf,
+    /// How it ended: one of [`wc_status`].
+    pub(crate) status: i32,
+    /// The transport's vendor error (0 if none).
+    pub(crate) vendor_err: u32,
+    /// The post that completed (as [`Posted::id`] names it).
+    pub(crate) post_id: u64,
 }
 
 /// The receive handler rmad calls for agents of client type `C`.
@@ -209,6 +280,7 @@ unsafe extern "C" fn recv_tramp<C: Client>(
     let client = unsafe { &*wc.context.cast::<C>() };
     client.recv(Received {
         agent,
+        send: buf,
         matched: !buf.is_null(),
         wc,
         mad,
@@ -292,9 +364,33 @@ impl<C: Client> Agent<C> {
         check(unsafe { rmad_resolve_ah(self.raw, ah) })
     }
 
-    /// A zeroed 256-byte send buffer for QP `remote_qpn`.
+    /// A zeroed 256-byte send buffer (24 header bytes, 232 data bytes) for QP `remote_qpn`,
+    /// P_Key index 0. Process context.
     pub(crate) fn create_send(&self, remote_qpn: u32) -> Result<SendBuf> {
-        create_send(self.raw, remote_qpn, 0, kernel::bindings::GFP_KERNEL)
+        create_send(self.raw, remote_qpn, 0, (24, 232), GFP_KERNEL)
+    }
+
+    /// A zeroed send buffer of `hdr_len` + `data_len` bytes (padded to the MAD size) for QP
+    /// `remote_qpn` with P_Key index `pkey_index`, allocated with `flags`: `GFP_KERNEL`, or
+    /// `GFP_ATOMIC` or `GFP_NOWAIT` where the caller cannot sleep (then the call is
+    /// atomic-safe); other flags are `EINVAL`.
+    ///
+    /// # Examples
+    ///
+    /// ```ignore
+    /// // From a timer callback: no sleeping allocation.
+    /// let mut buf = agent.create_send_with(1, 0, 24, 232, GFP_ATOMIC)?;
+    /// buf.mad_mut()[1] = rmad::mgmt::CLASS_PERF_MGMT;
+    /// ```
+    pub(crate) fn create_send_with(
+        &self,
+        remote_qpn: u32,
+        pkey_index: u16,
+        hdr_len: u16,
+        data_len: u16,
+        flags: Flags,
+    ) -> Result<SendBuf> {
+        create_send(self.raw, remote_qpn, pkey_index, (hdr_len, data_len), flags)
     }
 }
 
@@ -342,23 +438,52 @@ pub(crate) struct SendBuf {
 impl SendBuf {
     /// The MAD bytes.
     pub(crate) fn mad_mut(&mut self) -> &mut [u8] {
-        // SAFETY: The client owns the buffer, whose MAD is 256 bytes long.
-        unsafe {
-            let p = rmad_send_buf_mad(self.raw).cast::<u8>();
-            if p.is_null() {
-                &mut []
-            } else {
-                core::slice::from_raw_parts_mut(p, 256)
-            }
+        // SAFETY: rmad validates the handle.
+        let (p, len) = unsafe {
+            (
+                rmad_send_buf_mad(self.raw).cast::<u8>(),
+                rmad_send_buf_len(self.raw),
+            )
+        };
+        if p.is_null() {
+            return &mut [];
         }
+        // SAFETY: The client owns the buffer (`&mut self`), whose MAD is `len` bytes long and
+        // stays where it is until the buffer is freed.
+        unsafe { core::slice::from_raw_parts_mut(p, usize::try_from(len).unwrap_or(0)) }
     }
 
-    /// Sets destination, timeout and retries.
+    /// Sets destination, timeout and retries (the context stays 0).
     pub(crate) fn set(&mut self, ah: &Ah, timeout_ms: i32, retries: i32) -> Result {
-        // SAFETY: rmad validates the handle; `ah` is valid.
-        check(unsafe {
-            rmad_send_buf_set(self.raw, ah, timeout_ms, retries, core::ptr::null_mut())
-        })
+        self.set_with_context(ah, timeout_ms, retries, 0)
+    }
+
+    /// Sets destination, timeout, retries and the buffer's own context, a number the client
+    /// reads back with [`SendBuf::context`] or [`Received::matched_context`].
+    pub(crate) fn set_with_context(
+        &mut self,
+        ah: &Ah,
+        timeout_ms: i32,
+        retries: i32,
+        context: usize,
+    ) -> Result {
+        let ctx = core::ptr::without_provenance_mut::<c_void>(context);
+        // SAFETY: rmad validates the handle; `ah` is valid; rmad never dereferences the context.
+        check(unsafe { rmad_send_buf_set(self.raw, ah, timeout_ms, retries, ctx) })
+    }
+
+    /// The context set with [`SendBuf::set_with_context`].
+    pub(crate) fn context(&self) -> usize {
+        // SAFETY: rmad validates the handle.
+        unsafe { rmad_send_buf_context(self.raw) }.addr()
+    }
+
+    /// Before a post, the retries set; in and after its completion, the retransmissions the
+    /// last post performed.
+    pub(crate) fn retries(&self) -> Result<u32> {
+        // SAFETY: rmad validates the handle.
+        let r = unsafe { rmad_send_buf_retries(self.raw) };
+        u32::try_from(r).map_err(|_| Error::from_errno(r))
     }
 
     /// Posts the buffer; on failure it comes back with the error.
@@ -401,6 +526,11 @@ unsafe impl Send for Posted {}
 unsafe impl Sync for Posted {}
 
 impl Posted {
+    /// The id of this post, as the completion's [`SendDone::post_id`] names it.
+    pub(crate) fn id(&self) -> u64 {
+        self.post
+    }
+
     /// `ib_modify_mad`, for this post only.
     pub(crate) fn modify(&self, timeout_ms: i32) -> Result {
         // SAFETY: rmad validates the handle and the post, stale or not.
@@ -416,6 +546,7 @@ impl Posted {
 /// A MAD as its receive handler sees it: valid during the call, unless kept.
 pub(crate) struct Received<'a> {
     agent: *mut c_void,
+    send: *mut c_void,
     matched: bool,
     wc: &'a RecvWc,
     mad: &'a [u8],
@@ -430,6 +561,14 @@ impl Received<'_> {
     /// The MAD bytes.
     pub(crate) fn mad(&self) -> &[u8] {
         self.mad
+    }
+
+    /// The context ([`SendBuf::set_with_context`]) of the send this response matched; `None`
+    /// for a request.
+    pub(crate) fn matched_context(&self) -> Option<usize> {
+        // SAFETY: rmad validates the handle (the matched send is outstanding during the call).
+        self.matched
+            .then(|| unsafe { rmad_send_buf_context(self.send) }.addr())
     }
 
     /// The QP it came from.
@@ -532,7 +671,7 @@ fn reply_buf(
     let mut ah = Ah::default();
     // SAFETY: rmad validates the handles; `ah` is valid for a write.
     check(unsafe { rmad_recv_buf_ah(agent, recv, &mut ah) })?;
-    let mut buf = create_send(agent, src_qp, pkey_index, kernel::bindings::GFP_KERNEL)?;
+    let mut buf = create_send(agent, src_qp, pkey_index, (24, 232), GFP_KERNEL)?;
     let hdr = mad.get(..24).ok_or(EINVAL)?;
     let out = buf.mad_mut();
     out.get_mut(..24).ok_or(EINVAL)?.copy_from_slice(hdr);
@@ -548,15 +687,27 @@ fn reply_buf(
     Ok(buf)
 }
 
-/// A zeroed 256-byte send buffer of `agent` for QP `remote_qpn`.
+/// A zeroed send buffer of `agent` for QP `remote_qpn`, of `len` (header, data) bytes.
 fn create_send(
     agent: *mut c_void,
     remote_qpn: u32,
     pkey_index: u16,
-    gfp: kernel::bindings::gfp_t,
+    len: (u16, u16),
+    flags: Flags,
 ) -> Result<SendBuf> {
-    // SAFETY: rmad validates the handle.
-    let raw = unsafe { rmad_create_send_mad(agent, remote_qpn, pkey_index, 0, 24, 232, gfp, 1) };
+    let (hdr, data) = (c_int::from(len.0), c_int::from(len.1));
+    // The kernel crate keeps a `Flags`'s bits to itself: name the ones rmad's callers use.
+    let gfp = if flags == GFP_KERNEL {
+        kernel::bindings::GFP_KERNEL
+    } else if flags == GFP_ATOMIC {
+        kernel::bindings::GFP_ATOMIC
+    } else if flags == GFP_NOWAIT {
+        kernel::bindings::GFP_NOWAIT
+    } else {
+        return Err(EINVAL);
+    };
+    // SAFETY: rmad validates the handle and the lengths.
+    let raw = unsafe { rmad_create_send_mad(agent, remote_qpn, pkey_index, 0, hdr, data, gfp, 1) };
     Ok(SendBuf {
         raw: from_err_ptr(raw)?,
     })

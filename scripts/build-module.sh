@@ -40,10 +40,10 @@ kmake M="$RMAD_ROOT" MO="$out" modules
 step "module: building the test flavour"
 kmake M="$RMAD_ROOT" MO="$out_test" RMAD_TEST=1 modules
 # The sample client modules, linked against the production module's symbols.
-for s in c rust; do
+for s in c rust template; do
 	mkdir -p "$RMAD_OUT/samples/$s"
 	kmake M="$RMAD_ROOT/samples/$s" MO="$RMAD_OUT/samples/$s" \
 		KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules
 done
 step "module: $out/rmad.ko (production), $out_test/rmad.ko (test flavour)"
-step "samples: $RMAD_OUT/samples/{c/rmad_sample_c.ko,rust/rmad_sample_rust.ko}"
+step "samples: $RMAD_OUT/samples/{c/rmad_sample_c.ko,rust/rmad_sample_rust.ko,template/rmad_client.ko}"

@@ -7,7 +7,8 @@
 # tests/vm/test.sh: the KUnit suites, the stress runs, the production module
 # with the samples, device removal, a leak scan and the detectors' positive
 # controls; then two VMs joined by an emulated Ethernet link run the two-node
-# suites (tests/vm/fabric.sh). Ends with one line "N passed, N failed, N skipped" summing
+# suites (tests/vm/fabric.sh); last, suite rmad_build (scripts/build-checks.sh):
+# the build, install and header promises of the README. Ends with one line "N passed, N failed, N skipped" summing
 # everything, writes build/test-results.xml (JUnit), and exits non-zero on any
 # failure or when no test ran. tests/suites.txt lists the suites expected.
 #
@@ -31,6 +32,11 @@ fi
 "$RMAD_ROOT/scripts/vm-pair.sh" fabric "$RMAD_ROOT/tests/vm/fabric.sh" \
 	"$RMAD_ROOT/tests/suites-fabric-a.txt" "$RMAD_ROOT/tests/suites-fabric-b.txt"
 
+step "build checks (suite rmad_build)"
+rm -f "$RMAD_ROOT/build/build-checks.json"
+"$RMAD_ROOT/scripts/build-checks.sh" "$RMAD_ROOT/build/build-checks.json" || true
+
 python3 "$RMAD_ROOT/scripts/report.py" --junit "$RMAD_ROOT/build/test-results.xml" \
 	--host "$RMAD_ROOT/build/host.log" --vm "$RMAD_ROOT/build/test/vm.json" \
-	--vm "$RMAD_ROOT/build/fabric/a/vm.json" --vm "$RMAD_ROOT/build/fabric/b/vm.json"
+	--vm "$RMAD_ROOT/build/fabric/a/vm.json" --vm "$RMAD_ROOT/build/fabric/b/vm.json" \
+	--vm "$RMAD_ROOT/build/build-checks.json"

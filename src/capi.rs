@@ -642,6 +642,16 @@ pub(crate) extern "C" fn rmad_send_buf_mad(send_buf: *mut c_void) -> *mut c_void
     .unwrap_or(core::ptr::null_mut())
 }
 
+/// `rmad_send_buf_len`.
+#[no_mangle]
+pub(crate) extern "C" fn rmad_send_buf_len(send_buf: *mut c_void) -> u32 {
+    with_buf(send_buf, |b| {
+        let body = b.body.as_ref().ok_or(EBUSY)?;
+        Ok(u32::try_from(body.mad.len()).unwrap_or(0))
+    })
+    .unwrap_or(0)
+}
+
 /// `rmad_send_buf_set`.
 ///
 /// # Safety

@@ -12,7 +12,30 @@
 #include <linux/module.h>
 #include <linux/stddef.h>
 
+#include <rdma/ib_mad.h>
+#include <rdma/ib_verbs.h>
+
 #include "../include/rmad.h"
+
+/* rmad.h's constants are ib_core's. */
+static_assert((int)RMAD_QPT_SMI == (int)IB_QPT_SMI && (int)RMAD_QPT_GSI == (int)IB_QPT_GSI);
+static_assert(RMAD_WC_SUCCESS == IB_WC_SUCCESS && RMAD_WC_LOC_QP_OP_ERR == IB_WC_LOC_QP_OP_ERR);
+static_assert(RMAD_WC_WR_FLUSH_ERR == IB_WC_WR_FLUSH_ERR);
+static_assert(RMAD_WC_REM_ABORT_ERR == IB_WC_REM_ABORT_ERR);
+static_assert(RMAD_WC_RESP_TIMEOUT_ERR == IB_WC_RESP_TIMEOUT_ERR);
+static_assert(RMAD_WC_GENERAL_ERR == IB_WC_GENERAL_ERR);
+static_assert(RMAD_MGMT_CLASS_SUBN_LID_ROUTED == IB_MGMT_CLASS_SUBN_LID_ROUTED);
+static_assert(RMAD_MGMT_CLASS_SUBN_ADM == IB_MGMT_CLASS_SUBN_ADM);
+static_assert(RMAD_MGMT_CLASS_PERF_MGMT == IB_MGMT_CLASS_PERF_MGMT);
+static_assert(RMAD_MGMT_CLASS_CM == IB_MGMT_CLASS_CM);
+static_assert(RMAD_MGMT_CLASS_VENDOR_RANGE2_START == IB_MGMT_CLASS_VENDOR_RANGE2_START);
+static_assert(RMAD_MGMT_METHOD_GET == IB_MGMT_METHOD_GET);
+static_assert(RMAD_MGMT_METHOD_SET == IB_MGMT_METHOD_SET);
+static_assert(RMAD_MGMT_METHOD_SEND == IB_MGMT_METHOD_SEND);
+static_assert(RMAD_MGMT_METHOD_GET_RESP == IB_MGMT_METHOD_GET_RESP);
+static_assert(RMAD_MGMT_METHOD_RESP == IB_MGMT_METHOD_RESP);
+static_assert(RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB ==
+	      IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB);
 
 static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
 static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);
@@ -44,6 +67,7 @@ EXPORT_SYMBOL_GPL(rmad_resolve_ah);
 EXPORT_SYMBOL_GPL(rmad_create_send_mad);
 EXPORT_SYMBOL_GPL(rmad_free_send_mad);
 EXPORT_SYMBOL_GPL(rmad_send_buf_mad);
+EXPORT_SYMBOL_GPL(rmad_send_buf_len);
 EXPORT_SYMBOL_GPL(rmad_send_buf_set);
 EXPORT_SYMBOL_GPL(rmad_send_buf_context);
 EXPORT_SYMBOL_GPL(rmad_send_buf_retries);

@@ -54,11 +54,11 @@ static void rmad_atomic_calls(struct rmad_atomic_call *c)
 	r->cancel = rmad_cancel_post(c->buf, post);
 	r->cancel_again = rmad_cancel_mad(c->buf);
 	r->hi_tid = rmad_agent_hi_tid(c->agent);
-	r->agent_context_ok = rmad_agent_context(c->agent) != NULL;
+	r->agent_context_ok = !!rmad_agent_context(c->agent);
 	fresh = rmad_create_send_mad(c->agent, 1, 0, 0, 24, 232, GFP_ATOMIC, 1);
 	r->create = IS_ERR(fresh) ? PTR_ERR(fresh) : 0;
 	if (!IS_ERR(fresh)) {
-		r->mad_ok = rmad_send_buf_mad(fresh) != NULL;
+		r->mad_ok = !!rmad_send_buf_mad(fresh);
 		r->set = rmad_send_buf_set(fresh, NULL, 100, 2, c);
 		r->context_ok = rmad_send_buf_context(fresh) == c;
 		r->retries = rmad_send_buf_retries(fresh);
@@ -121,20 +121,22 @@ void rmad_test_make_it_fail(int on)
 
 /*
  * Positive controls for the test kernels' detectors (KCSAN's on the kcsan
- * kernel): each one makes a detector report once, so that the verdict can show that the detector would
- * have caught a real problem. The VM scenario runs them last (lockdep turns
- * itself off after its first report), between markers in the kernel log.
+ * kernel): each one makes a detector report once, so that the verdict can
+ * show that the detector would have caught a real problem. The VM scenario
+ * runs them last (lockdep turns itself off after its first report), between
+ * markers in the kernel log.
  */
 
 /* Leaks 16 objects of 77 bytes: kmemleak must report them. */
 static void rmad_control_leak(void)
 {
-	static void *volatile sink;
+	static void *sink;
 	int i;
 
+	/* Each pointer is stored, so the allocation stays, and then forgotten. */
 	for (i = 0; i < 16; i++) {
-		sink = kmalloc(77, GFP_KERNEL);
-		sink = NULL;
+		WRITE_ONCE(sink, kmalloc(77, GFP_KERNEL));
+		WRITE_ONCE(sink, NULL);
 	}
 }
 

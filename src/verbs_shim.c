@@ -353,7 +353,7 @@ void rmad_shim_vport_close(struct rmad_vport *vp)
 	if (vp->qp) {
 		ib_modify_qp(vp->qp, &attr, IB_QP_STATE);
 		for (i = 0; i < 10000 && rmad_sends_busy(vp); i++)
-			msleep(1);
+			usleep_range(1000, 2000);
 		ib_drain_rq(vp->qp);
 		ib_destroy_qp(vp->qp);
 	}

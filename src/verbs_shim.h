@@ -48,7 +48,7 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
 			   u8 *dmac);
 
-/* Test scaffolding (verbs_test_responder.c, test build only): an ib_core agent that answers GETs. */
+/* Test scaffolding (verbs_test_responder.c, test build only): an ib_core agent answering GETs. */
 void *rmad_shim_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class);
 void rmad_shim_test_responder_stop(void *responder);
 

@@ -27,7 +27,6 @@
 #include <linux/spinlock.h>
 #include <linux/unaligned.h>
 #include <linux/workqueue.h>
-#include <rdma/ib_verbs.h>
 
 #include "../../include/rmad.h"
 
@@ -52,9 +51,9 @@ static DECLARE_COMPLETION(all_done);
 
 static void sample_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
 {
-	if (wc->status == IB_WC_SUCCESS)
+	if (wc->status == RMAD_WC_SUCCESS)
 		atomic_inc(&succeeded);
-	else if (wc->status == IB_WC_WR_FLUSH_ERR)
+	else if (wc->status == RMAD_WC_WR_FLUSH_ERR)
 		atomic_inc(&flushed);
 	else
 		atomic_inc(&other);
@@ -132,13 +131,17 @@ static int sample_run(void)
 	bad += rmad_unregister_agent(NULL) != -EINVAL;
 
 	for (i = 0; i < N_GET; i++) {
-		struct rmad_send_buf *b = sample_request(agent, 1, gid, 0x04, i, 0x01, 5000, 0);
+		struct rmad_send_buf *b;
+
+		b = sample_request(agent, 1, gid, RMAD_MGMT_CLASS_PERF_MGMT, i,
+				   RMAD_MGMT_METHOD_GET, 5000, 0);
 
 		if (IS_ERR(b) || rmad_post_send_mad(b, NULL))
 			bad++;
 	}
 	for (i = 0; i < N_CANCEL; i++) {
-		cancel[i] = sample_request(agent, 1, gid, 0x04, 100 + i, 0x03, 60000, 0);
+		cancel[i] = sample_request(agent, 1, gid, RMAD_MGMT_CLASS_PERF_MGMT, 100 + i,
+					   RMAD_MGMT_METHOD_SEND, 60000, 0);
 		if (IS_ERR(cancel[i]) || rmad_post_send(cancel[i], &post[i]))
 			bad++;
 	}
@@ -160,7 +163,7 @@ static int sample_run(void)
 			bad += fresh == cancel[i];
 			bad += rmad_free_send_mad(cancel[i]) != -EINVAL;
 		}
-		bad += rmad_send_buf_mad(fresh) == NULL;
+		bad += !rmad_send_buf_mad(fresh);
 		bad += rmad_free_send_mad(fresh) != 0;
 	}
 
@@ -202,8 +205,10 @@ static int sample_peer(const char *addr)
 	/* Resolved once here, in process context, as rdma_create_ah() callers do. */
 	ret = rmad_resolve_ah(agent, &ah);
 	for (i = 0; !ret && i < N_PEER; i++) {
-		struct rmad_send_buf *b = sample_request(agent, ah.sgid_index, ah.dgid,
-							 SERVICE_CLASS, i, 0x01, 3000, 2);
+		struct rmad_send_buf *b;
+
+		b = sample_request(agent, ah.sgid_index, ah.dgid, SERVICE_CLASS, i,
+				   RMAD_MGMT_METHOD_GET, 3000, 2);
 
 		if (IS_ERR(b) || rmad_post_send_mad(b, NULL))
 			bad++;
@@ -258,7 +263,7 @@ static int server_answer(struct kept *k)
 		return PTR_ERR(buf);
 	mad = rmad_send_buf_mad(buf);
 	memcpy(mad, req, 24);
-	mad[3] = 0x81;		/* GetResp */
+	mad[3] = RMAD_MGMT_METHOD_GET_RESP;
 	put_unaligned_be32(get_unaligned_be32(req + SERVICE_DATA) + 1, mad + SERVICE_DATA);
 	ret = rmad_send_buf_set(buf, &ah, 0, 0, NULL);
 	if (!ret)
@@ -318,7 +323,7 @@ static int server_start(void)
 	struct rmad_reg_req reg = {
 		.mgmt_class = SERVICE_CLASS,
 		.mgmt_class_version = 1,
-		.method_mask = { BIT_ULL(0x01) },	/* GET */
+		.method_mask = { BIT_ULL(RMAD_MGMT_METHOD_GET) },
 	};
 
 	server = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, &reg, 0, server_send_handler,

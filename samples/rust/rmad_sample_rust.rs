@@ -50,9 +50,6 @@ module! {
 
 const N_GET: i32 = 4;
 const N_CANCEL: i32 = 2;
-/// `IB_WC_SUCCESS` and `IB_WC_WR_FLUSH_ERR`.
-const SUCCESS: i32 = 0;
-const FLUSH: i32 = 5;
 
 /// What the handlers saw.
 struct Counts {
@@ -94,29 +91,30 @@ fn number(mad: &[u8], at: usize) -> u32 {
 }
 
 impl rmad::Client for Counts {
-    fn send_done(&self, buf: rmad::SendBuf, status: i32) {
-        let c = match status {
-            SUCCESS => &self.succeeded,
-            FLUSH => &self.flushed,
+    fn send_done(&self, done: rmad::SendDone) {
+        let c = match done.status {
+            rmad::wc_status::SUCCESS => &self.succeeded,
+            rmad::wc_status::WR_FLUSH_ERR => &self.flushed,
             _ => &self.other,
         };
         c.add(1, Relaxed);
         // Freed here, like a C client frees in its handler.
-        drop(buf);
+        drop(done.buf);
         self.done.add(1, Relaxed);
     }
 
     fn recv(&self, r: rmad::Received<'_>) {
         let mad = r.mad();
-        if !r.matched() || mad.get(3).is_none_or(|m| m & 0x80 == 0) {
+        if !r.matched() || mad.get(3).is_none_or(|m| m & rmad::mgmt::METHOD_RESP == 0) {
             return;
         }
         self.responses.add(1, Relaxed);
-        // A service answer: status 0, and the number of the request (from its TID) plus one.
-        let lo = number(mad, 12);
+        // A service answer: status 0, and the number of the request it matched (that send's
+        // context) plus one.
+        let asked = r.matched_context().and_then(|c| u32::try_from(c).ok());
         if mad.get(1) == Some(&SERVICE_CLASS)
             && mad.get(4..6) == Some(&[0, 0][..])
-            && number(mad, SERVICE_DATA) == FIRST_NUMBER + lo + 1
+            && asked.is_some_and(|n| number(mad, SERVICE_DATA) == n.wrapping_add(1))
         {
             self.good.add(1, Relaxed);
         }
@@ -140,10 +138,12 @@ fn request(
         h[..4].copy_from_slice(&[1, class, 1, method]);
         h[8..16].copy_from_slice(&tid.to_be_bytes());
     }
+    let n = FIRST_NUMBER + lo;
     if let Some(d) = mad.get_mut(SERVICE_DATA..SERVICE_DATA + 4) {
-        d.copy_from_slice(&(FIRST_NUMBER + lo).to_be_bytes());
+        d.copy_from_slice(&n.to_be_bytes());
     }
-    buf.set(ah, timeout_ms, retries)?;
+    // The send's own context: the number, to check its answer against.
+    buf.set_with_context(ah, timeout_ms, retries, usize::try_from(n)?)?;
     Ok(buf)
 }
 
@@ -178,9 +178,17 @@ fn run_peer(peer: u32) -> Result<(i32, i32)> {
     agent.resolve(&ah)?;
     for i in 0..N_PEER {
         // A buffer that does not post is dropped (freed) with its error.
-        request(&agent, &ah, SERVICE_CLASS, i, 0x01, 3000, 2)?
-            .post()
-            .map_err(|(e, _)| e)?;
+        request(
+            &agent,
+            &ah,
+            SERVICE_CLASS,
+            i,
+            rmad::mgmt::METHOD_GET,
+            3000,
+            2,
+        )?
+        .post()
+        .map_err(|(e, _)| e)?;
     }
     let counts = agent.client();
     wait_done(counts, N_PEER.try_into()?);
@@ -199,16 +207,34 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
     let agent = rmad::Agent::register(c"rxe0", 1, Counts::new())?;
     let mut bad = 0;
     for i in 0..4u32 {
-        if request(&agent, &ah, 0x04, i, 0x01, 5000, 0)?
-            .post()
-            .is_err()
+        if request(
+            &agent,
+            &ah,
+            rmad::mgmt::CLASS_PERF_MGMT,
+            i,
+            rmad::mgmt::METHOD_GET,
+            5000,
+            0,
+        )?
+        .post()
+        .is_err()
         {
             bad += 1;
         }
     }
     let mut posted = KVec::new();
     for i in 0..2u32 {
-        match request(&agent, &ah, 0x04, 100 + i, 0x03, 60_000, 0)?.post() {
+        match request(
+            &agent,
+            &ah,
+            rmad::mgmt::CLASS_PERF_MGMT,
+            100 + i,
+            rmad::mgmt::METHOD_SEND,
+            60_000,
+            0,
+        )?
+        .post()
+        {
             Ok(p) => posted.push(p, GFP_KERNEL)?,
             Err(_) => bad += 1,
         }
@@ -243,7 +269,7 @@ struct Server {
 }
 
 impl rmad::Client for Server {
-    fn send_done(&self, _buf: rmad::SendBuf, _status: i32) {
+    fn send_done(&self, _done: rmad::SendDone) {
         // An answer went out (or failed); dropping the buffer frees it.
     }
 
@@ -286,8 +312,7 @@ impl kernel::Module for Sample {
             let reg = rmad::RegReq {
                 mgmt_class: SERVICE_CLASS,
                 mgmt_class_version: 1,
-                // GET (method 0x01).
-                method_mask: [1 << 1, 0],
+                method_mask: [1 << rmad::mgmt::METHOD_GET, 0],
                 ..rmad::RegReq::default()
             };
             let server = Server {

@@ -72,6 +72,11 @@ for lang in c rust; do
 	vm_case "sample_${lang}_reports_pass" sh -c "dmesg | grep -q 'rmad_sample_$lang: PASS'"
 	vm_case "rmmod_sample_$lang" rmmod "rmad_sample_$lang"
 done
+# The template of samples/template: its GET answered by ib_core (0x000C), its
+# send completed successfully.
+vm_case template_client_runs sh -c 'insmod /modules/rmad_client.ko && rmmod rmad_client &&
+	dmesg | grep -q "rmad_client: answer, MAD status 0x000c" &&
+	dmesg | grep -q "rmad_client: send done, status 0" && dmesg | grep -q "rmad_client: done (0)"'
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"

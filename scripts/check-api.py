@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Checks on the C API's three views (include/rmad.h, src/capi.rs,
+include/rmad_binding.rs) that the compilers cannot make:
+
+  layouts  every structure of rmad.h has the same fields, in the same order,
+           of the same types, in src/capi.rs and in the Rust binding (each view
+           also asserts sizes and offsets at compile time, but only against
+           numbers written next to it);
+  docs     every function rmad exports, and every structure, enum and callback
+           type of rmad.h, has a kernel-doc comment in rmad.h.
+
+Usage: check-api.py layouts|docs ROOT. Prints what is wrong; exits 1 if anything is.
+"""
+import re
+import sys
+
+# The C structures and their Rust names in src/capi.rs and in the binding.
+STRUCTS = {
+    "rmad_ah": ("RmadAh", "Ah"),
+    "rmad_send_wc": ("RmadSendWc", "SendWc"),
+    "rmad_recv_wc": ("RmadRecvWc", "RecvWc"),
+    "rmad_reg_req": ("RmadRegReq", "RegReq"),
+}
+
+# C field types and the Rust types that have their layout.
+C_TO_RUST = {
+    "u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64", "int": "c_int",
+}
+
+
+def c_fields(header, name):
+    """(field, normalized type) of struct NAME in HEADER."""
+    m = re.search(r"^struct %s \{(.*?)^\};" % name, header, re.S | re.M)
+    if not m:
+        return None
+    out = []
+    for line in m.group(1).splitlines():
+        line = line.strip().rstrip(";")
+        if not line:
+            continue
+        f = re.fullmatch(r"(const )?(struct )?(\w+) (\*?)(\w+)(\[(\d+)\])?", line)
+        if not f:
+            out.append(("?", line))
+            continue
+        base, ptr, field, count = f.group(3), f.group(4), f.group(5), f.group(7)
+        if ptr:
+            ty = "ptr"
+        else:
+            ty = C_TO_RUST.get(base, base)
+        if count:
+            ty = "[%s; %s]" % (ty, count)
+        out.append((field, ty))
+    return out
+
+
+def rust_fields(source, name):
+    """(field, normalized type) of the #[repr(C)] struct NAME in SOURCE."""
+    m = re.search(r"#\[repr\(C\)\]\n(?:#\[derive[^\n]*\n)?pub\(crate\) struct %s \{(.*?)^\}"
+                  % name + "|" + r"#\[repr\(C\)\]\n(?:#\[derive[^\n]*\n)?struct %s \{(.*?)^\}" % name,
+                  source, re.S | re.M)
+    if not m:
+        return None
+    body = m.group(1) or m.group(2)
+    out = []
+    for line in body.splitlines():
+        line = line.strip()
+        f = re.fullmatch(r"(?:pub\(crate\) )?(\w+): (.+),", line)
+        if not f:
+            continue
+        field, ty = f.group(1), f.group(2)
+        if ty.startswith("*"):
+            ty = "ptr"
+        ty = re.sub(r"\bGid\b", "[u8; 16]", ty)
+        out.append((field, ty))
+    return out
+
+
+def layouts(root):
+    header = open(root + "/include/rmad.h").read()
+    capi = open(root + "/src/capi.rs").read()
+    binding = open(root + "/include/rmad_binding.rs").read()
+    bad = 0
+    for c, (r_capi, r_binding) in STRUCTS.items():
+        want = c_fields(header, c)
+        if want is None:
+            print("rmad.h has no struct %s" % c)
+            bad += 1
+            continue
+        for where, src, rname in (("src/capi.rs", capi, r_capi),
+                                  ("include/rmad_binding.rs", binding, r_binding)):
+            got = rust_fields(src, rname)
+            if got != want:
+                print("struct %s: %s's %s differs:\n  C:    %s\n  Rust: %s" % (c, where, rname, want, got))
+                bad += 1
+    return bad
+
+
+def docs(root):
+    header = open(root + "/include/rmad.h").read()
+    exports = re.findall(r"EXPORT_SYMBOL_GPL\((\w+)\)", open(root + "/src/capi_exports.c").read())
+    bad = 0
+    wanted = ["%s - " % f for f in exports]
+    wanted += ["struct %s - " % s for s in re.findall(r"^struct (\w+) \{", header, re.M)]
+    wanted += ["enum %s - " % s for s in re.findall(r"^enum (\w+) \{", header, re.M)]
+    wanted += ["typedef %s - " % s for s in re.findall(r"^typedef \w+ \(\*(\w+)\)", header, re.M)]
+    for w in wanted:
+        if not re.search(r"/\*\*\n \* %s" % re.escape(w), header):
+            print("include/rmad.h: no kernel-doc comment '%s...'" % w)
+            bad += 1
+    if not exports:
+        print("no exported function found")
+        bad += 1
+    return bad
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("layouts", "docs"):
+        sys.exit(__doc__)
+    bad = {"layouts": layouts, "docs": docs}[sys.argv[1]](sys.argv[2])
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

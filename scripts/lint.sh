@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make lint`: zero warnings from
+#   - clippy (the kernel's CLIPPY=1 build) on both flavours of rmad.ko and on
+#     the Rust sample, against the cached test kernel;
+#   - checkpatch.pl --strict on every C file and header, with two exceptions
+#     said below;
+#   - kernel-doc -Wall on include/rmad.h, and a kernel-doc comment on every
+#     export, structure, enum and callback type (scripts/check-api.py docs);
+#   - rustfmt --check (the kernel's .rustfmt.toml) on every Rust file of ours.
+# Not part of `make test`: `make test` builds with the same toolchain but does
+# not run clippy (a minute more).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")"
+mapfile -t vars < <(kernel_make_vars)
+out="$RMAD_OUT/lint"
+failed=0
+
+# clippy FLAVOUR DIR [MAKE ARGS...]: warnings of the CLIPPY=1 build of DIR.
+clippy() {
+	local name="$1" dir="$2" log="$out/$1.log" n
+	shift 2
+	mkdir -p "$out/$name"
+	LIBCLANG_PATH="/usr/lib/llvm$LLVM_SUFFIX/lib" make -C "$kbuild" "${vars[@]}" M="$dir" \
+		MO="$out/$name" CLIPPY=1 "$@" modules >"$log" 2>&1 || failed=1
+	n="$(grep -c '^\(warning\|error\)' "$log" || true)"
+	step "clippy ($name): $n warnings or errors ($log)"
+	[ "$n" -eq 0 ] || {
+		grep -A6 '^\(warning\|error\)' "$log" | head -n 60
+		failed=1
+	}
+}
+clippy production "$RMAD_ROOT"
+clippy test "$RMAD_ROOT" RMAD_TEST=1
+clippy sample "$RMAD_ROOT/samples/rust" KBUILD_EXTRA_SYMBOLS="$out/production/Module.symvers"
+
+# checkpatch FILE [IGNORES]: checkpatch's findings on FILE.
+checkpatch() {
+	local found
+	found="$("$LINUX_TREE/scripts/checkpatch.pl" --strict --no-tree --terse -f ${2:+--ignore "$2"} "$1" |
+		grep -v '^total:' || true)"
+	[ -z "$found" ] || {
+		echo "$found"
+		failed=1
+	}
+}
+for f in "$RMAD_ROOT"/src/*.c "$RMAD_ROOT"/src/*.h "$RMAD_ROOT"/include/rmad.h "$RMAD_ROOT"/samples/c/*.c; do
+	case "$(basename "$f")" in
+	# The exported functions are written in Rust (src/capi.rs): checkpatch
+	# cannot see them, so no EXPORT_SYMBOL can follow its function.
+	capi_exports.c) checkpatch "$f" EXPORT_SYMBOL ;;
+	# A trace header follows include/trace/events/ (TP_STRUCT__entry( ... ) on
+	# lines of their own), which checkpatch's C alignment rules do not know.
+	rmad_trace.h) checkpatch "$f" PARENTHESIS_ALIGNMENT,OPEN_ENDED_LINE ;;
+	*) checkpatch "$f" ;;
+	esac
+done
+step "checkpatch --strict: $(ls "$RMAD_ROOT"/src/*.[ch] "$RMAD_ROOT"/samples/c/*.c | wc -l) files + include/rmad.h"
+
+docs="$("$LINUX_TREE/scripts/kernel-doc" -Wall -none "$RMAD_ROOT/include/rmad.h" 2>&1)"
+[ -z "$docs" ] || {
+	echo "$docs"
+	failed=1
+}
+python3 "$RMAD_ROOT/scripts/check-api.py" docs "$RMAD_ROOT" || failed=1
+step "kernel-doc -Wall: include/rmad.h"
+
+rustfmt="$(rust_tool rustfmt)"
+mapfile -t rust_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard '*.rs' | grep -v '^tests/host/')
+(cd "$RMAD_ROOT" && "$rustfmt" --edition 2021 --check --config-path "$LINUX_TREE/.rustfmt.toml" \
+	"${rust_files[@]}") || failed=1
+step "rustfmt --check: ${#rust_files[@]} files"
+
+if [ "$failed" -ne 0 ]; then
+	die "lint: findings above"
+fi
+step "lint: clean"
