@@ -13,6 +13,7 @@ use crate::{
         rxe_agent,
         rxe_request,
         Behaviour,
+        Call,
         Env,
         Recorder, //
     },
@@ -127,7 +128,76 @@ pub(crate) fn run() -> Result {
     rxe()
 }
 
-/// The same engine on a real RDMA device: soft-RoCE `rxe0`, if it exists.
+/// One row of the rxe0 table: what is sent, and what to do with it.
+struct Row {
+    class: u8,
+    method: u8,
+    attr: u16,
+    timeout_ms: i32,
+    retries: i32,
+    cancel: bool,
+}
+
+/// The sends of the rxe0 part, in the order of the table.
+const ROWS: [Row; 8] = {
+    const fn row(class: u8, method: u8, timeout_ms: i32, retries: i32, cancel: bool) -> Row {
+        Row {
+            class,
+            method,
+            // The vendor class's agent serves 0x0010; attribute 0 is reserved in every class.
+            attr: if class == DEMO_VENDOR_CLASS {
+                0x0010
+            } else {
+                0
+            },
+            timeout_ms,
+            retries,
+            cancel,
+        }
+    }
+    let (perf, vendor) = (wire::IB_MGMT_CLASS_PERF_MGMT, DEMO_VENDOR_CLASS);
+    let (get, send) = (wire::IB_MGMT_METHOD_GET, wire::IB_MGMT_METHOD_SEND);
+    [
+        // ib_core answers a GET nobody serves itself (0x000C: unsupported method/attribute).
+        row(perf, get, 5000, 1, false),
+        row(perf, get, 5000, 1, false),
+        row(perf, get, 5000, 1, false),
+        // An agent registered in ib_core for the vendor class answers (status 0).
+        row(vendor, get, 5000, 1, false),
+        row(vendor, get, 5000, 1, false),
+        // Nobody answers a SEND: it times out after its retries, or is cancelled.
+        row(perf, send, 300, 2, false),
+        row(perf, send, 60_000, 0, true),
+        row(perf, send, 60_000, 0, true),
+    ]
+};
+
+/// The vendor class an ib_core agent serves during the rxe0 part.
+const DEMO_VENDOR_CLASS: u8 = 0x0b;
+
+/// A method's name.
+fn method_name(m: u8) -> &'static str {
+    match m {
+        wire::IB_MGMT_METHOD_GET => "GET",
+        wire::IB_MGMT_METHOD_SEND => "SEND",
+        wire::IB_MGMT_METHOD_GET_RESP => "GetResp",
+        _ => "?",
+    }
+}
+
+/// A send status's name.
+fn status_name(s: WcStatus) -> &'static str {
+    match s {
+        WcStatus::Success => "SUCCESS",
+        WcStatus::WrFlushErr => "WR_FLUSH_ERR",
+        WcStatus::RespTimeoutErr => "RESP_TIMEOUT_ERR",
+        WcStatus::LocQpOpErr => "LOC_QP_OP_ERR",
+        _ => "other",
+    }
+}
+
+/// The same engine on a real RDMA device: soft-RoCE `rxe0`, if it exists. Prints one line per
+/// MAD: what was sent, how its send ended, and what answered it.
 fn rxe() -> Result {
     let rec = Recorder::new(Behaviour::default())?;
     let Some((port, agent)) = rxe_agent(&rec)? else {
@@ -135,32 +205,107 @@ fn rxe() -> Result {
         return Ok(());
     };
     pr_info!(
-        "demo: rxe0/1: agent hi_tid {:#x} sends from its private UD QP to QP1 (Q_Key 0x80010000)\n",
+        "demo: rxe0/1: agent hi_tid {:#x} sends from its private UD QP to QP1 (Q_Key 0x80010000) of its own port\n",
         agent.hi_tid
     );
-    for tag in 0..6usize {
-        // Four GETs, which ib_core answers; two SENDs, which nobody answers: cancelled.
-        let method = if tag < 4 {
-            wire::IB_MGMT_METHOD_GET
-        } else {
-            wire::IB_MGMT_METHOD_SEND
-        };
-        let h = post(rxe_request(&port, &agent, tag, method, 5000, 1)?)?;
-        if tag >= 4 {
+    // An ib_core agent for the vendor class, as another kernel module would register.
+    let served = port.start_test_responder(DEMO_VENDOR_CLASS);
+    let mut tids = [0u64; ROWS.len()];
+    for (tag, (r, tid)) in ROWS.iter().zip(tids.iter_mut()).enumerate() {
+        let mut buf = rxe_request(&port, &agent, tag, r.method, r.timeout_ms, r.retries)?;
+        if let Some(c) = buf.mad_mut().get_mut(1) {
+            *c = r.class;
+        }
+        if let Some(a) = buf.mad_mut().get_mut(16..18) {
+            a.copy_from_slice(&r.attr.to_be_bytes());
+        }
+        *tid = wire::MadHdr::parse(buf.mad()).map_or(0, |h| h.tid);
+        let h = post(buf)?;
+        if r.cancel {
             let _ = h.cancel();
         }
     }
-    let all = rec.wait_sends(6);
-    let sends = rec.sends()?;
-    let ok = sends.iter().filter(|s| s.1 == WcStatus::Success).count();
-    let flushed = sends.iter().filter(|s| s.1 == WcStatus::WrFlushErr).count();
-    let verdict = if all && sends.len() == 6 { "yes" } else { "NO" };
+    let all = rec.wait_sends(ROWS.len());
+    drop(served);
+    let calls = rec.calls()?;
     pr_info!(
-        "demo: rxe0/1: {} answered by ib_core through QP1, {} cancelled, {} responses seen, all completed once: {}\n",
-        ok,
-        flushed,
-        rec.recv_count(),
-        verdict
+        "demo: rxe0 | # | class | method | attr   | TID                | send status      | retries | answer\n"
+    );
+    for (tag, (r, tid)) in ROWS.iter().zip(tids.iter()).enumerate() {
+        let (mut status, mut retries) = (None, 0);
+        let mut answer = None;
+        for c in calls.iter() {
+            match c {
+                Call::Send {
+                    tag: t,
+                    wc,
+                    retries: n,
+                    ..
+                } if *t == tag => {
+                    status = Some(wc.status);
+                    retries = *n;
+                }
+                Call::Recv {
+                    tag: Some(t),
+                    method,
+                    status: s,
+                    ..
+                } if *t == tag => answer = Some((*method, *s)),
+                _ => {}
+            }
+        }
+        let who = match answer {
+            None if r.cancel => "- (cancelled)",
+            None if r.method == wire::IB_MGMT_METHOD_SEND => "- (nobody answers a SEND)",
+            None => "- (no answer)",
+            Some((_, 0x000c)) => "ib_core: no agent for the class",
+            Some((_, 0)) => "an ib_core agent for the class",
+            Some(_) => "?",
+        };
+        // The columns up to the answer, then the answer.
+        let status = status.map_or("(none)", status_name);
+        let method = method_name(r.method);
+        match answer {
+            Some((m, st)) => pr_info!(
+                "demo: rxe0 | {} | {:#04x}  | {:6} | {:#06x} | {:#018x} | {:16} | {:7} | {} {:#06x} from {}\n",
+                tag,
+                r.class,
+                method,
+                r.attr,
+                tid,
+                status,
+                retries,
+                method_name(m),
+                st,
+                who
+            ),
+            None => pr_info!(
+                "demo: rxe0 | {} | {:#04x}  | {:6} | {:#06x} | {:#018x} | {:16} | {:7} | {}\n",
+                tag,
+                r.class,
+                method,
+                r.attr,
+                tid,
+                status,
+                retries,
+                who
+            ),
+        }
+    }
+    let completed = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Send { .. }))
+        .count();
+    let once = if all && completed == ROWS.len() {
+        "yes"
+    } else {
+        "NO"
+    };
+    pr_info!(
+        "demo: rxe0: {} sends, {} completed, each once: {}\n",
+        ROWS.len(),
+        completed,
+        once
     );
     agent.unregister()?;
     pr_info!("demo: done\n");
