@@ -239,6 +239,11 @@ pub(crate) struct Agent<C: Client> {
 }
 
 /// The send handler rmad calls for agents of client type `C`.
+///
+/// # Safety
+///
+/// `wc` must point to a completion valid for the call whose context is the `C` of a live
+/// [`Agent`] (rmad calls it so for agents that [`Agent::register`] made).
 unsafe extern "C" fn send_tramp<C: Client>(_agent: *mut c_void, wc: *mut SendWc) {
     // SAFETY: rmad passes a valid completion for the duration of the call.
     let wc = unsafe { &*wc };
@@ -266,6 +271,10 @@ pub(crate) struct SendDone {
 }
 
 /// The receive handler rmad calls for agents of client type `C`.
+///
+/// # Safety
+///
+/// As for `send_tramp`, with a receive completion whose MAD is valid for `mad_len` bytes.
 unsafe extern "C" fn recv_tramp<C: Client>(
     agent: *mut c_void,
     buf: *mut c_void,

@@ -254,6 +254,11 @@ impl Probe {
 }
 
 /// The send handler of probe agents.
+///
+/// # Safety
+///
+/// `wc` must point to a completion that is valid for the call, whose context is a live
+/// [`Probe`] (rmad calls it so for agents made by [`c_agent`]).
 unsafe extern "C" fn probe_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
     // SAFETY: rmad passes a valid completion for the duration of the call.
     let wc = unsafe { &*wc };
@@ -263,6 +268,10 @@ unsafe extern "C" fn probe_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
 }
 
 /// The receive handler of probe agents.
+///
+/// # Safety
+///
+/// As for [`probe_send`], with a receive completion.
 unsafe extern "C" fn probe_recv(agent: *mut c_void, _buf: *mut c_void, wc: *const RmadRecvWc) {
     // SAFETY: rmad passes a valid receive completion for the duration of the call.
     let wc = unsafe { &*wc };

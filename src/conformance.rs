@@ -1507,9 +1507,7 @@ mod tests {
         assert_eq!(still, Some(SendState::Queued));
         assert!(seen);
         assert!(done);
-        assert!(sends
-            .iter()
-            .any(|s| *s == (16, WcStatus::RespTimeoutErr, 0)));
+        assert!(sends.contains(&(16, WcStatus::RespTimeoutErr, 0)));
         // The 300 ms wait started at its transmission, not at its post.
         assert!(waited >= 300);
         assert!(all);
@@ -1545,7 +1543,7 @@ mod tests {
         finish(&env, &[&rec, &prec], &[&a, &p])?;
         assert!(seen);
         assert!(two);
-        assert!(sends.iter().any(|s| *s == (16, WcStatus::LocQpOpErr, 0)));
+        assert!(sends.contains(&(16, WcStatus::LocQpOpErr, 0)));
         assert!(got17);
         assert_eq!(tags.get(16).copied(), Some(17));
         assert!(all);

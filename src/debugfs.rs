@@ -32,7 +32,7 @@ impl Debugfs {
 pub(crate) fn create() -> Result<Debugfs> {
     let dir = Dir::new(c"rmad");
     let agents = KBox::pin_init(
-        dir.read_callback_file(c"agents", (), &|_: &(), f| {
+        dir.read_callback_file(c"agents", (), &|(): &(), f| {
             let Some(engine) = verbs::verbs_engine() else {
                 return Ok(());
             };

@@ -103,9 +103,9 @@ impl Figures {
     /// Writes the figures as one line.
     fn write(&self, out: &mut KVec<u8>, who: &str, extra: &str) -> Result {
         let mut w = crate::stress::Writer(out);
-        write!(
+        writeln!(
             w,
-            "{who}: completed {} success {} timeout {} flushed {} other {} twice {} never {} retries {} responses {} status_ok {} status_unsupported {} status_other {}{extra}\n",
+            "{who}: completed {} success {} timeout {} flushed {} other {} twice {} never {} retries {} responses {} status_ok {} status_unsupported {} status_other {}{extra}",
             self.completed,
             self.success,
             self.timeout,
@@ -618,7 +618,7 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
         if class.is_none() {
             write!(w, "answered {}", r.answered.load(Relaxed)).map_err(|_| ENOMEM)?;
             r.last_grh.write(&mut w, "")?;
-            return write!(w, "\n").map_err(|_| ENOMEM);
+            return writeln!(w).map_err(|_| ENOMEM);
         }
     }
     let Some(class) = class else {
@@ -637,9 +637,9 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
     match register_gsi(&engine, &transport, 1, &r, Some(reg(parse_u8(class)?))) {
         Ok(a) => {
             served.rmad = Some((a, r));
-            write!(w, "responding\n").map_err(|_| ENOMEM)
+            writeln!(w, "responding").map_err(|_| ENOMEM)
         }
-        Err(e) => write!(w, "refused {}\n", e.to_errno()).map_err(|_| ENOMEM),
+        Err(e) => writeln!(w, "refused {}", e.to_errno()).map_err(|_| ENOMEM),
     }
 }
 

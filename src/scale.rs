@@ -150,9 +150,13 @@ fn wait_for(mut done: impl FnMut() -> bool) -> bool {
 /// A LID that no port of the loopback fabric has: the requests go nowhere.
 const NOWHERE: u16 = 0x55;
 
+/// What [`waiting`] made: the agent, its tally, the handles of its sends, and the milliseconds
+/// the creation and the posts took.
+type Waiting = (Arc<Agent>, Arc<Tally>, KVVec<SendHandle>, i64, i64);
+
 /// An agent on port 1 of `env` with `n` requests waiting for responses that never come, posted
 /// with a long timeout; also the milliseconds the creation and the posts took.
-fn waiting(env: &Env, n: usize) -> Result<(Arc<Agent>, Arc<Tally>, KVVec<SendHandle>, i64, i64)> {
+fn waiting(env: &Env, n: usize) -> Result<Waiting> {
     let tally = Tally::new(n)?;
     let a = register_gsi(&env.engine, &env.transport, 1, &tally, None)?;
     let start = Instant::<Monotonic>::now();
@@ -213,14 +217,14 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
     let mut all_ok = true;
     let mut case = |w: &mut Writer<'_>, i: u32, name: &str, ok: bool| {
         all_ok &= ok;
-        let _ = write!(w, "    {}ok {i} {name}\n", if ok { "" } else { "not " });
+        let _ = writeln!(w, "    {}ok {i} {name}", if ok { "" } else { "not " });
     };
 
     // What one outstanding send allocates (the Rust API): its record (in an `Arc`), its body
     // with the inline MAD, and one node in each of the agent's two trees.
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "    # per send: record {} B + body {} B + 2 tree nodes of {} B (4 allocations)\n",
+        "    # per send: record {} B + body {} B + 2 tree nodes of {} B (4 allocations)",
         core::mem::size_of::<crate::send::SendRecord>().saturating_add(8),
         core::mem::size_of::<crate::send::SendBody>(),
         // rb_node, the key and the `Arc` of the record.
@@ -253,9 +257,9 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
     sleep_ms(500);
     let (dup, missing) = tally.dups_and_missing();
     let timeouts_batch = batch_max_take();
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "    # {n} timeouts: created in {created_ms} ms, posted in {posted_ms} ms, re-armed in {armed_ms} ms, all decided {decided_ms} ms and all delivered {spread_ms} ms after the first expiry; {} timed out, {} other, {dup} twice, {missing} never, {refused} refused; longest lock hold {} ns, at most {timeouts_batch} sends per hold\n",
+        "    # {n} timeouts: created in {created_ms} ms, posted in {posted_ms} ms, re-armed in {armed_ms} ms, all decided {decided_ms} ms and all delivered {spread_ms} ms after the first expiry; {} timed out, {} other, {dup} twice, {missing} never, {refused} refused; longest lock hold {} ns, at most {timeouts_batch} sends per hold",
         tally.timed_out.load(Relaxed),
         tally.other.load(Relaxed) + tally.flushed.load(Relaxed),
         irqoff_max_ns_take()
@@ -291,7 +295,7 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
     let mut refused = 0usize;
     for i in 0..BURST {
         let j = i.wrapping_mul(STRIDE) % BURST;
-        if handles.get(j).map_or(true, |h| h.cancel().is_err()) {
+        if handles.get(j).is_none_or(|h| h.cancel().is_err()) {
             refused = refused.saturating_add(1);
         }
     }
@@ -301,9 +305,9 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
     sleep_ms(500);
     let (dup, missing) = tally.dups_and_missing();
     let cancel_batch = batch_max_take();
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "    # {BURST} cancels: {} flushed, {dup} twice, {missing} never, {refused} refused; at most {cancel_batch} sends per hold\n",
+        "    # {BURST} cancels: {} flushed, {dup} twice, {missing} never, {refused} refused; at most {cancel_batch} sends per hold",
         tally.flushed.load(Relaxed)
     );
     case(
@@ -334,9 +338,9 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
     let unreg = a.unregister();
     let (dup, missing) = tally.dups_and_missing();
     let unreg_batch = batch_max_take();
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "    # unregister with {BURST} waiting: {:?}, {} flushed, {dup} twice, {missing} never; at most {unreg_batch} sends per hold\n",
+        "    # unregister with {BURST} waiting: {:?}, {} flushed, {dup} twice, {missing} never; at most {unreg_batch} sends per hold",
         unreg,
         tally.flushed.load(Relaxed)
     );
@@ -352,6 +356,6 @@ pub(crate) fn run(n: usize, out: &mut KVec<u8>) -> Result {
     );
     drop(env);
 
-    let _ = write!(w, "{}ok 1 rmad_scale\n", if all_ok { "" } else { "not " });
+    let _ = writeln!(w, "{}ok 1 rmad_scale", if all_ok { "" } else { "not " });
     Ok(())
 }

@@ -207,7 +207,7 @@ impl Control {
             GFP_KERNEL,
         );
         let control = KBox::pin_init(
-            dir.write_callback_file(c"control", (), &|_: &(), reader: &mut UserSliceReader| {
+            dir.write_callback_file(c"control", (), &|(): &(), reader: &mut UserSliceReader| {
                 detector_control(reader)
             }),
             GFP_KERNEL,
@@ -588,6 +588,11 @@ impl Run {
 }
 
 /// The send handler of stress agents.
+///
+/// # Safety
+///
+/// `wc` must point to a completion valid for the call, whose context is a live `WorkerCtx`
+/// (rmad calls it so for the agents the workers register).
 unsafe extern "C" fn stress_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
     // SAFETY: rmad passes a valid completion for the duration of the call.
     let wc = unsafe { &*wc };
@@ -640,6 +645,10 @@ unsafe extern "C" fn stress_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
 }
 
 /// The receive handler of stress agents: responses only; nothing to do.
+///
+/// # Safety
+///
+/// None beyond a C receive handler's: it reads nothing.
 unsafe extern "C" fn stress_recv(_agent: *mut c_void, _buf: *mut c_void, _wc: *const RmadRecvWc) {}
 
 /// A worker thread's start.
@@ -649,6 +658,10 @@ struct Start {
 }
 
 /// A worker thread: juggles its buffers until the run is over.
+///
+/// # Safety
+///
+/// `data` must be a `KBox<Start>` leaked for this thread (as `spawn` does).
 unsafe extern "C" fn worker_thread(data: *mut c_void) -> c_int {
     // SAFETY: `data` is a `KBox<Start>` leaked by `spawn` for this thread.
     let start = unsafe { KBox::from_raw(data.cast::<Start>()) };
@@ -672,7 +685,7 @@ fn worker(run: &Arc<Run>, index: usize) {
     let Ok(ctx) = KBox::new(
         WorkerCtx {
             run: run.clone(),
-            rng: Atomic::new(0x1234_567u32.wrapping_mul(u32::try_from(index).unwrap_or(0) + 1)),
+            rng: Atomic::new(0x0123_4567u32.wrapping_mul(u32::try_from(index).unwrap_or(0) + 1)),
             free_all: false,
         },
         GFP_KERNEL,
@@ -840,6 +853,10 @@ fn cross_cancel(run: &Run, rng: &mut Rng) {
 }
 
 /// The agent-churn thread: registers, posts and unregisters agents until the run is over.
+///
+/// # Safety
+///
+/// As for [`worker_thread`].
 unsafe extern "C" fn churn_thread(data: *mut c_void) -> c_int {
     // SAFETY: `data` is a `KBox<Start>` leaked by `spawn` for this thread.
     let start = unsafe { KBox::from_raw(data.cast::<Start>()) };
@@ -997,16 +1014,16 @@ fn report(
     let st = |i: usize| c.by_status.get(i).map_or(0, g);
     let mut w = Writer(out);
     let _ = write!(w, "KTAP version 1\n1..1\n    KTAP version 1\n");
-    let _ = write!(w, "    # Subtest: rmad_stress_{suite}{name}\n");
-    let _ = write!(
+    let _ = writeln!(w, "    # Subtest: rmad_stress_{suite}{name}");
+    let _ = writeln!(
         w,
-        "    # threads {} churn {} posts {} handler calls {} success {} flushed {} timed out {} other {} lost {} duplicated {} wrong-object {} unclean errors {}\n",
+        "    # threads {} churn {} posts {} handler calls {} success {} flushed {} timed out {} other {} lost {} duplicated {} wrong-object {} unclean errors {}",
         started, churn, g(&c.posts), g(&c.calls), st(0), st(1), st(2), st(3), g(&c.lost),
         g(&c.dups), g(&c.wrong), g(&c.unclean)
     );
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "    # post errors {} create errors {} registrations {} failed {} cross-worker cancels {} stale-handle checks {}\n",
+        "    # post errors {} create errors {} registrations {} failed {} cross-worker cancels {} stale-handle checks {}",
         g(&c.post_errors), g(&c.create_errors), g(&c.registrations), g(&c.reg_errors),
         g(&c.cross_cancels), g(&c.stale_checks)
     );
@@ -1040,21 +1057,15 @@ fn report(
             !failslab || g(&c.create_errors) + g(&c.reg_errors) + g(&c.post_errors) > 0,
         ),
     ];
-    let _ = write!(w, "    1..{}\n", cases.len());
+    let _ = writeln!(w, "    1..{}", cases.len());
     let mut all = true;
     for (i, (n, ok)) in cases.iter().enumerate() {
         all &= *ok;
-        let _ = write!(
-            w,
-            "    {}ok {} {}\n",
-            if *ok { "" } else { "not " },
-            i + 1,
-            n
-        );
+        let _ = writeln!(w, "    {}ok {} {}", if *ok { "" } else { "not " }, i + 1, n);
     }
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "{}ok 1 rmad_stress_{suite}{name}\n",
+        "{}ok 1 rmad_stress_{suite}{name}",
         if all { "" } else { "not " }
     );
     Ok(())
@@ -1102,27 +1113,27 @@ fn handles(name: &CStr, n: usize, out: &mut KVec<u8>) -> Result {
     );
     let mut w = Writer(out);
     let _ = write!(w, "KTAP version 1\n1..1\n    KTAP version 1\n");
-    let _ = write!(w, "    # Subtest: rmad_stress_handles_{name}\n");
-    let _ = write!(
+    let _ = writeln!(w, "    # Subtest: rmad_stress_handles_{name}");
+    let _ = writeln!(
         w,
-        "    # {n} cycles in {ms} ms: aliases {aliases}, wrong {wrong}, failed creates {failed}\n"
+        "    # {n} cycles in {ms} ms: aliases {aliases}, wrong {wrong}, failed creates {failed}"
     );
     let ok1 = aliases == 0 && wrong == 0;
     let ok2 = failed == 0 && unreg == 0;
-    let _ = write!(w, "    1..2\n");
-    let _ = write!(
+    let _ = writeln!(w, "    1..2");
+    let _ = writeln!(
         w,
-        "    {}ok 1 stale_handle_refused_every_cycle\n",
+        "    {}ok 1 stale_handle_refused_every_cycle",
         if ok1 { "" } else { "not " }
     );
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "    {}ok 2 every_cycle_completed\n",
+        "    {}ok 2 every_cycle_completed",
         if ok2 { "" } else { "not " }
     );
-    let _ = write!(
+    let _ = writeln!(
         w,
-        "{}ok 1 rmad_stress_handles_{name}\n",
+        "{}ok 1 rmad_stress_handles_{name}",
         if ok1 && ok2 { "" } else { "not " }
     );
     Ok(())

@@ -701,8 +701,11 @@ mod tests {
         Ok(())
     }
 
+    /// What [`setup`] gives: the port, the agent, its recorder; `None` without rxe0.
+    type Setup = Option<(Arc<VerbsPort>, Arc<Agent>, Arc<Recorder>)>;
+
     /// The rxe0 port, and an agent on it whose handlers record.
-    fn setup() -> Result<Option<(Arc<VerbsPort>, Arc<Agent>, Arc<Recorder>)>> {
+    fn setup() -> Result<Setup> {
         let rec = Recorder::new(Behaviour::default())?;
         Ok(rxe_agent(&rec)?.map(|(p, a)| (p, a, rec)))
     }
