@@ -38,6 +38,20 @@ for tool in rdma ip tc; do
 	done
 done
 
+# The test kernel's own modules (rdma_rxe and what it needs), where modprobe
+# finds them: /lib/modules/<release>/, with modules.dep made by the host's depmod.
+kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>/dev/null)"
+release="$(cat "$kbuild/include/config/kernel.release")"
+moddir="$root/lib/modules/$release"
+mkdir -p "$moddir/kernel"
+while read -r obj; do
+	mkdir -p "$moddir/kernel/$(dirname "$obj")"
+	cp "$kbuild/${obj%.o}.ko" "$moddir/kernel/${obj%.o}.ko"
+done <"$kbuild/modules.order"
+sed 's|^|kernel/|; s|\.o$|.ko|' "$kbuild/modules.order" >"$moddir/modules.order"
+cp "$kbuild/modules.builtin" "$kbuild/modules.builtin.modinfo" "$moddir/"
+depmod -b "$root" "$release"
+
 cp "$RMAD_ROOT/tests/vm/init.sh" "$root/init"
 cp "$RMAD_ROOT/tests/vm/lib.sh" "$root/lib.sh"
 cp "$scenario" "$root/scenario.sh"

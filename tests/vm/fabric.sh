@@ -61,7 +61,7 @@ setup_link() {
 # Makes rxe0 on eth0 and waits until it has its IPv6 link-local GID (index 0)
 # and its IPv4-mapped GID (index 1).
 add_rxe() {
-	rdma link add rxe0 type rxe netdev eth0 || return 1
+	modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0 || return 1
 	i=0
 	while [ $i -lt 300 ]; do
 		g0="$(cat /sys/class/infiniband/rxe0/ports/1/gids/0 2>/dev/null || true)"

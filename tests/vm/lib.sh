@@ -52,6 +52,8 @@ emit_vm_suite() {
 # Create soft-RoCE device rxe0 on a dummy netdev (rmad0; dummy0 exists already), and wait until its port has
 # the IPv4-mapped GID (index 1) that MADs to the same port are addressed with.
 setup_rxe() {
+	# rdma_rxe is a module of the test kernel (a no-op once loaded).
+	modprobe rdma_rxe || return 1
 	if ! ip link show rmad0 >/dev/null 2>&1; then
 		ip link add rmad0 type dummy &&
 			ip link set rmad0 up &&

@@ -101,6 +101,45 @@ sleep 1
 vm_case unload_no_rmad_left sh -c '! grep -q "^rmad " /proc/modules'
 emit_vm_suite rmad_rxe_removal >"$RESULTS"
 
+# 5. Device hot-plug: rdma_rxe is a module. rmad loaded first finds no device,
+# and gets rxe0's port when the driver comes. The driver cannot be unloaded
+# while rxe0 exists: under lockdep every rxe QP pins it (ib_core's QP1, rmad's
+# private QP); rmmod is refused and rmad's sends stay as they were. Once
+# the device is deleted, rmad has flushed each send once, has let go of the
+# driver, and rmmod succeeds with rmad's agent still registered.
+vm_case hotplug_delete_rxe0 rdma link delete rxe0
+vm_case hotplug_rmmod_rdma_rxe sh -c 'rmmod rdma_rxe && ! grep -q "^rdma_rxe " /proc/modules'
+vm_case hotplug_insmod_rmad_before_driver insmod /modules/rmad.ko
+vm_case hotplug_client_refused_without_device sh -c \
+	'! insmod /modules/rmad_client.ko 2>/tmp/err && grep -q "No such device" /tmp/err'
+vm_case hotplug_modprobe_rdma_rxe_after_rmad setup_rxe
+vm_case hotplug_client_runs_on_new_device sh -c 'insmod /modules/rmad_client.ko &&
+	rmmod rmad_client && [ "$(dmesg | grep -c "rmad_client: done (0)")" = 2 ]'
+vm_case hotplug_rmmod_production rmmod rmad
+vm_case hotplug_insmod_probe insmod /modules/test/rmad.ko rxe_probe=8
+# outstanding N: rmad's debugfs shows the probe agent on rxe0 with N sends outstanding.
+outstanding() {
+	for i in $(seq 100); do
+		grep -q "^device rxe0 port 1 hi_tid 0x[0-9a-f]* outstanding $1 " \
+			/sys/kernel/debug/rmad/agents && return 0
+		sleep 0.2
+	done
+	cat /sys/kernel/debug/rmad/agents
+	return 1
+}
+vm_case hotplug_sends_outstanding outstanding 8
+vm_case hotplug_rmmod_rdma_rxe_refused_while_rxe0_exists sh -c \
+	'! rmmod rdma_rxe 2>/tmp/err && grep -q "Resource temporarily unavailable" /tmp/err &&
+	grep -q "^rdma_rxe " /proc/modules'
+vm_case hotplug_refusal_left_sends_alone outstanding 8
+vm_case hotplug_delete_rxe0_under_agent rdma link delete rxe0
+vm_case hotplug_rmmod_rdma_rxe_under_agent sh -c \
+	'grep -q "^rmad " /proc/modules && rmmod rdma_rxe && ! grep -q "^rdma_rxe " /proc/modules'
+sleep 1
+vm_case hotplug_rmmod_rmad rmmod rmad
+vm_case hotplug_each_send_flushed_once probe_flushed 8 3
+emit_vm_suite rmad_hotplug >"$RESULTS"
+
 # 5. Leaks: everything rmad allocated is gone.
 vm_case kmemleak_reports_nothing kmemleak_clean
 emit_vm_suite rmad_leaks >"$RESULTS"
