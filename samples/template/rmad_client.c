@@ -11,7 +11,7 @@
 #include <linux/module.h>
 #include <linux/unaligned.h>
 
-#include "../../include/rmad.h"
+#include <rmad.h>
 
 static DECLARE_COMPLETION(done);
 
