@@ -52,12 +52,17 @@ mkdir -p "$copy"
 (cd "$copy" && find . -type f | sort) >"$tmp/files"
 
 flags_read() {
-	local flags
+	local flags refusal
 	flags="$("$RMAD_ROOT/scripts/kdir-flags.sh" "$kdir")"
 	echo "$flags"
 	echo "$flags" | grep -qx "LLVM=$LLVM_SUFFIX" &&
-		[ -x "$(echo "$flags" | sed -n 's/^RUSTC=//p')" ] &&
-		! "$RMAD_ROOT/scripts/kdir-flags.sh" "$tmp" 2>&1 | grep -q KMAKEFLAGS=
+		[ -x "$(echo "$flags" | sed -n 's/^RUSTC=//p')" ] || return 1
+	# A directory that is no kernel build tree: refused, saying what to pass.
+	if refusal="$("$RMAD_ROOT/scripts/kdir-flags.sh" "$tmp" 2>&1)"; then
+		return 1
+	fi
+	echo "$refusal"
+	echo "$refusal" | grep -q 'KMAKEFLAGS="LLVM='
 }
 
 classic() {
