@@ -22,6 +22,7 @@
 #                               have the same fields (scripts/check-api.py)
 #   rust_analyzer_indexes_src   make rust-analyzer writes a rust-project.json
 #                               with rmad's crate root, which git ignores
+#   rust_sample_has_no_unsafe   the binding is enough for the Rust sample
 #
 # Usage: build-checks.sh OUT
 set -euo pipefail
@@ -132,6 +133,7 @@ assert sys.argv[1] + "/samples/rust/rmad_sample_rust.rs" in roots, roots[-3:]
 PY
 }
 check rust_analyzer_indexes_src rust_analyzer
+check rust_sample_has_no_unsafe sh -c "! grep -n unsafe '$RMAD_ROOT/samples/rust/rmad_sample_rust.rs'"
 
 python3 - "$cases" "$out" <<'PY'
 import json, sys

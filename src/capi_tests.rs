@@ -89,6 +89,9 @@ struct AtomicResult {
     retries: c_int,
     agent_context_ok: c_int,
     hi_tid: u32,
+    send_len: u32,
+    recv_mad_ok: c_int,
+    recv_free: c_int,
 }
 
 extern "C" {
@@ -96,6 +99,7 @@ extern "C" {
         r#where: c_int,
         agent: *mut c_void,
         buf: *mut c_void,
+        recv: *mut c_void,
         res: *mut AtomicResult,
     ) -> c_int;
 }
@@ -109,6 +113,8 @@ pub(crate) struct Behaviour {
     pub(crate) unregister_in_recv: bool,
     /// Keep the first received MAD past its handler.
     pub(crate) keep_first_recv: bool,
+    /// Keep every received MAD past its handler.
+    pub(crate) keep_all_recvs: bool,
 }
 
 /// One receive-handler call: the MAD's handle, whether the packet had a GRH, and the result
@@ -239,7 +245,8 @@ impl Probe {
             self.record_result(rmad_unregister_agent(agent));
         }
         let first = self.inner.lock().recvs == 0;
-        let kept = if self.behaviour.keep_first_recv && first {
+        let keep = self.behaviour.keep_all_recvs || (self.behaviour.keep_first_recv && first);
+        let kept = if keep {
             rmad_keep_recv_mad(wc.recv_buf)
         } else {
             0
@@ -923,16 +930,40 @@ mod tests {
     #[test]
     fn calls_from_timer_and_hrtimer() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = Probe::new(
+            Behaviour {
+                free: true,
+                keep_all_recvs: true,
+                ..Behaviour::default()
+            },
+            ah,
+        )?;
         let a = c_agent(&probe)?;
         let mut results = [AtomicResult::default(), AtomicResult::default()];
         let mut ran = [EINVAL.to_errno(); 2];
-        for (where_, (res, ran)) in results.iter_mut().zip(ran.iter_mut()).enumerate() {
+        let mut gone = [false; 2];
+        for (where_, ((res, ran), gone)) in results
+            .iter_mut()
+            .zip(ran.iter_mut())
+            .zip(gone.iter_mut())
+            .enumerate()
+        {
+            // A GET that ib_core answers: its answer is kept, and handed to the callback.
+            let g = c_request(a, &ah, 20 + u32::try_from(where_)?, GET, 5000)?;
+            // SAFETY: Plain call.
+            let _ = unsafe { rmad_post_send_mad(g, core::ptr::null_mut()) };
+            let _ = probe.wait(|p| p.recv_calls.len() > where_);
+            let recv = to_handle(probe.inner.lock().recv_calls.get(where_).map_or(0, |c| c.0));
             let b = c_request(a, &ah, 9, SEND, 60_000)?;
             // SAFETY: `res` is valid for writes; the handles are validated by rmad.
-            *ran = unsafe { rmad_test_call_from(c_int::try_from(where_).unwrap_or(0), a, b, res) };
-            // The cancelled post completes (flushed); then the buffer is ours to free.
-            let _ = probe.wait_sends(where_ + 1);
+            *ran = unsafe {
+                rmad_test_call_from(c_int::try_from(where_).unwrap_or(0), a, b, recv, res)
+            };
+            // SAFETY: NULL `len` is allowed.
+            *gone = unsafe { rmad_recv_buf_mad(recv, core::ptr::null_mut()) }.is_null();
+            // The GET's completion (freed by the probe) and the cancelled post's (flushed);
+            // then the second buffer is ours to free.
+            let _ = probe.wait_sends(2 * where_ + 2);
             let _ = rmad_free_send_mad(b);
         }
         let unreg = rmad_unregister_agent(a);
@@ -955,7 +986,10 @@ mod tests {
             assert!(r.hi_tid != 0);
             assert_eq!((r.create, r.mad_ok, r.free), (0, 1, 0));
             assert_eq!(r.stale_free, EINVAL.to_errno());
+            assert_eq!(r.send_len, 256);
+            assert_eq!((r.recv_mad_ok, r.recv_free), (1, 0));
         }
+        assert_eq!(gone, [true, true]);
         assert_eq!(unreg, 0);
         assert_eq!(hi_tid, 0);
         Ok(())

@@ -33,6 +33,7 @@ struct rmad_atomic_call {
 	struct completion done;
 	struct rmad_agent *agent;
 	struct rmad_send_buf *buf;
+	struct rmad_recv_buf *recv;
 	struct rmad_atomic_result *res;
 };
 
@@ -57,7 +58,11 @@ static void rmad_atomic_calls(struct rmad_atomic_call *c)
 	r->agent_context_ok = !!rmad_agent_context(c->agent);
 	fresh = rmad_create_send_mad(c->agent, 1, 0, 0, 24, 232, GFP_ATOMIC, 1);
 	r->create = IS_ERR(fresh) ? PTR_ERR(fresh) : 0;
+	/* A kept received MAD: read, then freed. */
+	r->recv_mad_ok = !!rmad_recv_buf_mad(c->recv, NULL);
+	r->recv_free = rmad_free_recv_mad(c->recv);
 	if (!IS_ERR(fresh)) {
+		r->send_len = rmad_send_buf_len(fresh);
 		r->mad_ok = !!rmad_send_buf_mad(fresh);
 		r->set = rmad_send_buf_set(fresh, NULL, 100, 2, c);
 		r->context_ok = rmad_send_buf_context(fresh) == c;
@@ -82,9 +87,9 @@ static enum hrtimer_restart rmad_atomic_hrtimer(struct hrtimer *t)
 }
 
 int rmad_test_call_from(int where, struct rmad_agent *agent, struct rmad_send_buf *buf,
-			struct rmad_atomic_result *res)
+			struct rmad_recv_buf *recv, struct rmad_atomic_result *res)
 {
-	struct rmad_atomic_call c = { .agent = agent, .buf = buf, .res = res };
+	struct rmad_atomic_call c = { .agent = agent, .buf = buf, .recv = recv, .res = res };
 	unsigned long left;
 
 	init_completion(&c.done);
