@@ -3,9 +3,9 @@
 //! The exported C API (`include/rmad.h`): what other kernel modules call.
 //!
 //! Rust symbols cannot be exported between out-of-tree modules, so the API is a set of
-//! `extern "C"` functions (exported with `EXPORT_SYMBOL_GPL` by `capi_exports.c`), thin shells
+//! `extern "C"` functions (exported with `EXPORT_SYMBOL_GPL` by `src/capi/exports.c`), thin shells
 //! around the Rust API. C sees agents and send buffers as opaque pointers; they are handles
-//! from [`crate::handles`], never addresses, so rmad never dereferences what a caller passes:
+//! from [`crate::capi::handles`], never addresses, so rmad never dereferences what a caller passes:
 //! a NULL, stale or foreign value is simply not found and gets `-EINVAL`, and a handle stays
 //! invalid forever once its object is gone.
 //!
@@ -20,6 +20,8 @@
 //! A buffer's slot lock, then its agent's lock (post, modify, cancel). No rmad lock is held
 //! while a client's handler runs.
 
+pub(crate) mod devices;
+pub(crate) mod handles;
 mod recv;
 
 #[cfg(rmad_test)]
@@ -31,37 +33,40 @@ pub(crate) use recv::{
 };
 
 use crate::{
-    agent::{
-        Agent,
-        AgentConfig,
-        QpType,
-        RecvHandler,
-        SendHandler, //
-    },
-    engine::{
-        Engine,
-        RegReq, //
-    },
-    handles::{
+    capi::handles::{
         HandleTable,
         KIND_AGENT,
         KIND_BUF,
         KIND_RECV, //
     },
-    send::{
+    engine::{
+        agent::{
+            Agent,
+            AgentConfig,
+            RecvHandler,
+            SendHandler, //
+        },
+        send::{
+            SendBody,
+            SendBuf,
+            SendCompletion,
+            SendHandle,
+            SendRecord, //
+        },
+        transport::{
+            RecvMad,
+            Transport, //
+        },
+        Engine, //
+    },
+    mad::{
+        wire,
         Address,
         GrhAttr,
-        SendBody,
-        SendBuf,
-        SendCompletion,
-        SendHandle,
-        SendRecord, //
+        QpType,
+        RegReq, //
     },
-    transport::{
-        RecvMad,
-        Transport, //
-    },
-    verbs, wire,
+    verbs, //
 };
 use core::ffi::c_void;
 use kernel::{
@@ -243,8 +248,31 @@ pub(crate) struct Tables {
 /// Null, or a pointer from `KBox::into_raw` of pinned tables that live until [`exit`].
 static TABLES: Atomic<*mut Tables> = Atomic::new(core::ptr::null_mut());
 
-/// Makes the handle tables; called once by the module initializer.
-pub(crate) fn init() -> Result {
+/// The C API while the module is loaded: dropping it drops the handle tables.
+pub(crate) struct Api(());
+
+impl Api {
+    /// Makes the handle tables and the device registry.
+    ///
+    /// # Safety
+    ///
+    /// Called once, by the module initializer.
+    pub(crate) unsafe fn new() -> Result<Self> {
+        // SAFETY: The caller's promise: once, from the module initializer, first.
+        unsafe { devices::init() };
+        init()?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        exit();
+    }
+}
+
+/// Makes the handle tables; called once, through [`Api::new`].
+fn init() -> Result {
     let t = KBox::pin_init(
         pin_init!(Tables {
             agents <- HandleTable::new(KIND_AGENT, static_lock_class!(), static_lock_class!()),
@@ -260,9 +288,10 @@ pub(crate) fn init() -> Result {
     Ok(())
 }
 
-/// Drops the tables and whatever handles are left. Called at unload, when no client module is
-/// loaded (each holds a reference on rmad) and rmad's own completion work has stopped.
-pub(crate) fn exit() {
+/// Drops the tables and whatever handles are left. Called at unload (when [`Api`] drops), when
+/// no client module is loaded (each holds a reference on rmad) and rmad's own completion work
+/// has stopped.
+fn exit() {
     let raw = TABLES.xchg(core::ptr::null_mut(), Acquire);
     if !raw.is_null() {
         // SAFETY: `raw` came from `KBox::into_raw` in `init` and is unpublished now; nothing can
@@ -485,9 +514,7 @@ fn register_impl(
 
 /// The engine and transport of port `port` of the device named `name`.
 fn find_transport(name: &CStr, port: u8) -> Result<(Arc<Engine>, Arc<dyn Transport>)> {
-    // The test build also offers a loopback fabric, `lb0`, to the C API.
-    #[cfg(rmad_test)]
-    if let Some(t) = crate::stress::transport(name, port) {
+    if let Some(t) = devices::find(name, port) {
         return Ok(t);
     }
     let vp = verbs::find_port(name, port).ok_or(ENODEV)?;

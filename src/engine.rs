@@ -1,23 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The engine: what agents on all ports share.
+//! The agent engine: agents, their send records, and what agents on all ports share.
 //!
-//! It owns the ordered workqueue on which every agent's timeouts and completions run, the
+//! - [`agent`]: one MAD agent (`ib_mad_agent`): its lock, its sends, post, modify, cancel,
+//!   completions, response matching, timeouts and unregistration;
+//! - [`send`]: send buffers, the records of outstanding sends and their handles;
+//! - [`transport`]: the interface to what carries MADs (the verbs transport in
+//!   [`crate::verbs`], and in the test flavour a loopback fabric);
+//! - [`Engine`] (this file): what the agents of all ports share.
+//!
+//! The engine owns the ordered workqueue on which every agent's timeouts and completions run, the
 //! space of `hi_tid` values, the table of agents by `hi_tid` (response routing) and the class
 //! registrations (request routing). A received MAD enters here ([`Engine::receive`]) and is
 //! routed to one agent, as `ib_mad_recv_done` does.
 
+pub(crate) mod agent;
+pub(crate) mod send;
+pub(crate) mod transport;
+
 use crate::{
-    agent::{
-        Agent,
-        QpType, //
+    engine::{
+        agent::Agent,
+        transport::RecvMad, //
     },
-    transport::RecvMad,
-    wire::{
-        self,
-        MadHdr, //
+    mad::{
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType,
+        RegReq,
+        HI_TID_MAX, //
     },
-    wq::OwnedQueue,
+    sys::workqueue::OwnedQueue, //
 };
 use kernel::{
     new_spinlock_irq,
@@ -31,22 +46,6 @@ use kernel::{
         SpinLockIrq, //
     },
 };
-
-/// The largest `hi_tid`: the top byte of the 32-bit value stays zero (mad-spec.md §1.3).
-pub(crate) const HI_TID_MAX: u32 = (1 << 24) - 1;
-
-/// One class registration (`ib_mad_reg_req` of an agent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RegReq {
-    /// Management class.
-    pub(crate) mgmt_class: u8,
-    /// Class version.
-    pub(crate) class_version: u8,
-    /// OUI, for vendor-range-2 classes.
-    pub(crate) oui: [u8; 3],
-    /// Bit `m` set: the agent receives requests with method `m` (0..128).
-    pub(crate) methods: u128,
-}
 
 /// A registration in the routing table.
 struct Route {
@@ -299,127 +298,5 @@ impl Engine {
         self.cq_wq.flush();
         self.wq.flush();
         self.cq_wq.flush();
-    }
-}
-
-/// KUnit suite `rmad_engine`: registration and routing shared by all agents.
-#[cfg(rmad_test)]
-#[kernel::prelude::kunit_tests(rmad_engine)]
-mod tests {
-    use crate::{
-        agent::Agent,
-        testing::{
-            reg,
-            Behaviour,
-            Env,
-            Recorder, //
-        },
-        wire,
-    };
-    use kernel::{
-        new_spinlock,
-        prelude::*,
-        sync::{
-            atomic::{
-                Acquire,
-                Atomic,
-                Relaxed,
-                Release, //
-            },
-            Arc, SpinLock,
-        },
-        time::{
-            delay::udelay,
-            Delta, //
-        },
-        workqueue,
-    };
-
-    /// What the other thread of a round saw.
-    #[pin_data]
-    struct Round {
-        ready: Atomic<u32>,
-        done: Atomic<bool>,
-        #[pin]
-        agent: SpinLock<Option<Arc<Agent>>>,
-    }
-
-    /// Spins until `n` parties are ready (bounded: a stuck party fails the round, not the
-    /// kernel).
-    fn meet(r: &Round, n: u32) {
-        r.ready.add(1, Relaxed);
-        for _ in 0..1_000_000 {
-            if r.ready.load(Acquire) >= n {
-                return;
-            }
-            core::hint::spin_loop();
-        }
-    }
-
-    #[test]
-    fn clashing_registrations_have_one_winner() -> Result {
-        // mad-spec.md §1.3 step 9: of two registrations for the same class and method on
-        // the same port, exactly one succeeds, however they interleave.
-        const ROUNDS: usize = 400;
-        let env = Env::new()?;
-        let rec = Recorder::new(Behaviour::default())?;
-        let (mut one, mut two, mut none) = (0usize, 0usize, 0usize);
-        for _ in 0..ROUNDS {
-            let round = Arc::pin_init(
-                pin_init!(Round {
-                    ready: Atomic::new(0),
-                    done: Atomic::new(false),
-                    agent <- new_spinlock!(None),
-                }),
-                GFP_KERNEL,
-            )?;
-            let (r2, rec2, engine, transport) = (
-                round.clone(),
-                rec.clone(),
-                env.engine.clone(),
-                env.transport.clone(),
-            );
-            workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
-                meet(&r2, 2);
-                let a = crate::testing::register_gsi(
-                    &engine,
-                    &transport,
-                    1,
-                    &rec2,
-                    Some(reg(wire::IB_MGMT_CLASS_PERF_MGMT)),
-                );
-                *r2.agent.lock() = a.ok();
-                r2.done.store(true, Release);
-            })?;
-            meet(&round, 2);
-            let mine = env
-                .agent(1, &rec, Some(reg(wire::IB_MGMT_CLASS_PERF_MGMT)))
-                .ok();
-            let mut waited = 0;
-            while !round.done.load(Acquire) && waited < 2_000_000 {
-                udelay(Delta::from_micros(10));
-                waited += 10;
-            }
-            let theirs = round.agent.lock().take();
-            match (mine.is_some(), theirs.is_some()) {
-                (true, true) => two += 1,
-                (false, false) => none += 1,
-                _ => one += 1,
-            }
-            for a in [mine, theirs].iter().flatten() {
-                a.unregister()?;
-            }
-        }
-        pr_info!(
-            "engine: {} rounds: one winner {}, two {}, none {}\n",
-            ROUNDS,
-            one,
-            two,
-            none
-        );
-        assert_eq!(two, 0);
-        assert_eq!(none, 0);
-        assert_eq!(one, ROUNDS);
-        Ok(())
     }
 }

@@ -7,67 +7,33 @@
 //! while doing cancel, modify and response matching without scanning the outstanding sends,
 //! and turning a stale handle into an error instead of a use-after-free.
 //!
-//! This crate root declares the module's parts:
+//! The layers, one module each (Documentation/architecture.md draws them):
 //!
-//! - [`wire`]: the MAD wire format and the C layer's helper functions, as pure functions over
-//!   byte buffers (shared with the host tests).
-//! - [`state`]: the 7.3 send state machine as one pure transition function (also shared).
-//! - [`agent`], [`send`], [`engine`]: the agent engine.
-//! - [`verbs`]: the transport over real RDMA devices; [`capi`] and [`handles`]: the exported C
-//!   API and its handles; [`debugfs`]: per-agent counters.
+//! - [`mad`]: the pure parts (wire format, state machine, value types), shared with the host
+//!   tests;
+//! - [`engine`]: agents, send records, matching, timeouts, the transport interface;
+//! - [`verbs`]: the transport over real RDMA devices, with its C shim;
+//! - [`capi`]: the exported C API and its handles;
+//! - [`sys`]: what the 7.3 kernel crate lacks (workqueues, tracepoints, scheduling);
+//! - [`debugfs`]: per-agent counters.
 //!
 //! # Two flavours
 //!
 //! The production module (the default build) holds only the above. The test flavour (Kbuild
-//! `RMAD_TEST=1`, which sets `--cfg rmad_test`) adds the KUnit suites, the loopback fabric, the
-//! demonstration, the benchmark, the removal probe and the stress driver, and the module
-//! parameters that start them.
+//! `RMAD_TEST=1`, which sets `--cfg rmad_test`) adds [`testing`]: the KUnit suites, the
+//! loopback fabric, the demonstration, the benchmark, the removal probe and the stress
+//! driver, and the module parameters that start them.
 
 use kernel::prelude::*;
 
-mod agent;
 mod capi;
 mod debugfs;
 mod engine;
-mod handles;
-mod send;
-mod state;
-mod trace;
-mod transport;
-mod verbs;
-// The wire module keeps the C header's whole constant set for API parity, used or not.
-#[allow(dead_code)]
-mod wire;
-mod wq;
-
-#[cfg(rmad_test)]
-mod bench;
-#[cfg(rmad_test)]
-mod capi_tests;
-#[cfg(rmad_test)]
-mod check;
-#[cfg(rmad_test)]
-mod conformance;
-#[cfg(rmad_test)]
-mod demo;
-#[cfg(rmad_test)]
-mod fabric_check;
-#[cfg(rmad_test)]
-mod fifo;
-#[cfg(rmad_test)]
-mod loopback;
-#[cfg(rmad_test)]
-mod probe;
-#[cfg(rmad_test)]
-mod races;
-#[cfg(rmad_test)]
-mod scale;
-#[cfg(rmad_test)]
-mod stress;
+mod mad;
+mod sys;
 #[cfg(rmad_test)]
 mod testing;
-#[cfg(rmad_test)]
-mod trace_check;
+mod verbs;
 
 #[cfg(not(rmad_test))]
 module! {
@@ -113,72 +79,81 @@ module! {
     },
 }
 
-/// The loaded module.
+/// The loaded module: its parts, as guards.
+///
+/// Fields drop in declaration order, which is the unload order: the RDMA devices first (closing
+/// a port flushes every send on it), then the test flavour's removal probe (which reports the
+/// flushed sends), the C API's handle tables, the test flavour's control files and loopback
+/// device, the debugfs directory they live in, and last the line that says so.
 struct Rmad {
+    /// The verbs transport, registered as an `ib_client`.
+    _verbs: verbs::Client,
     /// The removal probe, when `rxe_probe` asked for one.
     #[cfg(rmad_test)]
-    probe: Option<probe::Probe>,
-    /// The stress driver's debugfs files.
+    _removal: Option<testing::removal::Probe>,
+    /// The C API.
+    _capi: capi::Api,
+    /// The test flavour's debugfs files and `lb0`.
     #[cfg(rmad_test)]
-    _stress: stress::Control,
+    _control: testing::control::Control,
     /// `/sys/kernel/debug/rmad`.
     _debugfs: debugfs::Debugfs,
+    /// Logs the unload once everything else has gone.
+    _farewell: Farewell,
+}
+
+/// Logs the one line an unload logs, when dropped.
+struct Farewell;
+
+impl Drop for Farewell {
+    fn drop(&mut self) {
+        pr_info!("unloaded\n");
+    }
 }
 
 impl kernel::Module for Rmad {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        capi::init()?;
-        let debugfs = debugfs::create().inspect_err(|_| capi::exit())?;
-        verbs::init().inspect_err(|_| capi::exit())?;
-        // From here on a failure must stop the verbs side again before the module goes.
+        // Built in load order; should a step fail, the guards built so far drop in reverse.
+        // SAFETY: Called once, here, before any other use of the C API.
+        let capi = unsafe { capi::Api::new() }?;
+        let debugfs = debugfs::create()?;
+        // SAFETY: As above.
+        let verbs = unsafe { verbs::Client::register() }?;
         #[cfg(rmad_test)]
-        let (probe, stress) = match test_parameters(&debugfs) {
-            Ok(p) => p,
-            Err(e) => {
-                verbs::exit();
-                capi::exit();
-                return Err(e);
-            }
-        };
+        let (removal, control) = test_parameters(&debugfs)?;
         // The one line a load logs.
         pr_info!("InfiniBand MAD agents in Rust, loaded\n");
         Ok(Rmad {
+            _verbs: verbs,
             #[cfg(rmad_test)]
-            probe,
+            _removal: removal,
+            _capi: capi,
             #[cfg(rmad_test)]
-            _stress: stress,
+            _control: control,
             _debugfs: debugfs,
+            _farewell: Farewell,
         })
     }
 }
 
 /// Runs what the test build's module parameters ask for at load time.
 #[cfg(rmad_test)]
-fn test_parameters(debugfs: &debugfs::Debugfs) -> Result<(Option<probe::Probe>, stress::Control)> {
+fn test_parameters(
+    debugfs: &debugfs::Debugfs,
+) -> Result<(Option<testing::removal::Probe>, testing::control::Control)> {
     if module_parameters::demo.value() {
-        demo::run()?;
+        testing::demo::run()?;
     }
     if module_parameters::bench.value() {
-        bench::run(
+        testing::bench::run(
             module_parameters::bench_n.value(),
             module_parameters::bench_reps.value(),
             module_parameters::bench_sample.value(),
         )?;
     }
-    let probe = match module_parameters::rxe_probe.value() {
+    let removal = match module_parameters::rxe_probe.value() {
         0 => None,
-        n => Some(probe::start(n)?),
+        n => Some(testing::removal::start(n)?),
     };
-    Ok((probe, stress::Control::new(debugfs.dir())?))
-}
-
-impl Drop for Rmad {
-    fn drop(&mut self) {
-        // Removing the devices flushes the probe's sends; then the probe reports and goes.
-        verbs::exit();
-        #[cfg(rmad_test)]
-        drop(self.probe.take());
-        capi::exit();
-        pr_info!("unloaded\n");
-    }
+    Ok((removal, testing::control::Control::new(debugfs.dir())?))
 }

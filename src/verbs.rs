@@ -4,7 +4,7 @@
 //!
 //! ib_core's own MAD layer owns QP0 and QP1 of every port, so rmad cannot take QP1 over.
 //! Instead, for each port that has a general services QP, rmad opens a private UD QP (with its
-//! PD, CQ and receive buffers, in `verbs_shim.c`) and sends its MADs from there to the remote
+//! PD, CQ and receive buffers, in `src/verbs/shim.c`) and sends its MADs from there to the remote
 //! QP1 with the GSI Q_Key (`IB_QP1_QKEY`). A responder answers to the source QP of a request,
 //! so responses come back to the private QP, where rmad matches them. Unsolicited requests to
 //! this port arrive at QP1 and stay with ib_core: agents on a verbs port can send requests
@@ -18,17 +18,21 @@ mod neigh;
 mod tx;
 
 use crate::{
-    agent::Agent,
-    engine::Engine,
-    send::Gid,
-    state::WcStatus,
-    transport::{
-        GrhFields,
-        PortAttr,
-        RecvMad,
-        RecvWc,
-        SendWr,
-        Transport, //
+    engine::{
+        agent::Agent,
+        transport::{
+            GrhFields,
+            PortAttr,
+            RecvMad,
+            RecvWc,
+            SendWr,
+            Transport, //
+        },
+        Engine, //
+    },
+    mad::{
+        state::WcStatus,
+        Gid, //
     },
 };
 use core::ffi::c_void;
@@ -113,10 +117,6 @@ extern "C" {
         dgid: *const u8,
         dmac: *mut u8,
     ) -> c_int;
-    #[cfg(rmad_test)]
-    fn rmad_shim_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
-    #[cfg(rmad_test)]
-    fn rmad_shim_test_responder_stop(responder: *mut c_void);
     fn rmad_shim_vport_send(
         vp: *mut Vport,
         mad: *const u8,
@@ -196,10 +196,38 @@ pub(crate) struct VerbsState {
     ports: KVec<Arc<VerbsPort>>,
 }
 
+/// The verbs transport while the module is loaded: rmad's `ib_client` registration. Dropping
+/// it removes every device from rmad (closing its ports), then the engine goes.
+pub(crate) struct Client(());
+
+impl Client {
+    /// Starts the verbs transport: the engine, and the `ib_client` whose `add` callback opens
+    /// the ports of every RDMA device, present and future.
+    ///
+    /// # Safety
+    ///
+    /// Called once, by the module initializer.
+    pub(crate) unsafe fn register() -> Result<Self> {
+        // SAFETY: The caller's promise.
+        unsafe { init() }?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        exit();
+    }
+}
+
 /// Starts the verbs transport: creates its engine and registers the `ib_client`, which opens
 /// a private QP on every port of every RDMA device, present and future.
-pub(crate) fn init() -> Result {
-    // SAFETY: Called exactly once, from the module initializer.
+///
+/// # Safety
+///
+/// Called once, by the module initializer (through [`Client::register`]).
+unsafe fn init() -> Result {
+    // SAFETY: Called exactly once, from the module initializer (the caller's promise).
     unsafe { VERBS.init() };
     let engine = Engine::new(c"rmad_verbs", c"rmad_verbs_cq")?;
     *VERBS.lock() = Some(VerbsState {
@@ -219,7 +247,7 @@ pub(crate) fn init() -> Result {
 
 /// Stops the verbs transport: every device is removed (closing its ports), then the engine
 /// goes.
-pub(crate) fn exit() {
+fn exit() {
     // SAFETY: Plain call; it returns once every `remove` callback has run.
     unsafe { rmad_shim_unregister_client() };
     let state = VERBS.lock().take();
@@ -346,7 +374,7 @@ impl VerbsPort {
             }
         }
         // The transmit work stops using `vp` before the shim's port closes.
-        crate::wq::disable_work_sync::<VerbsPort, 0>(self);
+        crate::sys::workqueue::disable_work_sync::<VerbsPort, 0>(self);
         // SAFETY: `vp` was returned by `rmad_shim_vport_open` and is closed exactly once (it is
         // replaced by null under the lock); nothing uses it any more.
         unsafe { rmad_shim_vport_close(vp) };
@@ -354,18 +382,6 @@ impl VerbsPort {
         // SAFETY: The shim has returned the reference it held since `open` (no callback with
         // this context can run any more); `self` is another reference, so this is not the last.
         drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
-    }
-
-    /// Registers, for tests, an agent in ib_core's own MAD layer on this port that answers GET
-    /// requests of `class` with a GET_RESP of status 0; `None` if ib_core refused it. The test
-    /// stops it before the device goes away.
-    #[cfg(rmad_test)]
-    pub(crate) fn start_test_responder(&self, class: u8) -> Option<TestResponder> {
-        let port = u32::from(self.port);
-        // SAFETY: `with_device` holds a registration reference on `dev`.
-        let r =
-            self.with_device(|dev| unsafe { rmad_shim_test_responder_start(dev, port, class) })?;
-        (!r.is_null()).then_some(TestResponder(r))
     }
 
     /// The device's name.
@@ -409,8 +425,8 @@ impl Transport for VerbsPort {
     fn forward(
         &self,
         port: u8,
-        qp: crate::agent::QpType,
-        reg: &crate::engine::RegReq,
+        qp: crate::mad::QpType,
+        reg: &crate::mad::RegReq,
     ) -> Result<u64> {
         if port != self.port {
             return Err(ENODEV);
@@ -422,29 +438,11 @@ impl Transport for VerbsPort {
         self.stop_forward(key);
     }
 
-    fn resolve(&self, port: u8, ah: &crate::send::Address) -> Result {
+    fn resolve(&self, port: u8, ah: &crate::mad::Address) -> Result {
         match ah.grh {
             Some(g) if port == self.port && self.is_roce() => self.dmac(&g).map(|_| ()),
             _ => Ok(()),
         }
-    }
-}
-
-/// An ib_core agent that answers GETs (see [`VerbsPort::start_test_responder`]); dropping it
-/// unregisters it.
-#[cfg(rmad_test)]
-pub(crate) struct TestResponder(*mut c_void);
-
-// SAFETY: The responder is an ib_core agent owned through this pointer alone; stopping it
-// (the only use) is allowed from any process context, on any thread.
-#[cfg(rmad_test)]
-unsafe impl Send for TestResponder {}
-
-#[cfg(rmad_test)]
-impl Drop for TestResponder {
-    fn drop(&mut self) {
-        // SAFETY: The pointer came from `rmad_shim_test_responder_start` and is released once.
-        unsafe { rmad_shim_test_responder_stop(self.0) };
     }
 }
 
@@ -573,269 +571,4 @@ unsafe extern "C" fn rmad_rust_recv(
         },
     };
     port.engine.receive(RecvMad { mad: v, wc });
-}
-
-/// KUnit suite `rmad_rxe`: rmad agents on soft-RoCE (`rxe0`, which the test VM creates on a
-/// dummy netdev before loading rmad).
-#[cfg(rmad_test)]
-#[kernel::prelude::kunit_tests(rmad_rxe)]
-mod tests {
-    use super::*;
-    use crate::{
-        state::SendState,
-        testing::{
-            post,
-            race_cancel,
-            rxe_agent,
-            rxe_request,
-            sleep_ms,
-            wait_state,
-            Behaviour,
-            Call,
-            Recorder, //
-        },
-        wire,
-    };
-    use kernel::time::{
-        Instant,
-        Monotonic, //
-    };
-
-    #[test]
-    fn rxe_get_answered_through_qp1() -> Result {
-        // One MAD from rmad's private QP to QP1 of the same port. No agent is registered for
-        // the class, so ib_core's MAD layer answers it (GET_RESP, status "unsupported").
-        let s = setup()?;
-        // The test VM always creates rxe0; without it the suite fails.
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let h = post(rxe_request(
-            &port,
-            &a,
-            1,
-            wire::IB_MGMT_METHOD_GET,
-            5000,
-            2,
-        )?);
-        let posted = h.is_ok();
-        let done = rec.wait_sends(1);
-        let calls = rec.calls()?;
-        a.unregister()?;
-        assert!(posted);
-        assert!(done);
-        // Status 0x000C: method/attribute unsupported, ib_core's answer for unserved classes.
-        let recv = matches!(calls.first(), Some(Call::Recv { tag: Some(1), method, status, .. })
-            if *method == wire::IB_MGMT_METHOD_GET_RESP && *status == 0x000c);
-        let send = matches!(calls.get(1), Some(Call::Send { tag: 1, wc, .. })
-            if wc.status == WcStatus::Success);
-        assert!(recv);
-        assert!(send);
-        Ok(())
-    }
-
-    #[test]
-    fn rxe_get_answered_by_ib_core_agent() -> Result {
-        // The smallest experiment of the verbs path: a test agent registered in ib_core for
-        // congestion management (0x21) answers rmad's GET with status 0.
-        let s = setup()?;
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let responder = port.start_test_responder(wire::IB_MGMT_CLASS_CONG_MGMT);
-        let registered = responder.is_some();
-        let mut buf = rxe_request(&port, &a, 7, wire::IB_MGMT_METHOD_GET, 5000, 1)?;
-        if let Some(c) = buf.mad_mut().get_mut(1) {
-            *c = wire::IB_MGMT_CLASS_CONG_MGMT;
-        }
-        let posted = post(buf).is_ok();
-        let done = rec.wait_sends(1);
-        let calls = rec.calls()?;
-        drop(responder);
-        a.unregister()?;
-        assert!(registered);
-        assert!(posted);
-        assert!(done);
-        let answered = matches!(calls.first(), Some(Call::Recv { tag: Some(7), method, status, .. })
-            if *method == wire::IB_MGMT_METHOD_GET_RESP && *status == 0);
-        let send = matches!(calls.get(1), Some(Call::Send { tag: 7, wc, retries: 0, .. })
-            if wc.status == WcStatus::Success);
-        assert!(answered);
-        assert!(send);
-        Ok(())
-    }
-
-    #[test]
-    fn rxe_burst_of_responses_all_matched() -> Result {
-        // 512 GETs back to back, no retry: ib_core answers each one, and every response must
-        // find a posted receive buffer (512, like the C layer's receive queue) and match its
-        // request. A dropped response would show as a timeout.
-        const N: usize = 512;
-        let s = setup()?;
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let mut posted = 0usize;
-        for tag in 0..N {
-            let buf = rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_GET, 20_000, 0)?;
-            if post(buf).is_ok() {
-                posted = posted.saturating_add(1);
-            }
-        }
-        let done = rec.wait_sends(N);
-        let sends = rec.sends()?;
-        let stats = a.stats();
-        a.unregister()?;
-        assert_eq!(posted, N);
-        assert!(done);
-        let ok = sends
-            .iter()
-            .filter(|(_, st, retries)| *st == WcStatus::Success && *retries == 0)
-            .count();
-        assert_eq!(ok, N);
-        assert_eq!(stats.responses, u64::try_from(N).unwrap_or(0));
-        assert_eq!(stats.dropped_responses, 0);
-        Ok(())
-    }
-
-    /// What [`setup`] gives: the port, the agent, its recorder; `None` without rxe0.
-    type Setup = Option<(Arc<VerbsPort>, Arc<Agent>, Arc<Recorder>)>;
-
-    /// The rxe0 port, and an agent on it whose handlers record.
-    fn setup() -> Result<Setup> {
-        let rec = Recorder::new(Behaviour::default())?;
-        Ok(rxe_agent(&rec)?.map(|(p, a)| (p, a, rec)))
-    }
-
-    #[test]
-    fn rxe_timeout_with_retries() -> Result {
-        let s = setup()?;
-        // The test VM always creates rxe0; without it the suite fails.
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let start = Instant::<Monotonic>::now();
-        let _h = post(rxe_request(
-            &port,
-            &a,
-            2,
-            wire::IB_MGMT_METHOD_SEND,
-            200,
-            2,
-        )?)?;
-        let done = rec.wait_sends(1);
-        let elapsed = start.elapsed().as_millis();
-        let sends = rec.sends()?;
-        let stats = a.stats();
-        a.unregister()?;
-        assert!(done);
-        assert_eq!(&sends[..], &[(2, WcStatus::RespTimeoutErr, 2)][..]);
-        assert_eq!(stats.transmitted, 3);
-        assert!(elapsed >= 600);
-        Ok(())
-    }
-
-    #[test]
-    fn rxe_cancel_while_waiting() -> Result {
-        let s = setup()?;
-        // The test VM always creates rxe0; without it the suite fails.
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let h = post(rxe_request(
-            &port,
-            &a,
-            3,
-            wire::IB_MGMT_METHOD_SEND,
-            60_000,
-            0,
-        )?)?;
-        let _ = wait_state(&a, &h, SendState::WaitResp);
-        let waiting = a.send_state(&h);
-        let cancel = h.cancel();
-        let done = rec.wait_sends(1);
-        let sends = rec.sends()?;
-        a.unregister()?;
-        assert_eq!(waiting, Some(SendState::WaitResp));
-        assert!(cancel.is_ok());
-        assert!(done);
-        assert_eq!(&sends[..], &[(3, WcStatus::WrFlushErr, 0)][..]);
-        Ok(())
-    }
-
-    #[test]
-    fn rxe_modify_extends_wait() -> Result {
-        let s = setup()?;
-        // The test VM always creates rxe0; without it the suite fails.
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let h = post(rxe_request(
-            &port,
-            &a,
-            4,
-            wire::IB_MGMT_METHOD_SEND,
-            300,
-            0,
-        )?)?;
-        let _ = wait_state(&a, &h, SendState::WaitResp);
-        let from = Instant::<Monotonic>::now();
-        let m = h.modify(1500);
-        sleep_ms(800);
-        let early = rec.send_count();
-        let done = rec.wait_sends(1);
-        let elapsed = from.elapsed().as_millis();
-        let sends = rec.sends()?;
-        a.unregister()?;
-        assert!(m.is_ok());
-        assert_eq!(early, 0);
-        assert!(done);
-        assert_eq!(&sends[..], &[(4, WcStatus::RespTimeoutErr, 0)][..]);
-        assert!(elapsed >= 1500);
-        Ok(())
-    }
-
-    #[test]
-    fn rxe_cancel_races_response() -> Result {
-        let s = setup()?;
-        // The test VM always creates rxe0; without it the suite fails.
-        assert!(s.is_some());
-        let Some((port, a, rec)) = s else {
-            return Ok(());
-        };
-        let out = race_cancel(
-            &rec,
-            25,
-            1500,
-            |tag| {
-                post(rxe_request(
-                    &port,
-                    &a,
-                    tag,
-                    wire::IB_MGMT_METHOD_GET,
-                    5000,
-                    0,
-                )?)
-            },
-            WcStatus::Success,
-        )?;
-        a.unregister()?;
-        pr_info!(
-            "races: rxe cancel vs response: {} sends, cancel won {}, lost {}, each completed once: {}\n",
-            out.iterations,
-            out.cancel_won,
-            out.cancel_lost,
-            out.exactly_once
-        );
-        assert!(out.exactly_once);
-        assert!(out.cancel_won >= 25);
-        assert!(out.cancel_lost >= 25);
-        Ok(())
-    }
 }

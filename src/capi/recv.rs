@@ -12,7 +12,7 @@
 //! unload is freed with the tables.
 
 use super::*;
-use crate::transport::RecvWc;
+use crate::engine::transport::RecvWc;
 
 /// What a receive-buffer handle stands for.
 pub(crate) struct CRecv {

@@ -10,10 +10,13 @@
 //! of its clients already serves is refused, with ib_core's error, and so is the rmad agent's
 //! registration. The agent answers from the private QP (see [`Agent::reply_address`]).
 //!
-//! [`Agent::reply_address`]: crate::agent::Agent::reply_address
+//! [`Agent::reply_address`]: crate::engine::agent::Agent::reply_address
 
 use super::*;
-use crate::{agent::QpType, engine::RegReq};
+use crate::mad::{
+    QpType,
+    RegReq, //
+};
 
 /// The forwarding agents of a port.
 ///

@@ -10,10 +10,10 @@
 //! resolved MAC is kept for [`NEIGH_TTL_MS`] and then resolved again; a failed resolution is
 //! not kept, so the next transmission tries again.
 //!
-//! [`Agent::resolve_address`]: crate::agent::Agent::resolve_address
+//! [`Agent::resolve_address`]: crate::engine::agent::Agent::resolve_address
 
 use super::*;
-use crate::send::GrhAttr;
+use crate::mad::GrhAttr;
 use kernel::time::{
     Instant,
     Monotonic, //

@@ -12,10 +12,12 @@
 //! send queue cannot take waits in it, in order, until a send completion makes room.
 
 use super::*;
-use crate::send::{
-    Address,
-    GrhAttr,
-    SendRecord, //
+use crate::{
+    engine::send::SendRecord,
+    mad::{
+        Address,
+        GrhAttr, //
+    },
 };
 use kernel::{
     impl_has_work,

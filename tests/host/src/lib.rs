@@ -2,29 +2,32 @@
 
 //! Host build of rmad's kernel-independent source files, for `cargo test`.
 //!
-//! The modules below are the very files the kernel module compiles (see `src/`), included by
-//! path; the tests run their shared table-driven checks.
+//! The modules below are the very files the kernel module compiles, included by path with the
+//! same module paths as in the crate (`crate::mad`, `crate::testing::cases`): the pure layer
+//! `src/mad.rs` with its files, and the table-driven cases `src/testing/cases.rs` with theirs,
+//! which the tests run.
 
 #![no_std]
 
 #[cfg(test)]
 extern crate std;
 
-#[path = "../../../src/check.rs"]
+#[path = "../../../src/mad.rs"]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod mad;
+
+#[path = "../../../src/testing/cases.rs"]
 #[allow(dead_code, unused_imports, unused_macros)]
-pub(crate) mod check;
+mod testing_cases;
 
-#[path = "../../../src/wire.rs"]
-#[allow(dead_code)]
-pub(crate) mod wire;
-
-#[path = "../../../src/state.rs"]
-#[allow(dead_code)]
-pub(crate) mod state;
+/// The part of the test flavour that is kernel-independent, at its path in the crate.
+pub(crate) mod testing {
+    pub(crate) use super::testing_cases as cases;
+}
 
 /// Runs one shared check and reports the failing row by name.
 #[cfg(test)]
-fn run(check: fn() -> check::CheckResult) {
+fn run(check: fn() -> testing::cases::CheckResult) {
     if let Err(f) = check() {
         panic!(
             "{} failed at case {} ({}:{})",
@@ -36,7 +39,7 @@ fn run(check: fn() -> check::CheckResult) {
 #[cfg(test)]
 mod wire_tests {
     use crate::run;
-    use crate::wire::checks;
+    use crate::testing::cases::wire as checks;
 
     #[test]
     fn constants() {
@@ -90,7 +93,7 @@ mod wire_tests {
 #[cfg(test)]
 mod state_tests {
     use crate::run;
-    use crate::state::checks;
+    use crate::testing::cases::state as checks;
 
     #[test]
     fn transition_table() {

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Exports rmad's C API (implemented in Rust, src/capi.rs) to other modules.
+ * Including the header here makes the compiler check that the prototypes
+ * other modules see are those of the exported symbols, and the assertions
+ * below check the structure layouts that src/capi.rs assumes (it asserts the
+ * same numbers on its side).
+ */
+
+#include <linux/build_bug.h>
+#include <linux/export.h>
+#include <linux/module.h>
+#include <linux/stddef.h>
+
+#include <rdma/ib_mad.h>
+#include <rdma/ib_verbs.h>
+
+#include "../../include/rmad.h"
+
+/* rmad.h's constants are ib_core's. */
+static_assert((int)RMAD_QPT_SMI == (int)IB_QPT_SMI && (int)RMAD_QPT_GSI == (int)IB_QPT_GSI);
+static_assert(RMAD_WC_SUCCESS == IB_WC_SUCCESS && RMAD_WC_LOC_QP_OP_ERR == IB_WC_LOC_QP_OP_ERR);
+static_assert(RMAD_WC_WR_FLUSH_ERR == IB_WC_WR_FLUSH_ERR);
+static_assert(RMAD_WC_REM_ABORT_ERR == IB_WC_REM_ABORT_ERR);
+static_assert(RMAD_WC_RESP_TIMEOUT_ERR == IB_WC_RESP_TIMEOUT_ERR);
+static_assert(RMAD_WC_GENERAL_ERR == IB_WC_GENERAL_ERR);
+static_assert(RMAD_MGMT_CLASS_SUBN_LID_ROUTED == IB_MGMT_CLASS_SUBN_LID_ROUTED);
+static_assert(RMAD_MGMT_CLASS_SUBN_ADM == IB_MGMT_CLASS_SUBN_ADM);
+static_assert(RMAD_MGMT_CLASS_PERF_MGMT == IB_MGMT_CLASS_PERF_MGMT);
+static_assert(RMAD_MGMT_CLASS_CM == IB_MGMT_CLASS_CM);
+static_assert(RMAD_MGMT_CLASS_VENDOR_RANGE2_START == IB_MGMT_CLASS_VENDOR_RANGE2_START);
+static_assert(RMAD_MGMT_METHOD_GET == IB_MGMT_METHOD_GET);
+static_assert(RMAD_MGMT_METHOD_SET == IB_MGMT_METHOD_SET);
+static_assert(RMAD_MGMT_METHOD_SEND == IB_MGMT_METHOD_SEND);
+static_assert(RMAD_MGMT_METHOD_GET_RESP == IB_MGMT_METHOD_GET_RESP);
+static_assert(RMAD_MGMT_METHOD_RESP == IB_MGMT_METHOD_RESP);
+static_assert(RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB ==
+	      IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB);
+
+static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
+static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);
+static_assert(offsetof(struct rmad_ah, flow_label) == 24);
+static_assert(sizeof(struct rmad_send_wc) == 32);
+static_assert(offsetof(struct rmad_send_wc, post_id) == 8);
+static_assert(offsetof(struct rmad_send_wc, context) == 16);
+static_assert(offsetof(struct rmad_send_wc, status) == 24);
+static_assert(offsetof(struct rmad_send_wc, vendor_err) == 28);
+static_assert(sizeof(struct rmad_recv_wc) == 64);
+static_assert(offsetof(struct rmad_recv_wc, context) == 8);
+static_assert(offsetof(struct rmad_recv_wc, mad_len) == 16);
+static_assert(offsetof(struct rmad_recv_wc, src_qp) == 20);
+static_assert(offsetof(struct rmad_recv_wc, slid) == 24);
+static_assert(offsetof(struct rmad_recv_wc, pkey_index) == 26);
+static_assert(offsetof(struct rmad_recv_wc, has_grh) == 28);
+static_assert(offsetof(struct rmad_recv_wc, hop_limit) == 29);
+static_assert(offsetof(struct rmad_recv_wc, traffic_class) == 30);
+static_assert(offsetof(struct rmad_recv_wc, flow_label) == 56);
+static_assert(offsetof(struct rmad_recv_wc, recv_buf) == 32);
+static_assert(offsetof(struct rmad_recv_wc, sgid) == 40);
+static_assert(sizeof(struct rmad_reg_req) == 24 && offsetof(struct rmad_reg_req, method_mask) == 8);
+
+EXPORT_SYMBOL_GPL(rmad_register_agent);
+EXPORT_SYMBOL_GPL(rmad_unregister_agent);
+EXPORT_SYMBOL_GPL(rmad_agent_context);
+EXPORT_SYMBOL_GPL(rmad_agent_hi_tid);
+EXPORT_SYMBOL_GPL(rmad_resolve_ah);
+EXPORT_SYMBOL_GPL(rmad_create_send_mad);
+EXPORT_SYMBOL_GPL(rmad_free_send_mad);
+EXPORT_SYMBOL_GPL(rmad_send_buf_mad);
+EXPORT_SYMBOL_GPL(rmad_send_buf_len);
+EXPORT_SYMBOL_GPL(rmad_send_buf_set);
+EXPORT_SYMBOL_GPL(rmad_send_buf_context);
+EXPORT_SYMBOL_GPL(rmad_send_buf_retries);
+EXPORT_SYMBOL_GPL(rmad_post_send_mad);
+EXPORT_SYMBOL_GPL(rmad_post_send);
+EXPORT_SYMBOL_GPL(rmad_modify_mad);
+EXPORT_SYMBOL_GPL(rmad_cancel_mad);
+EXPORT_SYMBOL_GPL(rmad_modify_post);
+EXPORT_SYMBOL_GPL(rmad_cancel_post);
+EXPORT_SYMBOL_GPL(rmad_keep_recv_mad);
+EXPORT_SYMBOL_GPL(rmad_free_recv_mad);
+EXPORT_SYMBOL_GPL(rmad_recv_buf_mad);
+EXPORT_SYMBOL_GPL(rmad_recv_buf_ah);
+EXPORT_SYMBOL_GPL(rmad_port_gid);
+EXPORT_SYMBOL_GPL(rmad_response_mad);
+EXPORT_SYMBOL_GPL(rmad_get_mad_data_offset);
+EXPORT_SYMBOL_GPL(rmad_is_mad_class_rmpp);

@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MAD agents: registration, send buffers, post, modify and cancel, send completions,
+//! response matching, timeouts and unregistration, with the semantics of Linux 7.3's
+//! `ib_register_mad_agent`, `ib_create_send_mad`, `ib_post_send_mad`, `ib_modify_mad`,
+//! `ib_cancel_mad` and `ib_unregister_mad_agent` (mad-spec.md §1–§5).
+//!
+//! # Structure
+//!
+//! Each agent has one lock ([`Agent::inner`]) over everything that changes: two ordered trees
+//! that index its outstanding sends, the flow-control counters and the bookkeeping of
+//! unregistration. Every per-send state change goes through [`state::step`] and is applied by
+//! [`Agent::apply`]; nothing else writes a send's state.
+//!
+//! - The *queue tree* holds every outstanding send exactly once, under a key whose first
+//!   element says which of the C layer's lists it is on: cancelled sends awaiting the timeout
+//!   work (the head of the C wait list), waiting sends by expiry, the backlog in FIFO order,
+//!   sends handed to the transport, and sends whose final status is decided and whose handler
+//!   is due. The key order is the order in which the C layer searches its lists, so the first
+//!   candidate in key order is the one the C layer would find.
+//! - The *TID index* holds every send that can still be matched, by (TID, class, sequence).
+//!
+//! Both are red-black trees: finding a send for cancel or modify is O(1) through its handle,
+//! response matching and every move between lists are O(log n), and nothing scans the
+//! outstanding sends. The tree nodes are allocated with the send buffer and travel with it, so
+//! post, modify, cancel, completion and timeout processing never allocate.
+//!
+//! # Where things are
+//!
+//! This file holds the types and registration; each path has a file of its own under
+//! `agent/`: `create.rs` (send buffers), `post.rs` (post, chains, the backlog), `cancel.rs`
+//! (modify and cancel), `complete.rs` (send completions, timeouts and handler delivery),
+//! `matching.rs` (received MADs and response matching), `unregister.rs`, and `queues.rs` (the
+//! indexes and [`Agent::apply`], where every state change happens).
+//!
+//! # Where handlers run
+//!
+//! Never under an rmad lock, and never from post, modify, cancel or free. Send handlers run on
+//! the engine's ordered workqueue, from the agent's work item, in the order in which the final
+//! statuses were decided; after a matched response the receive handler and then the send
+//! handler run in the transport's receive context, one after the other; unregistration
+//! delivers the flushes it causes in the calling thread, as the C layer does.
+
+use crate::{
+    engine::{
+        send::{
+            BufToken,
+            MadBytes,
+            QKey,
+            RecordState,
+            SendBody,
+            SendBuf,
+            SendCompletion,
+            SendHandle,
+            SendRecord,
+            TidKey, //
+        },
+        transport::{
+            PortAttr,
+            RecvMad,
+            SendWr,
+            Transport, //
+        },
+        Engine, //
+    },
+    mad::{
+        state::{
+            self,
+            Admission,
+            CancelWait,
+            Event,
+            Outcome,
+            Place,
+            Recv,
+            Reject,
+            SendFacts,
+            SendState,
+            WcStatus, //
+        },
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType,
+        RegReq, //
+    },
+    sys::{
+        sched,
+        trace,
+        workqueue, //
+    },
+};
+use kernel::{
+    alloc::Flags,
+    new_condvar, new_spinlock_irq,
+    prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
+    sync::{
+        Arc,
+        CondVar,
+        SpinLockIrq, //
+    },
+    task::Task,
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
+    workqueue::{
+        impl_has_delayed_work,
+        new_delayed_work,
+        DelayedWork,
+        WorkItem, //
+    },
+};
+
+mod cancel;
+mod complete;
+mod create;
+mod frames;
+mod hold;
+mod matching;
+mod post;
+mod queues;
+mod reply;
+mod unregister;
+
+pub(crate) use hold::BATCH;
+use hold::BATCH_USIZE;
+#[cfg(rmad_test)]
+pub(crate) use hold::{
+    batch_max_take,
+    irqoff_max_ns_take, //
+};
+use queues::{
+    first_entry,
+    first_in, //
+};
+
+/// Cancelled sends waiting for the timeout work (the head of the C wait list), FIFO.
+const Q_CANCEL: u8 = 0;
+/// Sends waiting for a response, by expiry; equal expiries last-in first (as in C).
+const Q_WAIT: u8 = 1;
+/// The flow-control backlog, FIFO.
+const Q_BACKLOG: u8 = 2;
+/// Sends handed to the transport (the C send list), FIFO.
+const Q_FLIGHT: u8 = 3;
+/// Sends whose handler is due, in the order their statuses were decided.
+const Q_DONE: u8 = 4;
+
+/// The send handler (`ib_mad_send_handler`).
+pub(crate) trait SendHandler: Send + Sync {
+    /// Called exactly once per successful post, with the buffer given back to the client.
+    fn send_done(&self, agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion);
+}
+
+/// The receive handler (`ib_mad_recv_handler`).
+pub(crate) trait RecvHandler: Send + Sync {
+    /// Called for each MAD routed to the agent: a response matched to `send`, or a request
+    /// (`send` is `None`). The handler owns `mad`; dropping it is `ib_free_recv_mad`.
+    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad);
+}
+
+/// What to register (the arguments of `ib_register_mad_agent`).
+pub(crate) struct AgentConfig {
+    /// Port number.
+    pub(crate) port: u8,
+    /// QP0 or QP1.
+    pub(crate) qp_type: QpType,
+    /// Class registration for unsolicited requests, if any.
+    pub(crate) reg: Option<RegReq>,
+    /// RMPP version, 0 or 1.
+    pub(crate) rmpp_version: u8,
+    /// Registration flags (`IB_MAD_USER_RMPP`).
+    pub(crate) flags: u32,
+    /// The send handler.
+    pub(crate) send_handler: Option<Arc<dyn SendHandler>>,
+    /// The receive handler.
+    pub(crate) recv_handler: Option<Arc<dyn RecvHandler>>,
+}
+
+/// Per-agent counters, for the demonstration and debugging.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stats {
+    /// Successful posts.
+    pub(crate) posted: u64,
+    /// Transmissions handed to the device, retries included.
+    pub(crate) transmitted: u64,
+    /// Retransmissions.
+    pub(crate) retried: u64,
+    /// Sends that ended with `RESP_TIMEOUT_ERR`.
+    pub(crate) timed_out: u64,
+    /// Successful cancels.
+    pub(crate) cancelled: u64,
+    /// Responses matched before their send completion.
+    pub(crate) early_responses: u64,
+    /// Responses matched.
+    pub(crate) responses: u64,
+    /// Responses dropped (unmatched, duplicate or for a cancelled send).
+    pub(crate) dropped_responses: u64,
+    /// Send handler calls.
+    pub(crate) completed: u64,
+    /// Sends put in the flow-control backlog.
+    pub(crate) backlogged: u64,
+}
+
+/// The state of an agent that its lock protects.
+///
+/// # Invariants
+///
+/// - Every send whose state is not `Idle` is in `queues` exactly once, under the key stored
+///   in its `RecordState::qkey`, in the queue that matches its state (see the `Q_*` constants),
+///   except a `Done` send whose handler is being called inline after its receive handler.
+/// - A send is in `tids` (under `RecordState::tkey`) from its post until its state is `Done`.
+/// - `fc_send` and `fc_wait` count the flow-controlled sends in `SendStart` and `WaitResp`;
+///   `backlog` counts the sends in `Q_BACKLOG`.
+pub(crate) struct AgentInner {
+    queues: RBTree<QKey, Arc<SendRecord>>,
+    tids: RBTree<TidKey, Arc<SendRecord>>,
+    /// Source of unique secondary keys.
+    seq: u64,
+    fc_send: u32,
+    fc_wait: u32,
+    backlog: u32,
+    /// Successful posts whose send handler has not returned yet.
+    outstanding: u32,
+    /// Send buffers created and not yet dropped.
+    buffers: u32,
+    /// Receive handlers running.
+    in_recv: u32,
+    /// Unregistration has started: no new posts, no timer.
+    dead: bool,
+    /// When the agent's work is due, if it is queued (nanoseconds since `Agent::epoch`).
+    armed_ns: Option<i64>,
+    /// The handler calls in progress, by task (unregistration refuses to wait for itself).
+    frames: frames::Frames,
+    stats: Stats,
+}
+
+/// A MAD agent (`struct ib_mad_agent`).
+///
+/// # Invariants
+///
+/// `hi_tid` is in [1, 2^24 − 1] and identifies the agent in its engine until unregistration.
+#[pin_data]
+pub(crate) struct Agent {
+    /// Upper 32 bits of the TIDs of this agent's requests.
+    pub(crate) hi_tid: u32,
+    engine: Arc<Engine>,
+    transport: Arc<dyn Transport>,
+    port: u8,
+    port_attr: PortAttr,
+    qp_type: QpType,
+    rmpp_version: u8,
+    flags: u32,
+    /// The flow-control limit (`sol_fc_max`); 0 disables flow control.
+    pub(crate) sol_fc_max: u32,
+    send_handler: Option<Arc<dyn SendHandler>>,
+    recv_handler: Option<Arc<dyn RecvHandler>>,
+    /// What the transport forwards to the engine for this agent's registration
+    /// ([`Transport::forward`]), stopped at unregistration.
+    forward_key: u64,
+    /// Origin of the agent's clock.
+    epoch: Instant<Monotonic>,
+    #[pin]
+    pub(crate) inner: SpinLockIrq<AgentInner>,
+    /// Signalled when `outstanding`, `buffers` or `in_recv` drops, or a handler becomes due
+    /// during unregistration.
+    #[pin]
+    idle: CondVar,
+    /// Runs timeouts and delivers completions, on the engine's ordered queue.
+    #[pin]
+    work: DelayedWork<Agent>,
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self> for Agent { self.work }
+}
+
+impl WorkItem for Agent {
+    type Pointer = Arc<Agent>;
+
+    fn run(this: Arc<Agent>) {
+        this.run_work();
+    }
+}
+
+/// A post that failed: the error and the buffer, back in the caller's hands.
+pub(crate) struct PostError {
+    /// Why the post failed.
+    pub(crate) err: Error,
+    /// The buffer, unchanged but for its `retries`, which a post always resets.
+    pub(crate) buf: SendBuf,
+}
+
+/// The result of a chained post that did not fail.
+#[cfg_attr(
+    not(rmad_test),
+    expect(dead_code, reason = "Rust API that only the test flavour calls")
+)]
+pub(crate) struct Chain {
+    /// Handles of the posted elements, in chain order.
+    pub(crate) posted: KVec<SendHandle>,
+    /// Elements after one that flow control queued: not posted, back with the client.
+    pub(crate) unposted: KVec<SendBuf>,
+}
+
+/// A chained post that failed.
+#[cfg_attr(
+    not(rmad_test),
+    expect(dead_code, reason = "Rust API that only the test flavour calls")
+)]
+pub(crate) struct ChainError {
+    /// Why the failed element could not be posted.
+    pub(crate) err: Error,
+    /// Handles of the elements posted before it.
+    pub(crate) posted: KVec<SendHandle>,
+    /// The element that failed (`*bad_send_buf`).
+    pub(crate) failed: Option<SendBuf>,
+    /// The elements after it, not posted.
+    pub(crate) unposted: KVec<SendBuf>,
+}
+
+/// Recv queue size the flow-control limits are computed from (`recv_queue_size`).
+const RECV_QUEUE_SIZE: u32 = 512;
+
+/// Adds a counter delta, saturating at the type's bounds.
+fn add_delta(v: u32, d: i8) -> u32 {
+    if d >= 0 {
+        v.saturating_add(u32::from(d.unsigned_abs()))
+    } else {
+        v.saturating_sub(u32::from(d.unsigned_abs()))
+    }
+}
+
+/// Milliseconds as nanoseconds, saturating.
+fn ms_to_ns(ms: u32) -> i64 {
+    i64::from(ms).saturating_mul(1_000_000)
+}
+
+impl Agent {
+    /// `ib_register_mad_agent`: validates the request in the C layer's order (mad-spec.md
+    /// §1.3), allocates a `hi_tid` and publishes the agent.
+    pub(crate) fn register(
+        engine: &Arc<Engine>,
+        transport: &Arc<dyn Transport>,
+        cfg: AgentConfig,
+    ) -> Result<Arc<Agent>> {
+        let attr = transport.port_attr(cfg.port);
+        // 1. Port capability (an unknown port is checked in step 6).
+        if let Some(a) = attr {
+            let capable = match cfg.qp_type {
+                QpType::Smi => a.has_smi,
+                QpType::Gsi => a.has_cm,
+            };
+            if !capable {
+                return Err(EPROTONOSUPPORT);
+            }
+        }
+        // 2. is implied by the type. 3. RMPP version.
+        if cfg.rmpp_version > 1 {
+            return Err(EINVAL);
+        }
+        // 4./5. The registration, or its absence.
+        match cfg.reg {
+            Some(r) => {
+                let c = r.mgmt_class;
+                let bad = r.class_version >= 0x83
+                    || cfg.recv_handler.is_none()
+                    || (c >= 80 && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+                    || c == 0
+                    || ((wire::IB_MGMT_CLASS_VENDOR_RANGE2_START
+                        ..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END)
+                        .contains(&c)
+                        && r.oui == [0; 3])
+                    || (cfg.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(c))
+                    || (cfg.qp_type == QpType::Smi
+                        && c != wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
+                        && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+                    || (cfg.qp_type == QpType::Gsi
+                        && (c == wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
+                            || c == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE));
+                if bad {
+                    return Err(EINVAL);
+                }
+            }
+            None => {
+                if cfg.send_handler.is_none() || cfg.flags & wire::IB_MAD_USER_RMPP != 0 {
+                    return Err(EINVAL);
+                }
+            }
+        }
+        // 6. The port must exist.
+        let port_attr = attr.ok_or(ENODEV)?;
+        // The device's own MAD layer hands over what the registration selects (or refuses,
+        // with its error). Before the routing table: a request may arrive at once.
+        let forward_key = match &cfg.reg {
+            Some(r) => transport.forward(cfg.port, cfg.qp_type, r)?,
+            None => 0,
+        };
+        let sol_fc_max = state::sol_fc_max(
+            cfg.recv_handler.is_some(),
+            cfg.reg.map(|r| r.mgmt_class),
+            RECV_QUEUE_SIZE,
+        );
+        // 8./9. `hi_tid` and the registration table.
+        let agent = engine.publish(cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
+            Arc::pin_init(
+                pin_init!(Agent {
+                    hi_tid,
+                    engine: engine.clone(),
+                    transport: transport.clone(),
+                    port: cfg.port,
+                    port_attr,
+                    qp_type: cfg.qp_type,
+                    rmpp_version: cfg.rmpp_version,
+                    flags: cfg.flags,
+                    sol_fc_max,
+                    send_handler: cfg.send_handler,
+                    recv_handler: cfg.recv_handler,
+                    forward_key,
+                    epoch: Instant::now(),
+                    inner <- new_spinlock_irq!(
+                        AgentInner {
+                            queues: RBTree::new(),
+                            tids: RBTree::new(),
+                            seq: 0,
+                            fc_send: 0,
+                            fc_wait: 0,
+                            backlog: 0,
+                            outstanding: 0,
+                            buffers: 0,
+                            in_recv: 0,
+                            dead: false,
+                            armed_ns: None,
+                            frames: frames::Frames::new(),
+                            stats: Stats::default(),
+                        },
+                        "Agent::inner"
+                    ),
+                    idle <- new_condvar!("Agent::idle"),
+                    work <- new_delayed_work!("Agent::work"),
+                }),
+                GFP_KERNEL,
+            )
+        });
+        if agent.is_err() && forward_key != 0 {
+            transport.stop_forwarding(forward_key);
+        }
+        agent
+    }
+
+    /// The port the agent sends from.
+    pub(crate) fn port(&self) -> u8 {
+        self.port
+    }
+
+    /// QP0 or QP1.
+    pub(crate) fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// Whether the kernel does RMPP for this agent.
+    fn kernel_rmpp(&self) -> bool {
+        wire::ib_mad_kernel_rmpp_agent(self.rmpp_version, self.flags)
+    }
+
+    /// A snapshot of the counters.
+    pub(crate) fn stats(&self) -> Stats {
+        self.lock().stats
+    }
+
+    /// Number of posts whose send handler has not returned.
+    pub(crate) fn outstanding(&self) -> u32 {
+        self.lock().outstanding
+    }
+
+    /// Number of send buffers created on the agent and not yet dropped.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "Rust API that only the test flavour calls")
+    )]
+    pub(crate) fn buffers(&self) -> u32 {
+        self.lock().buffers
+    }
+
+    /// The state of the send `h` names, if `h` is still its current post.
+    pub(crate) fn send_state(&self, h: &SendHandle) -> Option<SendState> {
+        let g = self.lock();
+        let st = h.rec.state.access(&g);
+        (st.gen == h.gen).then_some(st.facts.state)
+    }
+
+    /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`).
+    pub(crate) fn buffer_freed(&self) {
+        let mut g = self.lock();
+        g.buffers = g.buffers.saturating_sub(1);
+        if g.dead {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Nanoseconds since the agent's epoch.
+    fn now_ns(&self) -> i64 {
+        (Instant::<Monotonic>::now() - self.epoch).as_nanos()
+    }
+}

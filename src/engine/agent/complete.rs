@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completions: send completions from the transport, the agent's work (timeouts, retries,
+//! reporting of cancelled sends; `timeout_sends`, mad-spec.md §2.4.5) and the delivery of
+//! send handlers.
+
+use super::*;
+
+impl Agent {
+    /// The transport's report that transmission `gen` of `rec` completed with `status`.
+    pub(crate) fn send_completed(
+        rec: &Arc<SendRecord>,
+        gen: u64,
+        status: WcStatus,
+        vendor_err: u32,
+    ) {
+        let this = &rec.agent;
+        let mut g = this.lock();
+        Self::with_state(&mut g, rec, |g, st| {
+            if st.gen != gen {
+                return;
+            }
+            this.trace_send(trace::Ev::SendCompletion, st, status.code());
+            match this.apply(g, rec, st, Event::SendCompleted(status)) {
+                Ok(o) => {
+                    if let Some(s) = o.complete {
+                        // Statuses decided at a send completion carry its vendor error.
+                        st.status = Some((s, vendor_err));
+                    }
+                    if o.frees_fc_slot {
+                        this.dispatch_some(g);
+                    }
+                }
+                Err(_) => pr_warn!("send completion for a send in state {:?}\n", st.facts.state),
+            }
+        });
+    }
+
+    /// Takes the send `rec`, whose final status is decided, out of the indexes and returns its
+    /// body and completion for the send handler; `None` if it is not due.
+    fn take_due(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+    ) -> Option<(KBox<SendBody>, SendCompletion)> {
+        let t = Self::with_state(g, rec, |g, st| {
+            Self::unqueue(g, st);
+            Self::untrack(g, st);
+            self.apply(g, rec, st, Event::Delivered).ok()?;
+            let (status, vendor_err) = st.status.take()?;
+            let wc = SendCompletion {
+                status,
+                vendor_err,
+                post: st.gen,
+            };
+            // The handler is called right after this hold.
+            self.trace_send(trace::Ev::SendHandler, st, status.code());
+            Some((st.body.take()?, wc))
+        });
+        if t.is_some() {
+            g.stats.completed = g.stats.completed.saturating_add(1);
+        }
+        t
+    }
+
+    /// Calls the send handler (no lock held): the buffer goes back to the client.
+    fn call_send_handler(
+        self: &Arc<Self>,
+        rec: Arc<SendRecord>,
+        body: KBox<SendBody>,
+        wc: SendCompletion,
+    ) {
+        let buf = SendBuf { rec, body };
+        match &self.send_handler {
+            Some(h) => h.send_done(self, buf, wc),
+            None => drop(buf),
+        }
+    }
+
+    /// Counts `n` send handlers as returned.
+    fn handlers_returned(&self, n: u32) {
+        let mut g = self.lock();
+        g.outstanding = g.outstanding.saturating_sub(n);
+        if g.dead {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Calls the send handler for `rec`, whose final status is decided.
+    pub(super) fn deliver_one(self: &Arc<Self>, rec: &Arc<SendRecord>) {
+        let taken = self.take_due(&mut self.lock(), rec);
+        let Some((body, wc)) = taken else {
+            return;
+        };
+        self.in_handler(|| self.call_send_handler(rec.clone(), body, wc));
+        self.handlers_returned(1);
+    }
+
+    /// Delivers every send whose handler is due, in order: up to [`BATCH`] are taken out under
+    /// one hold of the lock, then their handlers are called one after the other without it.
+    pub(super) fn deliver_due(self: &Arc<Self>) {
+        type Due = Option<(Arc<SendRecord>, KBox<SendBody>, SendCompletion)>;
+        loop {
+            let mut due: [Due; BATCH_USIZE] = core::array::from_fn(|_| None);
+            let mut n = 0u32;
+            {
+                let mut g = self.lock();
+                for slot in due.iter_mut() {
+                    let Some(rec) = first_in(&g.queues, Q_DONE) else {
+                        break;
+                    };
+                    match self.take_due(&mut g, &rec) {
+                        Some((body, wc)) => {
+                            *slot = Some((rec, body, wc));
+                            n = n.saturating_add(1);
+                        }
+                        // Not reachable: a send in the delivery queue is due. Stop rather than
+                        // spin on it.
+                        None => break,
+                    }
+                }
+                hold::note_batch(n);
+            }
+            if n == 0 {
+                return;
+            }
+            self.in_handler(|| {
+                for (rec, body, wc) in due.iter_mut().filter_map(Option::take) {
+                    self.call_send_handler(rec, body, wc);
+                }
+            });
+            self.handlers_returned(n);
+            sched::cond_resched();
+        }
+    }
+
+    /// The agent's work: expire waiting sends (in expiry order), report cancelled ones, move
+    /// the backlog, re-arm the timer, then call the handlers that are due
+    /// (`timeout_sends`, mad-spec.md §2.4.5). Each step takes the lock for at most [`BATCH`]
+    /// sends at a time.
+    pub(super) fn run_work(self: &Arc<Self>) {
+        self.lock().armed_ns = None;
+        let now = self.now_ns();
+        while self.work_batch(now, Q_WAIT) {
+            sched::cond_resched();
+        }
+        while self.work_batch(now, Q_CANCEL) {
+            sched::cond_resched();
+        }
+        loop {
+            // The guard is dropped at the end of this statement, before the yield.
+            let more = self.dispatch_backlog(&mut self.lock(), BATCH);
+            if !more {
+                break;
+            }
+            sched::cond_resched();
+        }
+        {
+            let mut g = self.lock();
+            if !g.dead {
+                self.arm_head(&mut g);
+            }
+        }
+        self.deliver_due();
+    }
+
+    /// One hold's worth of the agent's work on queue `q`: up to [`BATCH`] waiting sends that
+    /// expired by `now` (retransmitted or timed out), or cancelled sends reported. Returns
+    /// whether there may be more.
+    fn work_batch(self: &Arc<Self>, now: i64, q: u8) -> bool {
+        let mut g = self.lock();
+        let mut n = 0u32;
+        let mut more = false;
+        while !g.dead {
+            let Some((k, rec)) = first_entry(&g.queues, q) else {
+                break;
+            };
+            if q == Q_WAIT && k.1 > now {
+                break;
+            }
+            if n == BATCH {
+                more = true;
+                break;
+            }
+            Self::with_state(&mut g, &rec, |g, st| {
+                let ev = Event::Expired {
+                    backlog_empty: q == Q_CANCEL || g.backlog == 0,
+                };
+                if let Ok(o) = self.apply(g, &rec, st, ev) {
+                    if o.retry {
+                        self.trace_send(trace::Ev::Retry, st, 0);
+                    }
+                    if o.complete == Some(WcStatus::RespTimeoutErr) {
+                        self.trace_send(trace::Ev::Timeout, st, WcStatus::RespTimeoutErr.code());
+                    }
+                    if o.transmit {
+                        if self.transmit(g, &rec, st).is_ok() {
+                            self.trace_sent(st);
+                        } else {
+                            let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                        }
+                    }
+                }
+            });
+            n = n.saturating_add(1);
+        }
+        hold::note_batch(n);
+        more
+    }
+
+    /// Moves a batch of the backlog after a flow-control slot was freed; if more could move,
+    /// the agent's work moves the rest.
+    pub(super) fn dispatch_some(self: &Arc<Self>, g: &mut AgentInner) {
+        if self.dispatch_backlog(g, BATCH) {
+            let now = self.now_ns();
+            self.arm(g, now);
+        }
+    }
+}

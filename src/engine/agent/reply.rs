@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Answering a request: the address back to its sender (`ib_create_ah_from_wc`).
+
+use super::*;
+use crate::{
+    engine::transport::RecvWc,
+    mad::{
+        Address,
+        GrhAttr, //
+    },
+};
+
+/// How many entries of a port's GID table a reply address looks through.
+const GID_SCAN: u8 = 16;
+
+impl Agent {
+    /// Prepares `ah` for sends from this agent's port (`rdma_create_ah`'s resolution): on
+    /// RoCE, resolves and caches the destination's MAC. Optional: the first transmission to
+    /// the destination resolves it otherwise, in the port's transmit work. Process context
+    /// (it may wait about a second for the neighbour tables). `EHOSTUNREACH` when the
+    /// destination cannot be resolved.
+    pub(crate) fn resolve_address(&self, ah: &Address) -> Result {
+        self.transport.resolve(self.port, ah)
+    }
+
+    /// The address that answers a MAD that arrived as `wc` (`ib_create_ah_from_wc`): to its
+    /// source LID, from the LID it was sent to; with a GRH, to its source GID from this port's
+    /// GID it was sent to (on RoCEv2 over IPv4, the IPv4-mapped GIDs of the two addresses),
+    /// with the request's traffic class and flow label, as `ib_init_ah_attr_from_wc` does, and
+    /// hop limit 64 (ib_core takes the route's, 64 on these links). `ENOENT` when the port has
+    /// no longer that GID. Process context (reads the GID table).
+    pub(crate) fn reply_address(&self, wc: &RecvWc) -> Result<Address> {
+        let grh = match wc.grh {
+            None => None,
+            Some((sgid, dgid)) => {
+                let sgid_index = (0..GID_SCAN)
+                    .find(|&i| self.transport.gid(self.port, i) == Some(dgid))
+                    .ok_or(ENOENT)?;
+                Some(GrhAttr {
+                    hop_limit: 64,
+                    traffic_class: wc.grh_fields.traffic_class,
+                    flow_label: wc.grh_fields.flow_label,
+                    dgid: sgid,
+                    sgid_index,
+                })
+            }
+        };
+        Ok(Address {
+            sl: 0,
+            dlid: wc.slid,
+            src_path_bits: wc.dlid_path_bits,
+            grh,
+        })
+    }
+}

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Unregistration: `ib_unregister_mad_agent` (mad-spec.md §1.4).
+
+use super::*;
+
+impl Agent {
+    /// `ib_unregister_mad_agent` (mad-spec.md §1.4): flushes every outstanding send, stops
+    /// the routing of MADs to the agent and its timer, calls the handlers that are due in this
+    /// thread, and returns once every send handler and receive handler has returned and every
+    /// send buffer of the agent has been dropped. After it returns no handler of the agent is
+    /// ever called again.
+    ///
+    /// Called from inside one of the agent's own handlers, send or receive, it would wait for
+    /// itself forever: it warns and returns `EDEADLK` at once instead, whatever other handlers
+    /// of the agent run at the time (handler calls are tracked per call, see `frames.rs`).
+    pub(crate) fn unregister(self: &Arc<Self>) -> Result {
+        let me = frames::current_task();
+        {
+            let mut g = self.lock();
+            if g.frames.contains(me) {
+                drop(g);
+                pr_warn!("unregister called from a handler of the same agent\n");
+                return Err(EDEADLK);
+            }
+            if g.dead {
+                return Err(EINVAL);
+            }
+            g.dead = true;
+        }
+        // Sends in flight are marked and flushed at their send completion (T24); waiting,
+        // cancelled and queued sends are flushed now (T25), in the C layer's list order. In
+        // batches: marking the sends in flight first means that none can move behind the walk
+        // into the wait queue (a dead agent neither retries nor dispatches its backlog).
+        self.apply_to_all(&[Q_FLIGHT, Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
+        self.engine.unpublish(self.hi_tid);
+        // No MAD reaches the engine for the registration after this (a forwarded MAD being
+        // handed over finishes first); unpublished, the engine routes none to the agent.
+        if self.forward_key != 0 {
+            self.transport.stop_forwarding(self.forward_key);
+        }
+        workqueue::disable_sync::<Agent, 0>(self);
+        loop {
+            self.deliver_due();
+            let mut g = self.lock();
+            if first_in(&g.queues, Q_DONE).is_some() {
+                continue;
+            }
+            // A send cancelled between two batches lands in the cancel queue, which the timer
+            // no longer serves: flush it here.
+            if first_in(&g.queues, Q_CANCEL).is_some() || first_in(&g.queues, Q_WAIT).is_some() {
+                drop(g);
+                self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
+                continue;
+            }
+            if g.outstanding == 0 && g.buffers == 0 && g.in_recv == 0 {
+                return Ok(());
+            }
+            g.wait(&self.idle);
+        }
+    }
+}

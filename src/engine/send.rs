@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Send buffers and the handles of outstanding sends.
+//!
+//! The C MAD layer hands clients a raw `ib_mad_send_buf *` for the whole life of a send, so a
+//! cancel after the buffer was freed is a use-after-free (mad-spec.md §7.3). rmad splits the
+//! three ownership phases of §2.6 into types:
+//!
+//! - a [`SendBuf`] is owned by the client while the send is *created* or *completed*: it can be
+//!   edited, posted or dropped (which is `ib_free_send_mad`);
+//! - [`Agent::post`](crate::engine::agent::Agent::post) consumes it and returns a [`SendHandle`]: while
+//!   the send is *outstanding* the engine owns the buffer and the handle can only modify or
+//!   cancel it;
+//! - the send handler receives the [`SendBuf`] back by value with its [`SendCompletion`].
+//!
+//! A handle stays memory-safe forever (it keeps the send's record alive) but goes stale as soon
+//! as the send completes: modify and cancel through a stale handle return `EINVAL`, exactly like
+//! the C layer's "not found", never touching freed memory.
+
+use crate::{
+    engine::agent::{
+        Agent,
+        AgentInner, //
+    },
+    mad::{
+        state::{
+            SendFacts,
+            SendState,
+            WcStatus, //
+        },
+        wire,
+        Address, //
+    },
+};
+use kernel::{
+    alloc::Flags,
+    list::{
+        AtomicTracker,
+        ListLinks,
+        TryNewListArc, //
+    },
+    prelude::*,
+    rbtree::RBTreeNodeReservation,
+    sync::{
+        atomic::Atomic,
+        Arc,
+        LockedBy, //
+    },
+};
+
+/// Key of a send in its agent's queue tree: (queue, primary order, secondary order).
+pub(crate) type QKey = (u8, i64, u64);
+/// Key of a send in its agent's TID index: (TID, management class, sequence).
+pub(crate) type TidKey = (u64, u8, u64);
+
+/// The key of a send in its agent's queue tree, with the allocation that holds it.
+pub(crate) type QueueSlot = RBTreeNodeReservation<QKey, Arc<SendRecord>>;
+/// The key of a send in its agent's TID index, with the allocation that holds it.
+pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
+
+/// Token that counts a send buffer against its agent until the buffer is dropped.
+pub(crate) struct BufToken(pub(crate) Arc<Agent>);
+
+impl Drop for BufToken {
+    fn drop(&mut self) {
+        self.0.buffer_freed();
+    }
+}
+
+/// The bytes of a send's MAD: inline up to [`wire::IB_MGMT_MAD_SIZE`] bytes (every IB MAD:
+/// no allocation of its own), on the heap beyond (OPA's larger MADs).
+///
+/// # Invariants
+///
+/// `Inline::len <= wire::IB_MGMT_MAD_SIZE`.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "inline on purpose: an IB MAD needs no allocation of its own (atomic-safe create)"
+)]
+pub(crate) enum MadBytes {
+    /// Up to 256 bytes, in the body itself.
+    Inline {
+        /// The MAD's size.
+        len: usize,
+        /// The bytes; those past `len` are unused.
+        bytes: [u8; wire::IB_MGMT_MAD_SIZE],
+    },
+    /// A larger MAD.
+    Heap(KVec<u8>),
+}
+
+impl MadBytes {
+    /// `size` zero bytes.
+    pub(crate) fn zeroed(size: usize, gfp: Flags) -> Result<Self> {
+        if size <= wire::IB_MGMT_MAD_SIZE {
+            // INVARIANT: Checked just above.
+            return Ok(Self::Inline {
+                len: size,
+                bytes: [0; wire::IB_MGMT_MAD_SIZE],
+            });
+        }
+        let mut v = KVec::with_capacity(size, gfp)?;
+        v.resize(size, 0, gfp)?;
+        Ok(Self::Heap(v))
+    }
+}
+
+impl core::ops::Deref for MadBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            // By the type invariant the range is in bounds; an empty slice otherwise.
+            Self::Inline { len, bytes } => bytes.get(..*len).unwrap_or(&[]),
+            Self::Heap(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for MadBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Inline { len, bytes } => bytes.get_mut(..*len).unwrap_or(&mut []),
+            Self::Heap(v) => v,
+        }
+    }
+}
+
+/// The part of a send buffer that moves between the client and the engine.
+#[cfg_attr(
+    not(rmad_test),
+    allow(
+        dead_code,
+        reason = "RMPP bookkeeping that only the test flavour reads"
+    )
+)]
+pub(crate) struct SendBody {
+    /// The MAD: `mad_size` bytes, the headers first.
+    pub(crate) mad: MadBytes,
+    /// RMPP payload segments, `seg_count * seg_size` bytes (empty without RMPP).
+    pub(crate) segments: KVec<u8>,
+    /// `hdr_len` of the create call.
+    pub(crate) hdr_len: usize,
+    /// `data_len` of the create call.
+    pub(crate) data_len: usize,
+    /// Number of RMPP segments (0 without RMPP).
+    pub(crate) seg_count: usize,
+    /// Payload bytes per RMPP segment (`mad_size - hdr_len`).
+    pub(crate) seg_size: usize,
+    /// Destination QP number.
+    pub(crate) remote_qpn: u32,
+    /// P_Key table index.
+    pub(crate) pkey_index: u16,
+    /// Relative response timeout in milliseconds; 0 means no response is expected.
+    pub(crate) timeout_ms: i32,
+    /// Retries before a post; retransmissions performed when the send handler runs.
+    pub(crate) retries: i32,
+    /// Destination; a wire send needs one.
+    pub(crate) ah: Option<Address>,
+    /// Two words that belong to the client.
+    pub(crate) context: [usize; 2],
+    /// Node for the agent's queue tree, kept here so that posting, cancelling and timing out
+    /// never allocate.
+    pub(crate) qslot: Option<QueueSlot>,
+    /// Node for the agent's TID index.
+    pub(crate) tslot: Option<TidSlot>,
+    /// Counts the buffer against its agent until the body is dropped (`ib_free_send_mad`).
+    pub(crate) _token: BufToken,
+}
+
+// A body with its inline MAD fits the 512-byte slab bucket: one allocation of at most 512
+// bytes where the body and a separate 256-byte MAD took two.
+const _: () = assert!(core::mem::size_of::<SendBody>() <= 512);
+
+/// What the engine knows about an outstanding send, under its agent's lock.
+#[derive(Default)]
+pub(crate) struct RecordState {
+    /// Incremented at every post; a [`SendHandle`] is valid only for its own post.
+    pub(crate) gen: u64,
+    /// State and the facts the state machine reads.
+    pub(crate) facts: SendFacts,
+    /// The body while the engine owns the send.
+    pub(crate) body: Option<KBox<SendBody>>,
+    /// Key in the agent's queue tree, while the send is in it.
+    pub(crate) qkey: Option<QKey>,
+    /// Key in the agent's TID index, while the send is in it.
+    pub(crate) tkey: Option<TidKey>,
+    /// The status decided for the send handler, and its vendor error.
+    pub(crate) status: Option<(WcStatus, u32)>,
+    /// TID captured at post.
+    pub(crate) tid: u64,
+    /// Management class captured at post.
+    pub(crate) class: u8,
+    /// Method captured at post (for tracing).
+    pub(crate) method: u8,
+    /// Attribute ID captured at post (for tracing).
+    pub(crate) attr_id: u16,
+    /// The posted MAD is itself a response.
+    pub(crate) is_response: bool,
+    /// Destination captured at post.
+    pub(crate) ah: Option<Address>,
+}
+
+impl Default for SendFacts {
+    fn default() -> Self {
+        Self {
+            state: SendState::Idle,
+            fc: false,
+            timeout_ms: 0,
+            retries_left: 0,
+        }
+    }
+}
+
+/// The record of one send buffer, shared by the buffer, its handles and the agent's indexes.
+///
+/// It also carries the links of a transport's transmit queue (the verbs port's), so that
+/// queueing a transmission allocates nothing: a send has at most one transmission queued or
+/// on the device at a time (a retry starts only after the previous send completion), and the
+/// tracker refuses a second one.
+#[pin_data]
+pub(crate) struct SendRecord {
+    /// The agent the buffer was created on; it never changes.
+    pub(crate) agent: Arc<Agent>,
+    /// Mutable state, protected by the agent's lock.
+    pub(crate) state: LockedBy<RecordState, AgentInner>,
+    /// The post generation of the transmission queued or on the device.
+    pub(crate) tx_gen: Atomic<u64>,
+    /// Links in a transmit queue.
+    #[pin]
+    tx_links: ListLinks<0>,
+    /// Whether a `ListArc` of the record exists (it is queued or on the device).
+    #[pin]
+    tx_track: AtomicTracker<0>,
+}
+
+impl SendRecord {
+    /// A new record of a buffer of `agent`.
+    pub(crate) fn new(agent: &Arc<Agent>) -> impl PinInit<Self> {
+        let state = LockedBy::new(&agent.inner, RecordState::default());
+        let agent = agent.clone();
+        pin_init!(SendRecord {
+            agent,
+            state,
+            tx_gen: Atomic::new(0),
+            tx_links <- ListLinks::new(),
+            tx_track <- AtomicTracker::new(),
+        })
+    }
+}
+
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for SendRecord { tracked_by tx_track: AtomicTracker<0>; }
+}
+
+kernel::list::impl_list_item! {
+    impl ListItem<0> for SendRecord { using ListLinks { self.tx_links }; }
+}
+
+/// A send buffer owned by the client (`struct ib_mad_send_buf`).
+///
+/// Create one with [`Agent::create_send`](crate::engine::agent::Agent::create_send), fill in the MAD,
+/// the destination and the timeout, and post it with [`Agent::post`](crate::engine::agent::Agent::post).
+/// Dropping it frees it (`ib_free_send_mad`); an agent's unregistration waits until every
+/// buffer created on it has been dropped. Never drop one while holding a lock that a handler
+/// of the same agent takes.
+pub(crate) struct SendBuf {
+    pub(crate) rec: Arc<SendRecord>,
+    pub(crate) body: KBox<SendBody>,
+}
+
+#[cfg_attr(
+    not(rmad_test),
+    allow(dead_code, reason = "accessors of the Rust API; the C API uses a few")
+)]
+impl SendBuf {
+    /// The MAD bytes (`mad_size` of them).
+    pub(crate) fn mad(&self) -> &[u8] {
+        &self.body.mad
+    }
+
+    /// The MAD bytes, to fill in before posting.
+    pub(crate) fn mad_mut(&mut self) -> &mut [u8] {
+        &mut self.body.mad
+    }
+
+    /// RMPP segment `n` (numbered from 1), as `ib_get_rmpp_segment`; `None` out of range.
+    pub(crate) fn rmpp_segment(&mut self, n: usize) -> Option<&mut [u8]> {
+        let start = n.checked_sub(1)?.checked_mul(self.body.seg_size)?;
+        let end = start.checked_add(self.body.seg_size)?;
+        if n > self.body.seg_count {
+            return None;
+        }
+        self.body.segments.get_mut(start..end)
+    }
+
+    /// Relative response timeout in milliseconds (0: no response expected).
+    pub(crate) fn timeout_ms(&self) -> i32 {
+        self.body.timeout_ms
+    }
+
+    /// Sets the response timeout used from the next post on.
+    pub(crate) fn set_timeout_ms(&mut self, ms: i32) {
+        self.body.timeout_ms = ms;
+    }
+
+    /// Before a post: retries wanted. In the send handler: retransmissions performed.
+    pub(crate) fn retries(&self) -> i32 {
+        self.body.retries
+    }
+
+    /// Sets the number of retries for the next post.
+    pub(crate) fn set_retries(&mut self, retries: i32) {
+        self.body.retries = retries;
+    }
+
+    /// The destination.
+    pub(crate) fn ah(&self) -> Option<Address> {
+        self.body.ah
+    }
+
+    /// Sets the destination.
+    pub(crate) fn set_ah(&mut self, ah: Option<Address>) {
+        self.body.ah = ah;
+    }
+
+    /// The client's two context words.
+    pub(crate) fn context(&self) -> [usize; 2] {
+        self.body.context
+    }
+
+    /// Sets the client's two context words.
+    pub(crate) fn set_context(&mut self, context: [usize; 2]) {
+        self.body.context = context;
+    }
+
+    /// `hdr_len` of the create call.
+    pub(crate) fn hdr_len(&self) -> usize {
+        self.body.hdr_len
+    }
+
+    /// `data_len` of the create call.
+    pub(crate) fn data_len(&self) -> usize {
+        self.body.data_len
+    }
+
+    /// Number of RMPP segments (0 for a plain MAD).
+    pub(crate) fn seg_count(&self) -> usize {
+        self.body.seg_count
+    }
+
+    /// Payload bytes per RMPP segment.
+    pub(crate) fn seg_size(&self) -> usize {
+        self.body.seg_size
+    }
+
+    /// The agent the buffer belongs to.
+    pub(crate) fn agent(&self) -> &Arc<Agent> {
+        &self.rec.agent
+    }
+}
+
+/// The handle of an outstanding send: what modify and cancel act on.
+///
+/// It is valid from the post that returned it until the send handler is called for that post;
+/// after that every operation returns `EINVAL`.
+#[derive(Clone)]
+pub(crate) struct SendHandle {
+    pub(crate) rec: Arc<SendRecord>,
+    pub(crate) gen: u64,
+}
+
+impl SendHandle {
+    /// `ib_cancel_mad`: cancels the send. On success the send handler will be called exactly
+    /// once with `IB_WC_WR_FLUSH_ERR`, later and from the completion workqueue; `EINVAL` means
+    /// the send was already cancelled or its final status is already decided. Never sleeps,
+    /// never allocates, never calls a handler; usable with interrupts disabled.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "Rust API that only the test flavour calls")
+    )]
+    pub(crate) fn cancel(&self) -> Result {
+        self.modify(0)
+    }
+
+    /// `ib_modify_mad`: sets a new response timeout, from now if the send is waiting for a
+    /// response (0 cancels). Same context rules as [`SendHandle::cancel`].
+    pub(crate) fn modify(&self, timeout_ms: i32) -> Result {
+        self.rec.agent.modify(self, timeout_ms)
+    }
+
+    /// The agent of the send.
+    pub(crate) fn agent(&self) -> &Arc<Agent> {
+        &self.rec.agent
+    }
+}
+
+/// What the send handler learns about a completed send (`struct ib_mad_send_wc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SendCompletion {
+    /// Final status.
+    pub(crate) status: WcStatus,
+    /// Vendor error of the transport completion the status came from (0 otherwise).
+    pub(crate) vendor_err: u32,
+    /// The post that completed: the generation its [`SendHandle`] carries.
+    pub(crate) post: u64,
+}
+
+impl SendHandle {
+    /// `context[0]` of the send while the engine owns it (the receive handler may read the
+    /// request it was matched to); `None` once the buffer is back with the client.
+    pub(crate) fn tag(&self) -> Option<usize> {
+        let g = self.rec.agent.lock();
+        let st = self.rec.state.access(&g);
+        st.body.as_ref().map(|b| b.context[0])
+    }
+}

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The interface between the agent engine and the transports that carry MADs.
+//!
+//! A transport owns one or more ports. The engine hands it a [`SendWr`] to transmit, under the
+//! agent lock (so a transport's own lock always nests inside agent locks, like the C layer's QP
+//! send-queue lock), and the transport reports back asynchronously, from its own completion
+//! context, with [`Agent::send_completed`](crate::engine::agent::Agent::send_completed) for each
+//! transmission and [`Engine::receive`](crate::engine::Engine::receive) for each received MAD.
+//! The loopback fabric ([`crate::testing::loopback`]) is the embedded transport.
+
+use crate::{
+    engine::send::SendRecord,
+    mad::{
+        Address,
+        Gid,
+        QpType,
+        RegReq, //
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
+
+/// What the engine needs to know about a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PortAttr {
+    /// The port has a subnet management QP (QP0).
+    pub(crate) has_smi: bool,
+    /// The port has a general services QP (QP1) with communication management.
+    pub(crate) has_cm: bool,
+    /// Base LID of the port.
+    pub(crate) lid: u16,
+    /// LID mask control: the port answers to `2^lmc` consecutive LIDs.
+    pub(crate) lmc: u8,
+}
+
+/// One transmission handed to a transport. A transport that queues transmissions reads the
+/// MAD and its addressing again from the send when it hands it to the device.
+pub(crate) struct SendWr<'a> {
+    /// The MAD to send; a transport that does not queue copies what it needs before returning.
+    pub(crate) mad: &'a [u8],
+    /// Destination.
+    pub(crate) ah: Address,
+    /// Destination QP number.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
+    )]
+    pub(crate) remote_qpn: u32,
+    /// Source QP number (0 for SMI agents, 1 for GSI agents).
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
+    )]
+    pub(crate) src_qpn: u32,
+    /// P_Key index.
+    #[cfg_attr(
+        not(rmad_test),
+        expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
+    )]
+    pub(crate) pkey_index: u16,
+    /// The send, to name in the completion.
+    pub(crate) rec: &'a Arc<SendRecord>,
+    /// The post of the send, to name in the completion.
+    pub(crate) gen: u64,
+}
+
+/// Where and how a MAD was received (the parts of `struct ib_wc` and the GRH that MAD
+/// processing reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecvWc {
+    /// Port the MAD arrived on.
+    pub(crate) port: u8,
+    /// Source LID.
+    pub(crate) slid: u16,
+    /// Destination LID path bits (which of the port's LIDs the MAD was sent to).
+    pub(crate) dlid_path_bits: u8,
+    /// Source QP number.
+    pub(crate) src_qp: u32,
+    /// Destination QP number (0 or 1).
+    pub(crate) dst_qp: u32,
+    /// P_Key index.
+    pub(crate) pkey_index: u16,
+    /// Source and destination GIDs when the packet carried a GRH.
+    pub(crate) grh: Option<(Gid, Gid)>,
+    /// The GRH's other routing fields as they arrived (zero without a GRH).
+    pub(crate) grh_fields: GrhFields,
+}
+
+/// Hop limit, traffic class and flow label of a received packet's GRH (on RoCEv2 over IPv4:
+/// the IP TTL and TOS, and no flow label).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GrhFields {
+    /// Hop limit (IP TTL).
+    pub(crate) hop_limit: u8,
+    /// Traffic class (IP DSCP and ECN bits).
+    pub(crate) traffic_class: u8,
+    /// Flow label (20 bits).
+    pub(crate) flow_label: u32,
+}
+
+/// A received MAD, owned by whoever holds it; dropping it is `ib_free_recv_mad`.
+pub(crate) struct RecvMad {
+    /// The MAD bytes.
+    pub(crate) mad: KVec<u8>,
+    /// How it arrived.
+    pub(crate) wc: RecvWc,
+}
+
+/// A carrier of MADs.
+pub(crate) trait Transport: Send + Sync {
+    /// The attributes of `port`, or `None` if the transport has no such port.
+    fn port_attr(&self, port: u8) -> Option<PortAttr>;
+
+    /// Entry `index` of the GID table of `port`.
+    fn gid(&self, port: u8, index: u8) -> Option<Gid>;
+
+    /// Transmits `wr` from `port`. Called with the sending agent's lock held: must not sleep
+    /// or call back into the agent. An error means nothing was transmitted and no completion
+    /// will be reported.
+    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result;
+
+    /// The device's name, for diagnostics.
+    fn name(&self) -> &CStr;
+
+    /// Whether `post_send` only queues the transmission: the transport then reports each one
+    /// it hands to the device with [`Agent::handed_over`](crate::engine::agent::Agent::handed_over).
+    fn queues_transmissions(&self) -> bool {
+        false
+    }
+
+    /// Makes the unsolicited MADs that `reg` selects, arriving at `port`'s QP `qp`, reach the
+    /// engine, and returns a key for [`Transport::stop_forwarding`]. A transport that hands
+    /// every MAD to rmad anyway needs nothing (the default). One whose device has a MAD layer
+    /// of its own asks it for them, and that layer may refuse (a class and method it or one of
+    /// its clients serves already): registration then fails with its error. Process context.
+    fn forward(&self, _port: u8, _qp: QpType, _reg: &RegReq) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Stops what [`Transport::forward`] returned `key` for: when this returns, no MAD of it
+    /// reaches the engine any more. Process context.
+    fn stop_forwarding(&self, _key: u64) {}
+
+    /// Prepares what sending to `ah` from `port` needs that may sleep (on RoCE, the
+    /// destination's MAC from the neighbour tables), so that transmissions find it ready.
+    /// Process context. A transport that needs nothing succeeds (the default).
+    fn resolve(&self, _port: u8, _ah: &Address) -> Result {
+        Ok(())
+    }
+}

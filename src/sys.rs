@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What rmad needs of the kernel that the 7.3 kernel crate does not offer, wrapped once each,
+//! with its safety argument:
+//!
+//! - [`workqueue`]: owned ordered workqueues, re-armable and cancellable delayed work;
+//! - [`trace`]: rmad's tracepoints (defined in C, where the trace macros expand);
+//! - [`sched`]: `cond_resched`.
+
+pub(crate) mod sched;
+pub(crate) mod trace;
+pub(crate) mod workqueue;

@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The benchmark that `make bench` runs (module parameter `bench=1`): rmad side by side with
+//! the C MAD layer on soft-RoCE `rxe0`, in the same boot.
+//!
+//! The driver is `src/bench_glue.c`: it runs the same rounds (post, settle, memory, modify,
+//! response matching, round trip, cancel, simultaneous timeouts) for the C MAD layer, for
+//! rmad's exported C API and for rmad's Rust API, through one table of operations per
+//! implementation, so that every timed loop makes the same indirect call per operation. This
+//! file implements the operations of the Rust API (`rmad_bench_rust_*`), called by that driver
+//! from the loading thread only. Figures are printed, never asserted.
+
+use crate::{
+    engine::{
+        agent::{
+            irqoff_max_ns_take,
+            Agent,
+            RecvHandler,
+            SendHandler, //
+        },
+        send::{
+            SendBuf,
+            SendCompletion,
+            SendHandle, //
+        },
+        transport::{
+            RecvMad,
+            Transport, //
+        },
+    },
+    mad::{
+        wire::{
+            self,
+            MadHdr, //
+        },
+        Address,
+        Gid,
+        GrhAttr, //
+    },
+    testing::{
+        register_gsi,
+        sleep_ms, //
+    },
+    verbs, //
+};
+use core::ffi::c_void;
+use kernel::{
+    ffi::c_int,
+    prelude::*,
+    sync::Arc,
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
+
+/// Management class of every benchmark MAD: vendor range 1, which neither ib_core nor rxe
+/// answers (the driver's responder answers its GETs).
+const CLASS: u8 = 0x0b;
+/// GID index of the port's IPv6 link-local GID: requests the responder answers go to QP1 of
+/// the port itself through it.
+const GID_INDEX: u8 = 0;
+/// GID index of the port's IPv4-mapped GID: unanswered sends leave through it.
+const SILENT_GID_INDEX: u8 = 1;
+/// Destination of the unanswered sends: `::ffff:10.0.0.2`, which no port has (rxe drops them).
+const SILENT_GID: Gid = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
+/// Timeout of sends that wait for a response nobody gives (10 minutes).
+const LONG_MS: i32 = 600_000;
+/// Round trips timed per round (at most).
+const RTT_SAMPLE: u32 = 50;
+/// Longest wait for the device to take a round's sends.
+const WAIT_SENT_MS: i64 = 600_000;
+/// Markers (timeout-0 sends) per round: even ones on the agent, odd ones on the gate agent.
+const MARKERS: usize = 4;
+
+/// What a send is (`enum bench_kind` of the driver), carried in `context[0]`.
+const KIND_SILENT: usize = 1;
+/// A send with timeout 0, complete once the device took it.
+const KIND_MARKER: usize = 2;
+/// A GET the responder answers.
+const KIND_REQ: usize = 3;
+/// The send whose handler holds the delivery queue.
+const KIND_GATE: usize = 4;
+/// A matched response (receive handler).
+const KIND_RESP: usize = 5;
+
+extern "C" {
+    /// Counts one event of `kind` (a `KIND_*`) with `status` in the driver's `round`.
+    fn rmad_bench_event(round: *mut c_void, kind: c_int, status: c_int);
+    /// Runs the benchmark for `n` outstanding sends; `rust` is the [`RustBench`] its
+    /// `rmad_bench_rust_*` calls get back.
+    fn rmad_bench_run(n: u32, reps: u32, sample: u32, rtt_sample: u32, rust: *mut c_void) -> c_int;
+}
+
+/// The handlers of the benchmark's agents: they count each event in the driver's round.
+///
+/// # Invariants
+///
+/// `round` is the driver's `struct rmad_bench_round`, which outlives the agents registered
+/// with this handler (the driver unregisters them before it frees the round).
+struct Handler {
+    round: *mut c_void,
+}
+
+// SAFETY: `round` is only passed to `rmad_bench_event`, which may be called from any thread
+// (it uses atomics and completions).
+unsafe impl Send for Handler {}
+// SAFETY: As above; `Handler` has no interior state of its own.
+unsafe impl Sync for Handler {}
+
+impl Handler {
+    /// Counts one event of `kind` with `status`.
+    fn event(&self, kind: usize, status: u32) {
+        let kind = c_int::try_from(kind).unwrap_or(0);
+        let status = c_int::try_from(status).unwrap_or(-1);
+        // SAFETY: `round` is alive while the agents are registered (type invariant), and
+        // handlers only run while they are.
+        unsafe { rmad_bench_event(self.round, kind, status) };
+    }
+}
+
+impl SendHandler for Handler {
+    fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
+        let kind = buf.context()[0];
+        drop(buf);
+        self.event(kind, wc.status.code());
+    }
+}
+
+impl RecvHandler for Handler {
+    fn recv(&self, _agent: &Arc<Agent>, send: Option<&SendHandle>, _mad: RecvMad) {
+        if send.is_some() {
+            self.event(KIND_RESP, 0);
+        }
+    }
+}
+
+/// The state of the Rust implementation between the driver's calls.
+pub(crate) struct RustBench {
+    /// Number of silent sends.
+    n: usize,
+    /// Where sends go: the port's own GID.
+    dgid: Gid,
+    /// The agent of the measured sends.
+    agent: Option<Arc<Agent>>,
+    /// A second agent on the same port, whose send handler holds the delivery queue.
+    gate_agent: Option<Arc<Agent>>,
+    /// The silent sends, until posted.
+    bufs: KVec<Option<SendBuf>>,
+    /// The silent sends' handles, once posted.
+    handles: KVec<Option<SendHandle>>,
+    /// The requests the responder answers, until posted.
+    reqs: KVec<Option<SendBuf>>,
+    /// The requests' handles, once posted.
+    req_handles: KVec<SendHandle>,
+    /// The markers, until posted.
+    markers: KVec<Option<SendBuf>>,
+    /// Markers posted so far, from the agent and from the gate agent.
+    markers_posted: [usize; 2],
+    /// The gate's send, until posted.
+    gate_buf: Option<SendBuf>,
+    /// The gate's handle, once posted.
+    gate_handle: Option<SendHandle>,
+}
+
+impl RustBench {
+    /// Nothing registered yet.
+    fn new() -> Self {
+        Self {
+            n: 0,
+            dgid: [0; 16],
+            agent: None,
+            gate_agent: None,
+            bufs: KVec::new(),
+            handles: KVec::new(),
+            reqs: KVec::new(),
+            req_handles: KVec::new(),
+            markers: KVec::new(),
+            markers_posted: [0; 2],
+            gate_buf: None,
+            gate_handle: None,
+        }
+    }
+
+    /// A send of `a` with `method`, TID low word `lo`, `timeout_ms` and `kind`, to the
+    /// responder (`kind` [`KIND_REQ`]) or to nobody.
+    fn buf(
+        &self,
+        a: &Arc<Agent>,
+        lo: usize,
+        method: u8,
+        timeout_ms: i32,
+        kind: usize,
+    ) -> Result<SendBuf> {
+        let mut buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
+        let hdr = MadHdr {
+            base_version: 1,
+            mgmt_class: CLASS,
+            class_version: 1,
+            method,
+            tid: wire::make_tid(a.hi_tid, u32::try_from(lo).map_err(|_| EINVAL)?),
+            ..MadHdr::default()
+        };
+        hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+        buf.set_ah(Some(Address {
+            sl: 0,
+            dlid: 0,
+            src_path_bits: 0,
+            grh: Some(if kind == KIND_REQ {
+                GrhAttr {
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
+                    dgid: self.dgid,
+                    sgid_index: GID_INDEX,
+                }
+            } else {
+                GrhAttr {
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
+                    dgid: SILENT_GID,
+                    sgid_index: SILENT_GID_INDEX,
+                }
+            }),
+        }));
+        buf.set_timeout_ms(timeout_ms);
+        buf.set_retries(0);
+        buf.set_context([kind, 0]);
+        Ok(buf)
+    }
+
+    /// Registers the agents and creates `nreq` requests, the markers and the gate's send.
+    fn open(&mut self, round: *mut c_void, n: u32, nreq: u32) -> Result {
+        self.close();
+        let n = usize::try_from(n).map_err(|_| EINVAL)?;
+        let nreq = usize::try_from(nreq).map_err(|_| EINVAL)?;
+        let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+        let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+        self.dgid = port.gid(1, GID_INDEX).ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port;
+        let handler = Arc::new(Handler { round }, GFP_KERNEL)?;
+        let a = register_gsi(&engine, &transport, 1, &handler, None)?;
+        self.agent = Some(a.clone());
+        let g = register_gsi(&engine, &transport, 1, &handler, None)?;
+        self.gate_agent = Some(g.clone());
+        self.n = n;
+        self.bufs = KVec::with_capacity(n, GFP_KERNEL)?;
+        self.handles = KVec::with_capacity(n, GFP_KERNEL)?;
+        self.reqs = KVec::with_capacity(nreq, GFP_KERNEL)?;
+        self.req_handles = KVec::with_capacity(nreq, GFP_KERNEL)?;
+        let first = n.checked_add(nreq).ok_or(EINVAL)?;
+        for j in 0..nreq {
+            let b = self.buf(
+                &a,
+                n.checked_add(j).ok_or(EINVAL)?,
+                wire::IB_MGMT_METHOD_GET,
+                LONG_MS,
+                KIND_REQ,
+            )?;
+            self.reqs.push(Some(b), GFP_KERNEL)?;
+        }
+        for k in 0..MARKERS {
+            let on = if k % 2 == 1 { &g } else { &a };
+            let b = self.buf(
+                on,
+                first.checked_add(k).ok_or(EINVAL)?,
+                wire::IB_MGMT_METHOD_SEND,
+                0,
+                KIND_MARKER,
+            )?;
+            self.markers.push(Some(b), GFP_KERNEL)?;
+        }
+        self.gate_buf = Some(self.buf(&g, 0, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_GATE)?);
+        Ok(())
+    }
+
+    /// Creates the silent sends, with `timeout_ms`.
+    fn create(&mut self, timeout_ms: i32) -> Result {
+        let a = self.agent.clone().ok_or(EINVAL)?;
+        for i in 0..self.n {
+            let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT)?;
+            self.bufs.push(Some(b), GFP_KERNEL)?;
+            self.handles.push(None, GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// Posts silent send `i`.
+    fn post(&mut self, i: usize) -> Result {
+        let slot = self.bufs.get_mut(i).ok_or(EINVAL)?;
+        let buf = slot.take().ok_or(EINVAL)?;
+        match Agent::post(buf) {
+            Ok(h) => {
+                if let Some(hs) = self.handles.get_mut(i) {
+                    *hs = Some(h);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                *slot = Some(e.buf);
+                Err(e.err)
+            }
+        }
+    }
+
+    /// The handle of silent send `i`.
+    fn handle(&self, i: usize) -> Result<&SendHandle> {
+        self.handles.get(i).and_then(Option::as_ref).ok_or(EINVAL)
+    }
+
+    /// Posts request `j`.
+    fn post_req(&mut self, j: usize) -> Result {
+        let slot = self.reqs.get_mut(j).ok_or(EINVAL)?;
+        let buf = slot.take().ok_or(EINVAL)?;
+        match Agent::post(buf) {
+            // Room was reserved in `open`.
+            Ok(h) => self.req_handles.push(h, GFP_KERNEL).map_err(|_| ENOMEM),
+            Err(e) => {
+                *slot = Some(e.buf);
+                Err(e.err)
+            }
+        }
+    }
+
+    /// Posts the next marker, from the gate agent if `gate`.
+    fn post_marker(&mut self, gate: bool) -> Result {
+        // Markers 0, 2, ... are the agent's; 1, 3, ... the gate agent's.
+        let which = usize::from(gate);
+        let count = self.markers_posted.get_mut(which).ok_or(EINVAL)?;
+        let k = count
+            .checked_mul(2)
+            .and_then(|k| k.checked_add(which))
+            .ok_or(EINVAL)?;
+        *count = count.checked_add(1).ok_or(EINVAL)?;
+        let slot = self.markers.get_mut(k).ok_or(ENOSPC)?;
+        let buf = slot.take().ok_or(ENOSPC)?;
+        match Agent::post(buf) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                *slot = Some(e.buf);
+                Err(e.err)
+            }
+        }
+    }
+
+    /// Posts the gate's send.
+    fn post_gate(&mut self) -> Result {
+        let buf = self.gate_buf.take().ok_or(EINVAL)?;
+        match Agent::post(buf) {
+            Ok(h) => {
+                self.gate_handle = Some(h);
+                Ok(())
+            }
+            Err(e) => {
+                self.gate_buf = Some(e.buf);
+                Err(e.err)
+            }
+        }
+    }
+
+    /// Cancels the gate's send: its handler then holds the delivery queue.
+    fn cancel_gate(&mut self) -> Result {
+        self.gate_handle.take().ok_or(EINVAL)?.cancel()
+    }
+
+    /// Unregisters the agents (flushing what is outstanding) and frees everything.
+    fn close(&mut self) {
+        // What is outstanding is cancelled and delivered first, so that the unregistration
+        // finds nothing to flush (its batched walk once yielded with the agent's lock held).
+        for h in self.handles.iter().flatten() {
+            let _ = h.cancel();
+        }
+        for h in Iterator::chain(self.req_handles.iter(), self.gate_handle.as_ref()) {
+            let _ = h.cancel();
+        }
+        for a in [self.agent.as_ref(), self.gate_agent.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if wait_idle(a).is_err() {
+                pr_warn!("bench: an agent still has sends outstanding\n");
+            }
+        }
+        // Buffers not posted are freed first: an unregistration waits for every buffer.
+        self.req_handles = KVec::new();
+        self.handles = KVec::new();
+        self.bufs = KVec::new();
+        self.reqs = KVec::new();
+        self.markers = KVec::new();
+        self.markers_posted = [0; 2];
+        self.gate_buf = None;
+        self.gate_handle = None;
+        for a in [self.agent.take(), self.gate_agent.take()]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = a.unregister() {
+                pr_err!("bench: unregister failed: {:?}\n", e);
+            }
+        }
+    }
+}
+
+/// The driver's view of a result: 0 or a negative errno.
+fn code(r: Result) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// The Rust implementation behind the driver's `p`.
+///
+/// # Safety
+///
+/// `p` is the `RustBench` that [`run`] passed to `rmad_bench_run`, which calls the
+/// `rmad_bench_rust_*` functions from its own thread only, one at a time, while [`run`] waits.
+unsafe fn state<'a>(p: *mut c_void) -> &'a mut RustBench {
+    // SAFETY: The caller guarantees that `p` is a live `RustBench` nothing else uses now.
+    unsafe { &mut *p.cast::<RustBench>() }
+}
+
+/// Driver operation: registers the agents, creates `nreq` requests.
+///
+/// # Safety
+///
+/// As [`state`]; `round` is the driver's round, alive until after `rmad_bench_rust_close`.
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_open(
+    p: *mut c_void,
+    round: *mut c_void,
+    n: u32,
+    nreq: u32,
+) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.open(round, n, nreq))
+}
+
+/// Driver operation: creates the silent sends, with `timeout_ms`.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_create(p: *mut c_void, timeout_ms: c_int) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.create(timeout_ms))
+}
+
+/// Waits (at most [`WAIT_SENT_MS`]) until the device has taken `n` sends of `a`.
+fn wait_sent(a: &Agent, n: u32) -> Result {
+    let start = Instant::<Monotonic>::now();
+    while a.stats().transmitted < u64::from(n) {
+        if start.elapsed().as_millis() > WAIT_SENT_MS {
+            return Err(ETIMEDOUT);
+        }
+        sleep_ms(5);
+    }
+    Ok(())
+}
+
+/// Waits (at most [`WAIT_SENT_MS`]) until `a` has nothing outstanding.
+fn wait_idle(a: &Agent) -> Result {
+    let start = Instant::<Monotonic>::now();
+    while a.outstanding() > 0 {
+        if start.elapsed().as_millis() > WAIT_SENT_MS {
+            return Err(ETIMEDOUT);
+        }
+        sleep_ms(5);
+    }
+    Ok(())
+}
+
+/// Waits until the agent on `rxe0` with `hi_tid` (an agent of the C API) has nothing
+/// outstanding.
+#[no_mangle]
+extern "C" fn rmad_bench_rust_wait_idle(hi_tid: u32) -> c_int {
+    code(find_agent(hi_tid).and_then(|a| wait_idle(&a)))
+}
+
+/// The agent with `hi_tid` on the verbs engine.
+fn find_agent(hi_tid: u32) -> Result<Arc<Agent>> {
+    verbs::verbs_engine()
+        .ok_or(ENODEV)?
+        .agents()?
+        .into_iter()
+        .find(|a| a.hi_tid == hi_tid)
+        .ok_or(ENOENT)
+}
+
+/// Driver operation: waits until the device has taken the silent sends.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_wait_sent_p(p: *mut c_void) -> c_int {
+    // SAFETY: As the caller guarantees.
+    let s = unsafe { state(p) };
+    let n = u32::try_from(s.n).unwrap_or(u32::MAX);
+    code(s.agent.as_ref().ok_or(EINVAL).and_then(|a| wait_sent(a, n)))
+}
+
+/// Waits until the device has taken `n` sends of the agent on `rxe0` with `hi_tid` (an agent
+/// of the C API).
+#[no_mangle]
+extern "C" fn rmad_bench_rust_wait_sent(hi_tid: u32, n: u32) -> c_int {
+    code(find_agent(hi_tid).and_then(|a| wait_sent(&a, n)))
+}
+
+/// Driver operation: posts silent send `i`.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_post(p: *mut c_void, i: u32) -> c_int {
+    let Ok(i) = usize::try_from(i) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.post(i))
+}
+
+/// Driver operation: modifies silent send `i` to `ms` (`ib_modify_mad`).
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_modify(p: *mut c_void, i: u32, ms: c_int) -> c_int {
+    let Ok(i) = usize::try_from(i) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: As the caller guarantees.
+    let s = unsafe { state(p) };
+    code(s.handle(i).and_then(|h| h.modify(ms)))
+}
+
+/// Driver operation: cancels silent send `i` (`ib_cancel_mad`).
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_cancel(p: *mut c_void, i: u32) -> c_int {
+    let Ok(i) = usize::try_from(i) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: As the caller guarantees.
+    let s = unsafe { state(p) };
+    code(s.handle(i).and_then(SendHandle::cancel))
+}
+
+/// Driver operation: posts request `j`.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_post_req(p: *mut c_void, j: u32) -> c_int {
+    let Ok(j) = usize::try_from(j) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.post_req(j))
+}
+
+/// Driver operation: posts the next marker, from the gate agent if `gate` is not 0.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_post_marker(p: *mut c_void, gate: c_int) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.post_marker(gate != 0))
+}
+
+/// Driver operation: posts the gate's send.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_post_gate(p: *mut c_void) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.post_gate())
+}
+
+/// Driver operation: cancels the gate's send.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_cancel_gate(p: *mut c_void) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.cancel_gate())
+}
+
+/// Driver operation: unregisters the agents and frees everything.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_close(p: *mut c_void) {
+    // SAFETY: As the caller guarantees.
+    unsafe { state(p) }.close();
+}
+
+/// Driver operation: the longest interrupts-off hold of any rmad agent lock since the last
+/// call, in ns (and resets it).
+#[no_mangle]
+extern "C" fn rmad_bench_rust_irqoff_take() -> i64 {
+    irqoff_max_ns_take()
+}
+
+/// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`
+/// timed modifies, cancels and matched responses per round.
+pub(crate) fn run(n: u32, reps: u32, sample: u32) -> Result {
+    let mut b = KBox::new(RustBench::new(), GFP_KERNEL)?;
+    let p = core::ptr::from_mut::<RustBench>(&mut b).cast::<c_void>();
+    // SAFETY: `p` is a `RustBench` that stays alive and unused here until the call returns;
+    // the driver calls the `rmad_bench_rust_*` functions with it from this thread only.
+    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, p) };
+    b.close();
+    kernel::error::to_result(r)
+}

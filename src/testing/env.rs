@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A test's world: a fresh engine and loopback fabric per test ([`Env`]), agent registration,
+//! the `rxe0` port of the test VM, and the small waits every suite uses.
+
+use crate::{
+    engine::{
+        agent::{
+            Agent,
+            AgentConfig,
+            RecvHandler,
+            SendHandler, //
+        },
+        send::{
+            SendBuf,
+            SendHandle, //
+        },
+        transport::{
+            PortAttr,
+            Transport, //
+        },
+        Engine, //
+    },
+    mad::{
+        state::SendState,
+        wire,
+        QpType,
+        RegReq, //
+    },
+    testing::{
+        loopback::{
+            Fabric,
+            Loopback, //
+        },
+        recorder::{
+            Behaviour,
+            Recorder,
+            WAIT_MS, //
+        },
+    },
+    verbs::{
+        self,
+        VerbsPort, //
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
+
+/// A test's world: an engine and a loopback fabric of its own.
+pub(crate) struct Env {
+    /// The engine.
+    pub(crate) engine: Arc<Engine>,
+    /// The transport.
+    pub(crate) lb: Arc<Loopback>,
+    /// The transport, as agents see it.
+    pub(crate) transport: Arc<dyn Transport>,
+}
+
+impl Env {
+    /// A fresh engine and fabric with the default ports.
+    pub(crate) fn new() -> Result<Self> {
+        Self::with_ports(Fabric::DEFAULT_PORTS)
+    }
+
+    /// A fresh engine and fabric with `ports`.
+    pub(crate) fn with_ports(ports: [PortAttr; 2]) -> Result<Self> {
+        let engine = Engine::new(c"rmad_test", c"rmad_test_cq")?;
+        let lb = Loopback::new(&engine, ports)?;
+        let transport: Arc<dyn Transport> = lb.clone();
+        Ok(Self {
+            engine,
+            lb,
+            transport,
+        })
+    }
+
+    /// The fabric.
+    pub(crate) fn fabric(&self) -> &Arc<Fabric> {
+        &self.lb.fabric
+    }
+
+    /// Registers an agent on GSI `port` with `rec` as both handlers and an optional class
+    /// registration.
+    pub(crate) fn agent(
+        &self,
+        port: u8,
+        rec: &Arc<Recorder>,
+        reg: Option<RegReq>,
+    ) -> Result<Arc<Agent>> {
+        register_gsi(&self.engine, &self.transport, port, rec, reg)
+    }
+
+    /// Registers a responder for `class` (methods GET and SET) on `port` that answers every
+    /// request.
+    pub(crate) fn responder(&self, port: u8, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> {
+        let rec = Recorder::new(Behaviour {
+            respond: true,
+            ..Behaviour::default()
+        })?;
+        let a = self.agent(port, &rec, Some(reg(class)))?;
+        Ok((a, rec))
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.lb.fabric.shutdown();
+        self.engine.quiesce();
+    }
+}
+
+/// Registers a GSI agent on `port` of `transport` with `rec` as both handlers.
+pub(crate) fn register_gsi<H: SendHandler + RecvHandler + 'static>(
+    engine: &Arc<Engine>,
+    transport: &Arc<dyn Transport>,
+    port: u8,
+    rec: &Arc<H>,
+    reg: Option<RegReq>,
+) -> Result<Arc<Agent>> {
+    Agent::register(
+        engine,
+        transport,
+        AgentConfig {
+            port,
+            qp_type: QpType::Gsi,
+            reg,
+            rmpp_version: 0,
+            flags: 0,
+            send_handler: Some(rec.clone()),
+            recv_handler: Some(rec.clone()),
+        },
+    )
+}
+
+/// Port 1 of `rxe0` and an agent on it whose handlers are `rec`; `None` without `rxe0`.
+pub(crate) fn rxe_agent(rec: &Arc<Recorder>) -> Result<Option<(Arc<VerbsPort>, Arc<Agent>)>> {
+    let Some(port) = verbs::find_port(c"rxe0", 1) else {
+        return Ok(None);
+    };
+    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+    let transport: Arc<dyn Transport> = port.clone();
+    let a = register_gsi(&engine, &transport, 1, rec, None)?;
+    Ok(Some((port, a)))
+}
+
+/// Waits (at most [`WAIT_MS`]) until the send `h` is in `state`.
+pub(crate) fn wait_state(a: &Arc<Agent>, h: &SendHandle, state: SendState) -> bool {
+    let start = Instant::<Monotonic>::now();
+    while start.elapsed().as_millis() < WAIT_MS {
+        if a.send_state(h) == Some(state) {
+            return true;
+        }
+        sleep_ms(1);
+    }
+    false
+}
+
+/// A registration for GET and SET requests of `class`, version 1.
+pub(crate) fn reg(class: u8) -> RegReq {
+    RegReq {
+        mgmt_class: class,
+        class_version: 1,
+        oui: [0; 3],
+        methods: (1 << wire::IB_MGMT_METHOD_GET) | (1 << wire::IB_MGMT_METHOD_SET),
+    }
+}
+
+/// Keeps `engine`'s ordered queue busy (so that no agent work and no send handler runs)
+/// until the returned gate is opened with `store(1, ..)`.
+pub(crate) fn block_queue(engine: &Engine) -> Result<Arc<Atomic<i32>>> {
+    let gate = Arc::new(Atomic::<i32>::new(0), GFP_KERNEL)?;
+    let g2 = gate.clone();
+    engine
+        .wq
+        .queue()
+        .try_spawn(GFP_KERNEL, move || {
+            while g2.load(Relaxed) == 0 {
+                sleep_ms(1);
+            }
+        })
+        .map_err(|_| ENOMEM)?;
+    Ok(gate)
+}
+
+/// Posts `buf`, turning a failure into its error.
+pub(crate) fn post(buf: SendBuf) -> Result<SendHandle> {
+    Agent::post(buf).map_err(|e| e.err)
+}
+
+/// Sleeps for `ms` milliseconds.
+pub(crate) fn sleep_ms(ms: i64) {
+    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms));
+}
+

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The C MAD layer's side of the two-node checks (test flavour only): the same
+ * burst of requests as src/fabric_check.rs sends through rmad, sent through
+ * ib_core (ib_register_mad_agent, ib_post_send_mad, ib_cancel_mad,
+ * ib_modify_mad on QP1 of rxe0), tallied into the same figures, so that
+ * tests/vm/fabric.sh can compare the two line for line.
+ */
+
+#include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/err.h>
+#include <linux/jiffies.h>
+#include <linux/slab.h>
+#include <rdma/ib_mad.h>
+#include <rdma/ib_verbs.h>
+
+#include "c_client.h"
+
+#define FABRIC_PORT 1
+
+/* What the handlers of one burst share. */
+struct fabric_burst {
+	struct rmad_fabric_tally *t;
+	atomic_t *calls;	/* handler calls per request */
+	u32 count;
+	atomic_t completed;
+	struct completion all_done;
+	spinlock_t lock;	/* protects *t */
+};
+
+static void fabric_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
+{
+	struct fabric_burst *b = agent->context;
+	unsigned long i = (unsigned long)wc->send_buf->context[0];
+	unsigned long flags;
+
+	if (i < b->count)
+		atomic_inc(&b->calls[i]);
+	spin_lock_irqsave(&b->lock, flags);
+	switch (wc->status) {
+	case IB_WC_SUCCESS:
+		b->t->success++;
+		break;
+	case IB_WC_RESP_TIMEOUT_ERR:
+		b->t->timeout++;
+		break;
+	case IB_WC_WR_FLUSH_ERR:
+		b->t->flushed++;
+		break;
+	default:
+		b->t->other++;
+	}
+	b->t->retries += wc->send_buf->retries;
+	b->t->completed++;
+	spin_unlock_irqrestore(&b->lock, flags);
+	ib_free_send_mad(wc->send_buf);
+	if (atomic_inc_return(&b->completed) == b->count)
+		complete(&b->all_done);
+}
+
+static void fabric_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+				struct ib_mad_recv_wc *rwc)
+{
+	struct fabric_burst *b = agent->context;
+	u16 status = be16_to_cpu(rwc->recv_buf.mad->mad_hdr.status);
+	unsigned long flags;
+
+	if (send_buf) {
+		spin_lock_irqsave(&b->lock, flags);
+		b->t->responses++;
+		if (status == 0)
+			b->t->status_ok++;
+		else if (status == 0x000c)
+			b->t->status_unsupported++;
+		else
+			b->t->status_other++;
+		spin_unlock_irqrestore(&b->lock, flags);
+	}
+	ib_free_recv_mad(rwc);
+}
+
+/* Posts request @i of the burst; acts on it at once (1 cancel, 2 modify). */
+static int fabric_post_one(struct ib_mad_agent *agent, struct ib_ah *ah, u8 class, u8 method,
+			   u32 i, int timeout_ms, int retries, int action, int action_ms)
+{
+	struct ib_mad_send_buf *sb;
+	struct ib_mad_hdr *h;
+	int ret;
+
+	sb = ib_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
+				IB_MGMT_BASE_VERSION);
+	if (IS_ERR(sb))
+		return PTR_ERR(sb);
+	h = sb->mad;
+	h->base_version = IB_MGMT_BASE_VERSION;
+	h->mgmt_class = class;
+	h->class_version = 1;
+	h->method = method;
+	h->tid = cpu_to_be64(((u64)agent->hi_tid << 32) | i);
+	sb->ah = ah;
+	sb->timeout_ms = timeout_ms;
+	sb->retries = retries;
+	sb->context[0] = (void *)(unsigned long)i;
+	ret = ib_post_send_mad(sb, NULL);
+	if (ret) {
+		ib_free_send_mad(sb);
+		return ret;
+	}
+	/* A send that completed already is refused (-EINVAL); its status stands. */
+	if (action == 1)
+		ib_cancel_mad(sb);
+	else if (action == 2)
+		ib_modify_mad(sb, action_ms);
+	return 0;
+}
+
+/*
+ * Sends @count requests of @class and @method through ib_core from port 1 of
+ * @dev (the caller holds a reference on it) to QP1 at @dgid (from GID
+ * @sgid_index), waits at most @wait_ms for every send handler, then 1 s more
+ * for late responses, and fills @out.
+ */
+int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class, u8 method,
+			u32 count, int timeout_ms, int retries, int action, int action_ms,
+			s64 wait_ms, struct rmad_fabric_tally *out)
+{
+	struct rdma_ah_attr attr = {};
+	struct ib_mad_agent *agent;
+	struct fabric_burst *b;
+	union ib_gid g;
+	struct ib_ah *ah;
+	int ret = 0;
+	u32 i;
+
+	memset(out, 0, sizeof(*out));
+	b = kzalloc_obj(*b);
+	if (!b)
+		return -ENOMEM;
+	b->calls = kvcalloc(count, sizeof(*b->calls), GFP_KERNEL);
+	if (!b->calls) {
+		ret = -ENOMEM;
+		goto free_b;
+	}
+	b->t = out;
+	b->count = count;
+	init_completion(&b->all_done);
+	spin_lock_init(&b->lock);
+	agent = ib_register_mad_agent(dev, FABRIC_PORT, IB_QPT_GSI, NULL, 0, fabric_send_handler,
+				      fabric_recv_handler, b, 0);
+	if (IS_ERR(agent)) {
+		ret = PTR_ERR(agent);
+		goto free_calls;
+	}
+	memcpy(g.raw, dgid, sizeof(g.raw));
+	attr.type = rdma_ah_find_type(dev, FABRIC_PORT);
+	rdma_ah_set_port_num(&attr, FABRIC_PORT);
+	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
+	ah = rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+	if (IS_ERR(ah)) {
+		ret = PTR_ERR(ah);
+		goto unregister;
+	}
+	for (i = 0; i < count; i++) {
+		ret = fabric_post_one(agent, ah, class, method, i, timeout_ms, retries, action,
+				      action_ms);
+		if (ret)
+			break;
+	}
+	/* Only the posted requests complete. */
+	if (ret) {
+		b->count = i;
+		if (atomic_read(&b->completed) < i)
+			wait_for_completion_timeout(&b->all_done, msecs_to_jiffies(wait_ms));
+	} else {
+		wait_for_completion_timeout(&b->all_done, msecs_to_jiffies(wait_ms));
+	}
+	msleep(1000);
+	for (i = 0; i < count; i++) {
+		int n = atomic_read(&b->calls[i]);
+
+		if (n == 0)
+			out->never++;
+		else if (n > 1)
+			out->twice++;
+	}
+unregister:
+	/* Flushes what is still outstanding: no handler runs after this. */
+	ib_unregister_mad_agent(agent);
+	if (!IS_ERR(ah))
+		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+free_calls:
+	kvfree(b->calls);
+free_b:
+	kfree(b);
+	return ret;
+}

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A responder in ib_core's own MAD layer (`src/testing/ib_responder.c`): an agent on QP1 of a
+//! verbs port that answers GET requests of one class with a GET_RESP of status 0, the way any
+//! ib_core client would. Suites and the demonstration use it as the peer that rmad's requests
+//! reach through the real QP1.
+
+use crate::verbs::{
+    IbDevice,
+    VerbsPort, //
+};
+use core::ffi::c_void;
+
+extern "C" {
+    fn rmad_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
+    fn rmad_test_responder_stop(responder: *mut c_void);
+}
+
+/// The ib_core agent; dropping it unregisters it.
+///
+/// # Invariants
+///
+/// The pointer is an agent returned by `rmad_test_responder_start`, not stopped yet.
+pub(crate) struct IbResponder(*mut c_void);
+
+// SAFETY: The responder is an ib_core agent owned through this pointer alone; stopping it
+// (the only use) is allowed from any process context, on any thread.
+unsafe impl Send for IbResponder {}
+
+impl IbResponder {
+    /// Registers the responder for GETs of `class` on `port`; `None` if ib_core refused it or
+    /// the port is closed. The caller drops it before the device goes away.
+    pub(crate) fn start(port: &VerbsPort, class: u8) -> Option<Self> {
+        let num = u32::from(port.port);
+        // SAFETY: `with_device` holds a registration reference on `dev` across the call.
+        let r = port.with_device(|dev| unsafe { rmad_test_responder_start(dev, num, class) })?;
+        // INVARIANT: A non-null result is a registered agent.
+        (!r.is_null()).then_some(Self(r))
+    }
+}
+
+impl Drop for IbResponder {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the agent is registered; it is stopped once, here.
+        unsafe { rmad_test_responder_stop(self.0) };
+    }
+}

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The KUnit suites that run when the test flavour loads (besides `rmad_fifo`, at the end of
+//! the file it tests, and the KTAP suites the drivers print: `rmad_scale`, `rmad_stress_*`).
+//!
+//! | suite | what it proves | where |
+//! | --- | --- | --- |
+//! | `rmad_wire`, `rmad_state` | the shared tables of [`crate::testing::cases`] | [`tables`] |
+//! | `rmad_engine` | registration and routing | [`engine`] |
+//! | `rmad_handles` | the C API's handle table alone | [`handles`] |
+//! | `rmad_unregister` | unregistration with sends in every state | [`unregister`] |
+//! | `rmad_conformance` | the behaviour reference's §6 scenarios, on the loopback fabric | [`conformance`] |
+//! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
+//! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
+//! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
+
+pub(crate) mod capi;
+pub(crate) mod conformance;
+pub(crate) mod engine;
+pub(crate) mod handles;
+pub(crate) mod races;
+pub(crate) mod rxe;
+pub(crate) mod tables;
+pub(crate) mod unregister;

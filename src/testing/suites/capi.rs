@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_capi`: the exported C API as a hostile or careless C client uses it, on
+//! `rxe0` (which the test VM creates before loading rmad).
+//!
+//! Its promises under test: a handle is never given out twice, so a stale agent, buffer or
+//! post handle is an error forever and never acts on a newer object; a buffer re-posted from
+//! its own send handler stays cancellable; unregistering from the agent's own receive handler
+//! is refused; the atomic-safe calls work from a timer and an hrtimer under lockdep; and a
+//! received MAD kept by its handler stays the client's, past unregistration, until freed.
+
+use crate::{
+    capi::{
+        rmad_agent_context,
+        rmad_agent_hi_tid,
+        rmad_cancel_mad,
+        rmad_cancel_post,
+        rmad_create_send_mad,
+        rmad_free_recv_mad,
+        rmad_free_send_mad,
+        rmad_keep_recv_mad,
+        rmad_modify_post,
+        rmad_post_send,
+        rmad_post_send_mad,
+        rmad_recv_buf_ah,
+        rmad_recv_buf_mad,
+        rmad_resolve_ah,
+        rmad_send_buf_mad,
+        rmad_send_buf_set,
+        rmad_unregister_agent,
+        RmadAh, //
+    },
+    testing::{
+        atomic_calls::{
+            call_from,
+            AtomicResult,
+            FROM_HRTIMER,
+            FROM_TIMER, //
+        },
+        capi_client::{
+            c_agent,
+            c_request,
+            churn,
+            is_err,
+            num,
+            ptr_errno,
+            rxe_ah,
+            stale_buf_calls_succeeding,
+            to_handle,
+            Behaviour,
+            Probe, //
+        },
+    },
+};
+use core::ffi::c_void;
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed,
+            Release, //
+        },
+        Arc, //
+    },
+    time::{
+        Delta,
+        Instant,
+        Monotonic, //
+    },
+};
+
+/// `IB_WC_WR_FLUSH_ERR`.
+const WC_FLUSH: i32 = 5;
+/// Methods used: GET is answered by ib_core (status 0x000C), SEND never is.
+const GET: u8 = 0x01;
+const SEND: u8 = 0x03;
+
+#[kernel::prelude::kunit_tests(rmad_capi)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_handle_never_aliases() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let a = c_agent(&probe)?;
+        let mut aliases = 0usize;
+        let mut wrong = 0usize;
+        for i in 0..20u32 {
+            let h1 = c_request(a, &ah, i, SEND, 0)?;
+            let freed = rmad_free_send_mad(h1);
+            let h2 = c_request(a, &ah, i, SEND, 0)?;
+            aliases += usize::from(h1 == h2);
+            wrong += usize::from(freed != 0);
+            wrong += stale_buf_calls_succeeding(h1);
+            // The newer buffer is untouched by the calls on the stale one.
+            wrong += usize::from(rmad_send_buf_mad(h2).is_null());
+            wrong += usize::from(rmad_free_send_mad(h2) != 0);
+        }
+        let unreg = rmad_unregister_agent(a);
+        assert_eq!(aliases, 0);
+        assert_eq!(wrong, 0);
+        assert_eq!(unreg, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn agent_handle_never_aliases() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let mut aliases = 0usize;
+        let mut wrong = 0usize;
+        for _ in 0..20 {
+            let a1 = c_agent(&probe)?;
+            wrong += usize::from(rmad_unregister_agent(a1) != 0);
+            let a2 = c_agent(&probe)?;
+            aliases += usize::from(a1 == a2);
+            wrong += usize::from(rmad_unregister_agent(a1) != EINVAL.to_errno());
+            wrong += usize::from(rmad_agent_hi_tid(a1) != 0);
+            wrong += usize::from(!rmad_agent_context(a1).is_null());
+            let b = rmad_create_send_mad(a1, 1, 0, 0, 24, 232, kernel::bindings::GFP_KERNEL, 1);
+            wrong += usize::from(!is_err(b) || ptr_errno(b) != EINVAL.to_errno());
+            // The newer agent still works.
+            wrong += usize::from(rmad_agent_hi_tid(a2) == 0);
+            wrong += usize::from(rmad_agent_context(a2) != probe.ctx());
+            wrong += usize::from(rmad_unregister_agent(a2) != 0);
+        }
+        assert_eq!(aliases, 0);
+        assert_eq!(wrong, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn old_post_never_acts_on_a_repost() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let a = c_agent(&probe)?;
+        let b = c_request(a, &ah, 1, SEND, 60_000)?;
+        let (mut p1, mut p2) = (0u64, 0u64);
+        // SAFETY: `p1` is valid for a write.
+        let r1 = unsafe { rmad_post_send(b, &mut p1) };
+        let c1 = rmad_cancel_post(b, p1);
+        let flushed = probe.wait_sends(1);
+        // SAFETY: As above.
+        let r2 = unsafe { rmad_post_send(b, &mut p2) };
+        // The first post is over: its id must not reach the second.
+        let stale_cancel = rmad_cancel_post(b, p1);
+        let stale_modify = rmad_modify_post(b, p1, 10);
+        let c2 = rmad_cancel_post(b, p2);
+        let both = probe.wait_sends(2);
+        let sends = probe.sends()?;
+        pr_info!(
+            "capi: post {} cancel {} re-post {} cancel {}; stale {} {}; completions {:?}\n",
+            r1,
+            c1,
+            r2,
+            c2,
+            stale_cancel,
+            stale_modify,
+            &sends[..]
+        );
+        let free = rmad_free_send_mad(b);
+        let unreg = rmad_unregister_agent(a);
+        assert_eq!((r1, c1, r2, c2), (0, 0, 0, 0));
+        assert!(flushed && both);
+        assert!(p1 != p2);
+        assert_eq!(stale_cancel, EINVAL.to_errno());
+        assert_eq!(stale_modify, EINVAL.to_errno());
+        assert_eq!(sends.len(), 2);
+        assert!(sends.iter().all(|s| s.2 == WC_FLUSH));
+        assert!(sends.first().map(|s| s.1) == Some(p1) && sends.get(1).map(|s| s.1) == Some(p2));
+        assert_eq!((free, unreg), (0, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn stale_handle_survives_many_create_free_cycles() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let a = c_agent(&probe)?;
+        let stale = c_request(a, &ah, 0, SEND, 0)?;
+        let freed = rmad_free_send_mad(stale);
+        let c = churn(a, stale, CYCLES);
+        let unreg = rmad_unregister_agent(a);
+        pr_info!(
+            "capi: {} create/free cycles in {} ms, {} aliases, {} wrong results\n",
+            CYCLES,
+            c.ms,
+            c.aliases,
+            c.wrong
+        );
+        let (aliases, wrong) = (c.aliases, c.wrong + c.failed);
+        assert_eq!(freed, 0);
+        assert_eq!(aliases, 0);
+        assert_eq!(wrong, 0);
+        assert_eq!(unreg, 0);
+        Ok(())
+    }
+
+    /// Create/free cycles of [`stale_handle_survives_many_create_free_cycles`]. Each costs
+    /// about 1.5 ms in the test VM (KASAN, kmemleak and lockdep record every allocation), and
+    /// KUnit cases stay well below the hung-task detector's 30 s; `rmad_handles` runs a million
+    /// cycles of the handle table alone, and the stress driver more of these.
+    const CYCLES: usize = 5_000;
+
+    #[test]
+    fn repost_from_handler_stays_cancellable() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let a = c_agent(&probe)?;
+        let b = c_request(a, &ah, 7, SEND, 0)?;
+        let mut not_cancellable = 0usize;
+        let mut lost = 0usize;
+        let mut stale_ok = 0usize;
+        const N: usize = 500;
+        for i in 0..N {
+            probe.inner.lock().repost_armed = true;
+            // SAFETY: Plain call.
+            let _ = unsafe { rmad_send_buf_set(b, &ah, 0, 0, core::ptr::null_mut()) };
+            let mut p0 = 0u64;
+            // SAFETY: `p0` is valid for a write.
+            if unsafe { rmad_post_send(b, &mut p0) } != 0 {
+                lost += 1;
+                break;
+            }
+            // The handler re-posts it (long timeout) when the first post completes.
+            let want = (i + 1) * 2;
+            if !probe.wait(|g| g.reposts.len() > i) {
+                lost += 1;
+                break;
+            }
+            stale_ok += usize::from(rmad_cancel_post(b, p0) == 0);
+            let r = if i % 2 == 0 {
+                rmad_cancel_mad(b)
+            } else {
+                let p1 = probe.inner.lock().reposts.get(i).copied().unwrap_or(0);
+                rmad_cancel_post(b, p1)
+            };
+            not_cancellable += usize::from(r != 0);
+            if !probe.wait_sends(want) {
+                lost += 1;
+                break;
+            }
+        }
+        let results = probe.results()?;
+        let sends = probe.sends()?;
+        let free = rmad_free_send_mad(b);
+        let unreg = rmad_unregister_agent(a);
+        pr_info!(
+            "capi: {} re-posts from the handler, {} not cancellable, {} stale post ids accepted\n",
+            results.len(),
+            not_cancellable,
+            stale_ok
+        );
+        assert_eq!(lost, 0);
+        assert_eq!(not_cancellable, 0);
+        assert_eq!(stale_ok, 0);
+        assert!(results.iter().all(|r| *r == 0));
+        assert_eq!(sends.len(), N * 2);
+        assert_eq!(sends.iter().filter(|s| s.2 == WC_FLUSH).count(), N);
+        assert_eq!((free, unreg), (0, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn unregister_from_own_recv_handler_refused() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(
+            Behaviour {
+                free: true,
+                unregister_in_recv: true,
+                ..Behaviour::default()
+            },
+            ah,
+        )?;
+        let a = c_agent(&probe)?;
+        let b = c_request(a, &ah, 3, GET, 5000)?;
+        // SAFETY: Plain call.
+        let posted = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        // ib_core answers the GET; the response reaches the receive handler.
+        let answered = probe.wait(|g| g.recvs >= 1) && probe.wait_sends(1);
+        let results = probe.results()?;
+        let unreg = rmad_unregister_agent(a);
+        assert_eq!(posted, 0);
+        assert!(answered);
+        assert_eq!(&results[..], &[EDEADLK.to_errno()][..]);
+        assert_eq!(unreg, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn recv_kept_past_unregister_until_freed() -> Result {
+        let own = rxe_ah()?;
+        let probe = Probe::new(
+            Behaviour {
+                free: true,
+                keep_first_recv: true,
+                ..Behaviour::default()
+            },
+            own,
+        )?;
+        let a = c_agent(&probe)?;
+        let mut posted = 0;
+        for lo in 0..2 {
+            let b = c_request(a, &own, lo, GET, 5000)?;
+            // SAFETY: Plain call.
+            posted += usize::from(unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) } == 0);
+        }
+        // ib_core answers both GETs; the first answer is kept, the second is not.
+        let answered = probe.wait(|g| g.recvs >= 2) && probe.wait_sends(2);
+        let (n_calls, first, second) = {
+            let g = probe.inner.lock();
+            let c = &g.recv_calls;
+            (c.len(), c.first().copied(), c.get(1).copied())
+        };
+        let none = (0, 0, 0);
+        let (first, second) = (first.unwrap_or(none), second.unwrap_or(none));
+        let (kept, other) = (to_handle(first.0), to_handle(second.0));
+        let mut len = 0u32;
+        // SAFETY: `len` is valid for a write.
+        let mad = unsafe { rmad_recv_buf_mad(kept, &mut len) }.cast::<u8>();
+        // SAFETY: A non-NULL MAD is valid for `len` bytes until it is freed (below).
+        let method = (!mad.is_null()).then(|| unsafe { *mad.add(3) });
+        let mut ah = RmadAh { has_grh: 0, ..own };
+        // SAFETY: `ah` is valid for writes (or NULL on purpose).
+        let reply = unsafe {
+            (
+                rmad_recv_buf_ah(a, kept, &mut ah),
+                rmad_recv_buf_ah(a, kept, core::ptr::null_mut()),
+                rmad_recv_buf_ah(a, other, &mut RmadAh { ..own }),
+            )
+        };
+        // The unkept MAD ended with its handler; the kept one cannot be kept twice.
+        let ended = (
+            // SAFETY: NULL `len` is allowed.
+            unsafe { rmad_recv_buf_mad(other, core::ptr::null_mut()) }.is_null(),
+            rmad_free_recv_mad(other),
+            rmad_keep_recv_mad(other),
+            rmad_keep_recv_mad(kept),
+        );
+        let unreg = rmad_unregister_agent(a);
+        // Past unregistration the kept MAD is still there, until it is freed.
+        // SAFETY: NULL `len` is allowed.
+        let after = unsafe { rmad_recv_buf_mad(kept, core::ptr::null_mut()) }.cast::<u8>();
+        // SAFETY: `ah` is valid for a write.
+        let stale_agent = unsafe { rmad_recv_buf_ah(a, kept, &mut ah) };
+        let freed = (rmad_free_recv_mad(kept), rmad_free_recv_mad(kept));
+        // SAFETY: NULL `len` is allowed.
+        let gone = unsafe { rmad_recv_buf_mad(kept, core::ptr::null_mut()) }.is_null();
+        assert_eq!(posted, 2);
+        assert!(answered);
+        assert_eq!(n_calls, 2);
+        assert!([first, second].iter().all(|c| c.0 != 0 && c.1 == 1));
+        assert_eq!(first.2, 0);
+        assert_eq!(len, 256);
+        assert!(method.is_some_and(|m| m & 0x80 != 0));
+        // The answer came from rxe0's own GID 1 to itself: the reply goes back there.
+        assert_eq!(reply, (0, EINVAL.to_errno(), EINVAL.to_errno()));
+        assert_eq!(
+            (ah.has_grh, ah.sgid_index, ah.dgid),
+            (1, own.sgid_index, own.dgid)
+        );
+        let einval = EINVAL.to_errno();
+        assert_eq!(ended, (true, einval, einval, einval));
+        assert_eq!(unreg, 0);
+        assert_eq!(after, mad);
+        assert_eq!(stale_agent, einval);
+        assert_eq!(freed, (0, einval));
+        assert!(gone);
+        Ok(())
+    }
+
+    #[test]
+    fn calls_on_one_buffer_never_wait_for_another() -> Result {
+        // While one thread holds buffer B's slot (as a call on B does), another thread's
+        // calls on buffer A, of another agent, complete: no lock is shared between them. With
+        // a module-wide lock they would wait until B is let go, after the bound below, in
+        // every attempt. One attempt can also miss for a reason outside rmad: the holder spins
+        // with interrupts off, so a caller that landed on the holder's CPU, or that waits for
+        // an IPI to it, cannot go on; up to three attempts, each with a new pair of buffers.
+        let ah = rxe_ah()?;
+        let probe = Probe::new(Behaviour::default(), ah)?;
+        let (a, b) = (c_agent(&probe)?, c_agent(&probe)?);
+        let mut outcomes = [Outcome::default(); 3];
+        let mut attempts = 0;
+        let mut failed = 0;
+        for (i, o) in (1u32..).zip(outcomes.iter_mut()) {
+            match calls_while_another_is_held(&probe, a, b, &ah, i) {
+                Ok(seen) => *o = seen,
+                Err(e) => {
+                    failed = e.to_errno();
+                    break;
+                }
+            }
+            attempts += 1;
+            if o.inside {
+                break;
+            }
+        }
+        // Unregistered before any assertion: the probe must outlive the agents.
+        let unreg = (rmad_unregister_agent(a), rmad_unregister_agent(b));
+        let used = &outcomes[..attempts];
+        assert_eq!(failed, 0);
+        // Every call succeeded in every attempt, whether it finished inside or not.
+        assert!(used.iter().all(|o| o.calls == [0, 0, 0, 0]));
+        assert!(used.iter().any(|o| o.inside));
+        assert_eq!(unreg, (0, 0));
+        Ok(())
+    }
+
+    /// What one attempt of [`calls_on_one_buffer_never_wait_for_another`] saw.
+    #[derive(Clone, Copy, Default)]
+    struct Outcome {
+        /// The calls on A finished while B's slot was held.
+        inside: bool,
+        /// What `rmad_send_buf_mad` (0 when non-NULL), set, post, modify and cancel returned,
+        /// the first two folded into one.
+        calls: [i32; 4],
+    }
+
+    /// Posts, modifies and cancels a new buffer of agent `a` from another thread while this
+    /// one holds the slot of a new buffer of agent `b` for up to 5 s; once the cancelled send
+    /// has reached `probe`'s handler (the `lo`th), frees both buffers.
+    fn calls_while_another_is_held(
+        probe: &Arc<Probe>,
+        a: *mut c_void,
+        b: *mut c_void,
+        ah: &RmadAh,
+        lo: u32,
+    ) -> Result<Outcome> {
+        let ba = c_request(a, ah, lo.checked_mul(2).ok_or(EINVAL)?, SEND, 60_000)?;
+        let bb = c_request(
+            b,
+            ah,
+            lo.checked_mul(2)
+                .ok_or(EINVAL)?
+                .checked_add(1)
+                .ok_or(EINVAL)?,
+            SEND,
+            60_000,
+        )?;
+        let shared = Arc::pin_init(
+            pin_init!(Shared {
+                held: Atomic::new(false),
+                done: Atomic::new(false),
+                calls: [
+                    Atomic::new(0),
+                    Atomic::new(0),
+                    Atomic::new(0),
+                    Atomic::new(0)
+                ],
+            }),
+            GFP_KERNEL,
+        )?;
+        let (s2, ah2, ba2) = (shared.clone(), *ah, num(ba));
+        kernel::workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+            while !s2.held.load(Acquire) {
+                core::hint::spin_loop();
+            }
+            let ba = core::ptr::without_provenance_mut(usize::try_from(ba2).unwrap_or(0));
+            let mut post = 0u64;
+            // SAFETY: Plain calls; `post` is valid for a write.
+            let codes = unsafe {
+                let set = if rmad_send_buf_mad(ba).is_null() {
+                    EINVAL.to_errno()
+                } else {
+                    rmad_send_buf_set(ba, &ah2, 60_000, 0, core::ptr::null_mut())
+                };
+                let posted = rmad_post_send(ba, &mut post);
+                [
+                    set,
+                    posted,
+                    rmad_modify_post(ba, post, 50_000),
+                    rmad_cancel_post(ba, post),
+                ]
+            };
+            for (slot, code) in s2.calls.iter().zip(codes) {
+                slot.store(code, Relaxed);
+            }
+            s2.done.store(true, Release);
+        })?;
+        let mut inside = false;
+        let held = crate::capi::hold_buf_slot(bb, || {
+            shared.held.store(true, Release);
+            // Bounded in time: with a shared lock the other thread could not finish while we
+            // hold it. 5 s stays well inside the soft-lockup and RCU-stall detectors' 20 s.
+            let start = Instant::<Monotonic>::now();
+            while start.elapsed() < Delta::from_secs(5) {
+                inside = shared.done.load(Acquire);
+                if inside {
+                    break;
+                }
+                core::hint::spin_loop();
+            }
+        });
+        // The other thread must never wait forever, whatever happened here.
+        shared.held.store(true, Release);
+        held?;
+        // B is let go: the calls finish now if they had not (bounded, in case they hang).
+        for _ in 0..20_000 {
+            if shared.done.load(Acquire) {
+                break;
+            }
+            crate::testing::sleep_ms(1);
+        }
+        if !shared.done.load(Acquire) {
+            return Err(ETIMEDOUT);
+        }
+        let calls = shared.calls.each_ref().map(|c| c.load(Relaxed));
+        if !probe.wait_sends(usize::try_from(lo)?) {
+            return Err(ETIMEDOUT);
+        }
+        let frees = (rmad_free_send_mad(ba), rmad_free_send_mad(bb));
+        if frees != (0, 0) {
+            return Err(EBUSY);
+        }
+        Ok(Outcome { inside, calls })
+    }
+
+    /// What the two threads of [`calls_while_another_is_held`] share.
+    #[pin_data]
+    struct Shared {
+        held: Atomic<bool>,
+        /// Set once the calls on A have all returned.
+        done: Atomic<bool>,
+        /// Their return codes (see [`Outcome::calls`]).
+        calls: [Atomic<i32>; 4],
+    }
+
+    #[test]
+    fn resolve_ah_resolves_and_checks_its_arguments() -> Result {
+        // rxe0's own GID resolves (to its own MAC: loopback), an address without a GRH needs
+        // nothing, bad arguments are refused. (An unreachable destination cannot be made on
+        // rxe0's dummy netdev, which needs no ARP: the two-node suite checks that one.)
+        let own = rxe_ah()?;
+        let no_grh = RmadAh { has_grh: 0, ..own };
+        let probe = Probe::new(Behaviour::default(), own)?;
+        let a = c_agent(&probe)?;
+        // SAFETY: Plain calls; the addresses are valid for reads (or NULL on purpose).
+        let got = unsafe {
+            (
+                rmad_resolve_ah(a, &own),
+                rmad_resolve_ah(a, &no_grh),
+                rmad_resolve_ah(a, core::ptr::null()),
+                rmad_resolve_ah(core::ptr::null_mut(), &own),
+            )
+        };
+        let unreg = rmad_unregister_agent(a);
+        assert_eq!(got.0, 0);
+        assert_eq!(got.1, 0);
+        assert_eq!(got.2, EINVAL.to_errno());
+        assert_eq!(got.3, EINVAL.to_errno());
+        assert_eq!(unreg, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn calls_from_timer_and_hrtimer() -> Result {
+        let ah = rxe_ah()?;
+        let probe = Probe::new(
+            Behaviour {
+                free: true,
+                keep_all_recvs: true,
+                ..Behaviour::default()
+            },
+            ah,
+        )?;
+        let a = c_agent(&probe)?;
+        let mut results = [AtomicResult::default(), AtomicResult::default()];
+        let mut ran = [EINVAL.to_errno(); 2];
+        let mut gone = [false; 2];
+        for (where_, ((res, ran), gone)) in results
+            .iter_mut()
+            .zip(ran.iter_mut())
+            .zip(gone.iter_mut())
+            .enumerate()
+        {
+            // A GET that ib_core answers: its answer is kept, and handed to the callback.
+            let g = c_request(a, &ah, 20 + u32::try_from(where_)?, GET, 5000)?;
+            // SAFETY: Plain call.
+            let _ = unsafe { rmad_post_send_mad(g, core::ptr::null_mut()) };
+            let _ = probe.wait(|p| p.recv_calls.len() > where_);
+            let recv = to_handle(probe.inner.lock().recv_calls.get(where_).map_or(0, |c| c.0));
+            let b = c_request(a, &ah, 9, SEND, 60_000)?;
+            let from = [FROM_TIMER, FROM_HRTIMER].get(where_).copied().ok_or(EINVAL)?;
+            *ran = match call_from(from, a, b, recv) {
+                Ok(r) => {
+                    *res = r;
+                    0
+                }
+                Err(e) => e,
+            };
+            // SAFETY: NULL `len` is allowed.
+            *gone = unsafe { rmad_recv_buf_mad(recv, core::ptr::null_mut()) }.is_null();
+            // The GET's completion (freed by the probe) and the cancelled post's (flushed);
+            // then the second buffer is ours to free.
+            let _ = probe.wait_sends(2 * where_ + 2);
+            let _ = rmad_free_send_mad(b);
+        }
+        let unreg = rmad_unregister_agent(a);
+        let hi_tid = rmad_agent_hi_tid(a);
+        let [t, h] = &results;
+        pr_info!("capi: from timer {:?}\n", t);
+        pr_info!("capi: from hrtimer {:?}\n", h);
+        assert_eq!(ran, [0, 0]);
+        // The timer ran in softirq context, the hrtimer in hard interrupt context.
+        assert!(t.softirq != 0 && t.hardirq == 0);
+        assert!(h.hardirq != 0 && h.irqs_off != 0);
+        for r in &results {
+            assert_eq!((r.post, r.modify, r.modify_mad, r.cancel), (0, 0, 0, 0));
+            assert_eq!(
+                (r.set, r.context_ok, r.retries, r.agent_context_ok),
+                (0, 1, 2, 1)
+            );
+            assert_eq!(r.cancel_again, EINVAL.to_errno());
+            assert_eq!(r.free_busy, EBUSY.to_errno());
+            assert!(r.hi_tid != 0);
+            assert_eq!((r.create, r.mad_ok, r.free), (0, 1, 0));
+            assert_eq!(r.stale_free, EINVAL.to_errno());
+            assert_eq!(r.send_len, 256);
+            assert_eq!((r.recv_mad_ok, r.recv_free), (1, 0));
+        }
+        assert_eq!(gone, [true, true]);
+        assert_eq!(unreg, 0);
+        assert_eq!(hi_tid, 0);
+        Ok(())
+    }
+}

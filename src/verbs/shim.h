@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The interface between rmad's verbs glue (src/verbs/shim.c) and its Rust side
+ * (verbs.rs, which declares the same functions in an extern "C" block).
+ */
+#ifndef RMAD_VERBS_SHIM_H
+#define RMAD_VERBS_SHIM_H
+
+#include <linux/types.h>
+
+struct ib_device;
+struct rmad_vport;
+
+/* How a MAD arrived (mirrored by VerbsRecvInfo in verbs.rs). */
+struct rmad_recv_info {
+	u32 src_qp;
+	u32 slid;
+	u16 pkey_index;
+	u8 dlid_path_bits;
+	u8 has_grh;
+	u8 sgid[16];
+	u8 dgid[16];
+	u32 flow_label;
+	u8 hop_limit;
+	u8 traffic_class;
+};
+
+/* Called by Rust. */
+int rmad_shim_register_client(void);
+void rmad_shim_unregister_client(void);
+const char *rmad_shim_dev_name(struct ib_device *dev);
+u32 rmad_shim_port_count(struct ib_device *dev);
+int rmad_shim_port_has_gsi(struct ib_device *dev, u32 port);
+int rmad_shim_query_port(struct ib_device *dev, u32 port, u32 *lid, u8 *lmc, u8 *has_smi);
+int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid);
+int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac);
+int rmad_shim_dev_try_get(struct ib_device *dev);
+void rmad_shim_dev_put(struct ib_device *dev);
+struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx);
+void rmad_shim_vport_close(struct rmad_vport *vp);
+void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
+			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);
+void rmad_shim_forward_stop(void *fwd);
+int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
+			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
+			 u8 has_grh, const u8 *dgid, u8 sgid_index, u8 hop_limit,
+			 u8 traffic_class, u32 flow_label, u8 sl, const u8 *dmac);
+int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
+			   u8 *dmac);
+
+/* Implemented in Rust (src/verbs.rs). */
+void rmad_rust_device_add(struct ib_device *dev);
+void rmad_rust_device_remove(struct ib_device *dev);
+void rmad_rust_send_done(void *ctx, u64 wr_id, int status, u32 vendor_err);
+void rmad_rust_recv(void *ctx, const u8 *mad, u32 len, const struct rmad_recv_info *info);
+
+#endif /* RMAD_VERBS_SHIM_H */
