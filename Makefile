@@ -30,11 +30,11 @@ all: module
 
 module:
 	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(RUNNING_KDIR)" \
-		scripts/build-module.sh
+		scripts/setup/build-module.sh
 
 modules_install:
 	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(RUNNING_KDIR)" \
-		INSTALL_MOD_PATH="$(INSTALL_MOD_PATH)" scripts/install-module.sh
+		INSTALL_MOD_PATH="$(INSTALL_MOD_PATH)" scripts/setup/install-module.sh
 
 run:
 	@scripts/run.sh
@@ -52,16 +52,16 @@ bench:
 	@scripts/bench.sh
 
 host-test:
-	@scripts/host-tests.sh
+	@scripts/check/host-tests.sh
 
 vm:
-	@MODULES="$(MODULES)" SCRIPT="$(SCRIPT)" scripts/vm-client.sh
+	@MODULES="$(MODULES)" SCRIPT="$(SCRIPT)" scripts/vm/vm-client.sh
 
 lint:
 	@scripts/lint.sh
 
 rust-analyzer:
-	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/rust-analyzer.sh
+	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/setup/rust-analyzer.sh
 
 # The classic `make -C $KDIR M=$PWD` builds in the source tree; its outputs go
 # too (the kernel's own `M=... clean` removes the same list).

@@ -45,7 +45,7 @@ enum rmad_qp_type {
 
 /*
  * What a client reads and writes without <rdma/ib_verbs.h> or <rdma/ib_mad.h>:
- * each has the value of the ib_core constant named beside it (src/capi_exports.c
+ * each has the value of the ib_core constant named beside it (src/capi/exports.c
  * checks that they are equal).
  */
 

@@ -4,7 +4,7 @@
 # `make bench`: boot the VM once, create rxe0 and measure the C MAD layer,
 # rmad's Rust API and rmad's C API (and the floor) side by side, for each
 # number of outstanding sends; then write build/bench/results.json,
-# results.md and cost-vs-n.svg (scripts/bench-report.py). Figures only;
+# results.md and cost-vs-n.svg (scripts/report/bench-report.py). Figures only;
 # nothing is asserted.
 #
 # Knobs (environment):
@@ -28,8 +28,8 @@ export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
 export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample"
 start="$(date +%s)"
-"$RMAD_ROOT/scripts/vm-scenario.sh" bench console.log || true
+"$RMAD_ROOT/scripts/vm/vm-scenario.sh" bench console.log || true
 grep -h '^bench: \|\] bench: ' "$out/console.log" | grep -v 'bench-json:' |
 	sed 's/^\[[^]]*\] //' || true
-python3 "$RMAD_ROOT/scripts/bench-report.py" "$out/console.log" "$out"
+python3 "$RMAD_ROOT/scripts/report/bench-report.py" "$out/console.log" "$out"
 step "bench: $(($(date +%s) - start)) s in all; $out/results.md, results.json, cost-vs-n.svg"

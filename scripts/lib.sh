@@ -28,7 +28,7 @@ LINUX_TREE="$RMAD_SRC_DIR/linux-${LINUX_SRC_VERSION%%-*}"
 RUST_LIB_SRC="$RMAD_SRC_DIR/rust-src-$RUST_VERSION/usr/lib/rustlib/src/rust/library"
 BINDGEN_ROOT="$RMAD_CACHE/bindgen-$BINDGEN_VERSION"
 
-# Which test kernel to build and boot (scripts/build-kernel.sh): "test" (KASAN,
+# Which test kernel to build and boot (scripts/setup/build-kernel.sh): "test" (KASAN,
 # kmemleak, lockdep, hang detectors, failslab) or "kcsan". Module builds for a
 # kernel other than "test" go to build/<kernel>/ so both can coexist.
 RMAD_KERNEL="${RMAD_KERNEL:-test}"
@@ -87,15 +87,15 @@ kernel_make_vars() {
 vm_prepare() {
 	local out="$1" scenario="$2"
 	# The set-up's progress stays visible (a cold one takes a quarter of an hour).
-	if ! KBUILD="$("$RMAD_ROOT/scripts/bootstrap.sh" 2> >(tee "$out/bootstrap.log" >&2))"; then
+	if ! KBUILD="$("$RMAD_ROOT/scripts/setup/bootstrap.sh" 2> >(tee "$out/bootstrap.log" >&2))"; then
 		fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
 		return 1
 	fi
-	if ! "$RMAD_ROOT/scripts/build-module.sh" >"$out/module.log" 2>&1; then
+	if ! "$RMAD_ROOT/scripts/setup/build-module.sh" >"$out/module.log" 2>&1; then
 		fail_step module "$(tail -n 40 "$out/module.log")"
 		return 1
 	fi
-	"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
+	"$RMAD_ROOT/scripts/vm/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
 		"$RMAD_OUT/module/rmad.ko" \
 		"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
 		"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
@@ -107,7 +107,7 @@ vm_prepare() {
 # user's (KDIR, or else RMAD_DEFAULT_KDIR when that is a Rust-enabled build
 # tree) rather than the cached test kernel. If so, sets KDIR, and USER_FLAGS to
 # the make arguments for that tree: KMAKEFLAGS if given, else the settings the
-# tree was built with (scripts/kdir-flags.sh).
+# tree was built with (scripts/setup/kdir-flags.sh).
 user_kdir() {
 	if [ -z "${KDIR:-}" ] && [ -n "${RMAD_DEFAULT_KDIR:-}" ]; then
 		if grep -qx 'CONFIG_RUST=y' "$RMAD_DEFAULT_KDIR/include/config/auto.conf" 2>/dev/null; then
@@ -120,7 +120,7 @@ user_kdir() {
 	if [ -n "${KMAKEFLAGS:-}" ]; then
 		read -r -a USER_FLAGS <<<"$KMAKEFLAGS"
 	else
-		mapfile -t USER_FLAGS < <("$RMAD_ROOT/scripts/kdir-flags.sh" "$KDIR")
+		mapfile -t USER_FLAGS < <("$RMAD_ROOT/scripts/setup/kdir-flags.sh" "$KDIR")
 		[ ${#USER_FLAGS[@]} -gt 0 ] || die "cannot tell how $KDIR was built"
 	fi
 }

@@ -7,14 +7,14 @@
 #   - checkpatch.pl --strict on every C file and header, with two exceptions
 #     said below;
 #   - kernel-doc -Wall on include/rmad.h, and a kernel-doc comment on every
-#     export, structure, enum and callback type (scripts/check-api.py docs);
+#     export, structure, enum and callback type (scripts/check/check-api.py docs);
 #   - rustfmt --check (the kernel's .rustfmt.toml) on every Rust file of ours.
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")"
+kbuild="$("$RMAD_ROOT/scripts/setup/bootstrap.sh")"
 mapfile -t vars < <(kernel_make_vars)
 out="$RMAD_OUT/lint"
 failed=0
@@ -47,25 +47,26 @@ checkpatch() {
 		failed=1
 	}
 }
-for f in "$RMAD_ROOT"/src/*.c "$RMAD_ROOT"/src/*.h "$RMAD_ROOT"/include/rmad.h "$RMAD_ROOT"/samples/c/*.c; do
-	case "$(basename "$f")" in
+mapfile -t c_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard 'src/*.[ch]' 'samples/c/*.c')
+for f in "${c_files[@]/#/$RMAD_ROOT/}" "$RMAD_ROOT"/include/rmad.h; do
+	case "${f#"$RMAD_ROOT"/}" in
 	# The exported functions are written in Rust (src/capi.rs): checkpatch
 	# cannot see them, so no EXPORT_SYMBOL can follow its function.
-	capi_exports.c) checkpatch "$f" EXPORT_SYMBOL ;;
+	src/capi/exports.c) checkpatch "$f" EXPORT_SYMBOL ;;
 	# A trace header follows include/trace/events/ (TP_STRUCT__entry( ... ) on
 	# lines of their own), which checkpatch's C alignment rules do not know.
-	rmad_trace.h) checkpatch "$f" PARENTHESIS_ALIGNMENT,OPEN_ENDED_LINE ;;
+	src/sys/rmad_trace.h) checkpatch "$f" PARENTHESIS_ALIGNMENT,OPEN_ENDED_LINE ;;
 	*) checkpatch "$f" ;;
 	esac
 done
-step "checkpatch --strict: $(ls "$RMAD_ROOT"/src/*.[ch] "$RMAD_ROOT"/samples/c/*.c | wc -l) files + include/rmad.h"
+step "checkpatch --strict: ${#c_files[@]} files + include/rmad.h"
 
 docs="$("$LINUX_TREE/scripts/kernel-doc" -Wall -none "$RMAD_ROOT/include/rmad.h" 2>&1)"
 [ -z "$docs" ] || {
 	echo "$docs"
 	failed=1
 }
-python3 "$RMAD_ROOT/scripts/check-api.py" docs "$RMAD_ROOT" || failed=1
+python3 "$RMAD_ROOT/scripts/check/check-api.py" docs "$RMAD_ROOT" || failed=1
 step "kernel-doc -Wall: include/rmad.h"
 
 rustfmt="$(rust_tool rustfmt)"

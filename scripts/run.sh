@@ -5,4 +5,4 @@
 # rmad is doing (tests/vm/demo.sh: the loopback demonstration, then rxe0).
 # KUnit does not run here; see `make test`.
 set -euo pipefail
-exec "$(dirname "$0")/vm-scenario.sh" demo -
+exec "$(dirname "$0")/vm/vm-scenario.sh" demo -

@@ -183,7 +183,7 @@ pub(crate) struct RmadRegReq {
     method_mask: [u64; 2],
 }
 
-// The layouts `include/rmad.h` promises; `capi_exports.c` checks the same numbers in C.
+// The layouts `include/rmad.h` promises; `src/capi/exports.c` checks the same numbers in C.
 const _: () = {
     use core::mem::{
         offset_of,

@@ -2,7 +2,7 @@
 /*
  * rmad's trace events (system "rmad"), with the fields of ib_core's ib_mad
  * events: device, port, QP, class, method, attribute, TID, status, timeout
- * and retries. Fired from Rust through src/trace.c.
+ * and retries. Fired from Rust through src/sys/trace.c.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM rmad

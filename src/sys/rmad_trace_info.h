@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What every rmad trace event records, filled in by Rust (src/trace.rs
+ * What every rmad trace event records, filled in by Rust (src/sys/trace.rs
  * mirrors this structure and asserts its size and offsets).
  */
 #ifndef _RMAD_TRACE_INFO_H
@@ -8,7 +8,7 @@
 
 #include <linux/types.h>
 
-/* The events, in the order of enum Ev in src/trace.rs. */
+/* The events, in the order of enum Ev in src/sys/trace.rs. */
 enum rmad_trace_ev {
 	RMAD_TRACE_POST,
 	RMAD_TRACE_SEND_TO_DEVICE,
@@ -49,7 +49,7 @@ struct rmad_trace_info {
 	u8 method;
 };
 
-/* src/trace.c: for Rust (src/trace.rs). */
+/* src/sys/trace.c: for Rust (src/sys/trace.rs). */
 bool rmad_trace_enabled(u32 ev);
 void rmad_trace_event(u32 ev, const struct rmad_trace_info *i);
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Defines rmad's trace events (src/rmad_trace.h) and fires them for Rust,
+ * Defines rmad's trace events (src/sys/rmad_trace.h) and fires them for Rust,
  * which cannot expand the tracepoint macros.
  */
 
@@ -10,7 +10,7 @@
 #define CREATE_TRACE_POINTS
 #include "rmad_trace.h"
 
-/* src/trace.rs asserts the same layout. */
+/* src/sys/trace.rs asserts the same layout. */
 static_assert(sizeof(struct rmad_trace_info) == 40);
 static_assert(offsetof(struct rmad_trace_info, tid) == 8);
 static_assert(offsetof(struct rmad_trace_info, retries) == 24);

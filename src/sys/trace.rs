@@ -2,13 +2,13 @@
 
 //! rmad's trace events (system `rmad` in tracefs), fired from the engine.
 //!
-//! The events are defined in C (`src/rmad_trace.h`, `src/trace.c`), where the kernel's trace
+//! The events are defined in C (`src/sys/rmad_trace.h`, `src/sys/trace.c`), where the kernel's trace
 //! machinery expands them; Rust asks whether an event is enabled and only then fills in its
 //! fields, so a disabled event costs one call.
 
 use kernel::ffi::c_char;
 
-/// The events, in the order of `enum rmad_trace_ev` in `src/rmad_trace_info.h`.
+/// The events, in the order of `enum rmad_trace_ev` in `src/sys/rmad_trace_info.h`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum Ev {
@@ -60,7 +60,7 @@ pub(crate) struct Info {
     pub(crate) method: u8,
 }
 
-// `src/trace.c` asserts the same layout.
+// `src/sys/trace.c` asserts the same layout.
 const _: () = {
     assert!(core::mem::size_of::<Info>() == 40);
     assert!(core::mem::offset_of!(Info, tid) == 8);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The two-node checks' requester (test flavour): a burst of requests from rxe0 to QP1 of
-//! another machine, sent by rmad or by ib_core's C MAD layer (`src/fabric_glue.c`), with one
+//! another machine, sent by rmad or by ib_core's C MAD layer (`src/testing/fabric/c_client.c`), with one
 //! tally for both so that the two can be compared line for line (tests/vm/fabric.sh).
 //!
 //! Commands written to `rmad/stress` (`fabric ...`), each leaving one line of figures there:
@@ -72,7 +72,7 @@ use kernel::{
 };
 
 /// What happened to a burst of requests; the same fields for rmad and for the C layer
-/// (`struct rmad_fabric_tally` in `src/fabric_glue.c`).
+/// (`struct rmad_fabric_tally` in `src/testing/fabric/c_client.c`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Figures {
@@ -519,7 +519,7 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
     }
     match who {
         "rmad" => run_rmad(&b, out),
-        // The C layer's burst builds its own address (`src/fabric_glue.c`).
+        // The C layer's burst builds its own address (`src/testing/fabric/c_client.c`).
         "c" if b.grh.traffic_class == 0 && b.grh.flow_label == 0 && b.grh.hop_limit == 64 => {
             run_c(&b, out)
         }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make vm` (scripts/vm-client.sh): rxe0 up on a dummy netdev, the production
+# `make vm` (scripts/vm/vm-client.sh): rxe0 up on a dummy netdev, the production
 # rmad.ko loaded, then the client modules in /modules/client/ in the order
 # given (their file names are listed in /modules/client/order), then the
 # user's script /modules/client/script.sh if any; then the clients are

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The two-node scenario, in each of two guests joined by two emulated Ethernet
-# links (scripts/vm-pair.sh): eth0 carries RoCE, eth1 only the scenario's own
+# links (scripts/vm/vm-pair.sh): eth0 carries RoCE, eth1 only the scenario's own
 # coordination, so that netem on eth0 never delays a barrier. RMAD_NODE (from
 # the kernel command line) says which node this is: node a (10.0.1.1) runs the
 # requests, node b (10.0.1.2) is the peer that answers them and changes the
@@ -14,8 +14,8 @@
 # for the other. Loss, delay and duplication are netem qdiscs on a node's
 # eth0, so they act on what that node sends. Every check on node a is one
 # numbered case with exact counts; the rmad lines ("rmad: completed 8 ...")
-# and the C MAD layer's ("c: ...") come from src/fabric_check.rs and
-# src/fabric_glue.c.
+# and the C MAD layer's ("c: ...") come from src/testing/fabric.rs and
+# src/testing/fabric/c_client.c.
 . /lib.sh
 
 node="${RMAD_NODE:-a}"
@@ -157,7 +157,7 @@ lost_answer() {
 	}
 }
 
-# fabric WHO ARGS...: one burst (see src/fabric_check.rs); prints its line.
+# fabric WHO ARGS...: one burst (see src/testing/fabric.rs); prints its line.
 fabric() {
 	stress "fabric $*" && cat /sys/kernel/debug/rmad/stress
 }

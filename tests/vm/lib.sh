@@ -94,7 +94,7 @@ one_line_since() {
 	}
 }
 
-# Run one stress-driver command (see src/stress.rs), e.g. stress "lb0 5".
+# Run one stress-driver command (see src/testing/stress.rs), e.g. stress "lb0 5".
 stress() {
 	echo "$1" >/sys/kernel/debug/rmad/stress
 }
@@ -219,7 +219,7 @@ trace_sequence_is() {
 	}
 }
 
-# Runs the traced sends (src/trace_check.rs) with the rmad events enabled.
+# Runs the traced sends (src/testing/traced_sends.rs) with the rmad events enabled.
 trace_run() {
 	t=/sys/kernel/debug/tracing
 	echo >$t/trace

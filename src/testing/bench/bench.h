@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The benchmark driver of the test flavour (src/bench_glue.c) and the
- * operations of rmad's Rust API that it calls (src/bench.rs).
+ * The benchmark driver of the test flavour (src/testing/bench/driver.c) and the
+ * operations of rmad's Rust API that it calls (src/testing/bench.rs).
  */
 #ifndef RMAD_BENCH_GLUE_H
 #define RMAD_BENCH_GLUE_H
@@ -13,10 +13,10 @@ struct rmad_bench_round;
 /* Called by every implementation's handlers: @kind of the send, its @status. */
 void rmad_bench_event(struct rmad_bench_round *r, int kind, int status);
 
-/* Runs the benchmark for @n outstanding sends (src/bench.rs passes @rust). */
+/* Runs the benchmark for @n outstanding sends (src/testing/bench.rs passes @rust). */
 int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust);
 
-/* Implemented in src/bench.rs: the operations through rmad's Rust API. */
+/* Implemented in src/testing/bench.rs: the operations through rmad's Rust API. */
 int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
 int rmad_bench_rust_create(void *p, int timeout_ms);
 int rmad_bench_rust_post(void *p, u32 i);

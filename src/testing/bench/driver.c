@@ -6,7 +6,7 @@
  *
  *   c          the C MAD layer (ib_register_mad_agent, ib_post_send_mad,
  *              ib_modify_mad, ib_cancel_mad) on ib_core's QP1;
- *   rmad       rmad's Rust API (src/bench.rs implements its operations);
+ *   rmad       rmad's Rust API (src/testing/bench.rs implements its operations);
  *   rmad-capi  rmad's exported C API (include/rmad.h), called from here;
  *   floor      spin_lock_irqsave + an O(1) list move + unlock + queue_work.
  *

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The C MAD layer's side of the two-node checks (test flavour only): the same
- * burst of requests as src/fabric_check.rs sends through rmad, sent through
+ * burst of requests as src/testing/fabric.rs sends through rmad, sent through
  * ib_core (ib_register_mad_agent, ib_post_send_mad, ib_cancel_mad,
  * ib_modify_mad on QP1 of rxe0), tallied into the same figures, so that
  * tests/vm/fabric.sh can compare the two line for line.

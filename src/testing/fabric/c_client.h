@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The C MAD layer's side of the two-node checks (src/fabric_glue.c). */
+/* The C MAD layer's side of the two-node checks (src/testing/fabric/c_client.c). */
 #ifndef RMAD_FABRIC_GLUE_H
 #define RMAD_FABRIC_GLUE_H
 
@@ -7,7 +7,7 @@
 
 struct ib_device;
 
-/* The figures of a burst: struct Figures in src/fabric_check.rs. */
+/* The figures of a burst: struct Figures in src/testing/fabric.rs. */
 struct rmad_fabric_tally {
 	u32 completed, success, timeout, flushed, other, twice, never, retries;
 	u32 responses, status_ok, status_unsupported, status_other;

@@ -4,7 +4,7 @@
 # Run the host tests (tests/host: the kernel-independent files of src/ under
 # cargo test) with the pinned Rust toolchain. Output goes to stdout.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 cargo="$(dirname "$(find_rustup)")/cargo"
 [ -x "$cargo" ] || cargo="$(command -v cargo)"

@@ -9,7 +9,7 @@
 #
 # Usage: make-initramfs.sh OUTPUT.cpio.gz SCENARIO.sh MODULE.ko[=NAME]...
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 [ $# -ge 2 ] || die "usage: $0 OUTPUT.cpio.gz SCENARIO.sh [MODULE.ko...]"
 out="$(realpath -m "$1")"
@@ -40,7 +40,7 @@ done
 
 # The test kernel's own modules (rdma_rxe and what it needs), where modprobe
 # finds them: /lib/modules/<release>/, with modules.dep made by the host's depmod.
-kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>/dev/null)"
+kbuild="$("$RMAD_ROOT/scripts/setup/bootstrap.sh" 2>/dev/null)"
 release="$(cat "$kbuild/include/config/kernel.release")"
 moddir="$root/lib/modules/$release"
 mkdir -p "$moddir/kernel"

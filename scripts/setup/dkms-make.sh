@@ -15,7 +15,7 @@ set -euo pipefail
 	echo "usage: $0 KDIR" >&2
 	exit 2
 }
-here="$(cd "$(dirname "$0")/.." && pwd)"
-mapfile -t flags < <("$here/scripts/kdir-flags.sh" "$1")
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+mapfile -t flags < <("$here/scripts/setup/kdir-flags.sh" "$1")
 [ ${#flags[@]} -gt 0 ] || exit 1
 make -C "$1" M="$here" "${flags[@]}" modules

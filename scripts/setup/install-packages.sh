@@ -4,7 +4,7 @@
 # Install the Debian packages that building the kernel, the module and the test
 # VM needs. Skips apt entirely when everything is already installed.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 packages=(
 	bc bison build-essential cpio flex kmod libelf-dev libssl-dev python3 rsync

@@ -11,7 +11,7 @@
 #         KASAN, kmemleak, lockdep, the hang detectors, failslab
 #   kcsan tests/vm/kernel.config + tests/vm/kernel-kcsan.config
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 flavour="${1:-test}"
 case "$flavour" in
@@ -20,8 +20,8 @@ kcsan) extra="$RMAD_ROOT/tests/vm/kernel-kcsan.config" ;;
 *) die "unknown kernel flavour '$flavour' (test or kcsan)" ;;
 esac
 fragments=("$RMAD_ROOT/tests/vm/kernel.config" "$extra")
-[ -f "$LINUX_TREE/.rmad-unpacked" ] || die "no kernel source; run scripts/fetch-sources.sh first"
-[ -x "$BINDGEN_ROOT/bin/bindgen" ] || die "no bindgen; run scripts/install-bindgen.sh first"
+[ -f "$LINUX_TREE/.rmad-unpacked" ] || die "no kernel source; run scripts/setup/fetch-sources.sh first"
+[ -x "$BINDGEN_ROOT/bin/bindgen" ] || die "no bindgen; run scripts/setup/install-bindgen.sh first"
 
 key="$(
 	{

@@ -4,7 +4,7 @@
 # Install bindgen-cli (which the kernel's Rust build runs) into the cache with
 # cargo, once.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 if [ -x "$BINDGEN_ROOT/bin/bindgen" ]; then
 	step "bindgen $BINDGEN_VERSION: cached"

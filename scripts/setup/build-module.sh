@@ -12,12 +12,12 @@
 # build/samples/. With KDIR set, only the production module, against that
 # Rust-enabled kernel build tree, the way any out-of-tree module builds, with
 # the LLVM=/RUSTC= settings that tree was built with: KMAKEFLAGS if given,
-# otherwise read from the tree (scripts/kdir-flags.sh).
+# otherwise read from the tree (scripts/setup/kdir-flags.sh).
 #
 # RMAD_DEFAULT_KDIR (set by `make module` to the running kernel's build tree)
 # is used as KDIR when KDIR is not set and that tree is Rust-enabled.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 out="$RMAD_OUT/module"
 out_test="$RMAD_OUT/module-test"

@@ -4,9 +4,9 @@
 # Suite rmad_build: what the README promises about building, installing and
 # the C API's header, checked on a copy of the working tree against the cached
 # test kernel, as a user would run each command. Writes the cases to OUT (the
-# JSON of scripts/vm-verdict.py, which scripts/report.py reads).
+# JSON of scripts/report/vm-verdict.py, which scripts/report/report.py reads).
 #
-#   kdir_flags_read_from_tree   scripts/kdir-flags.sh reads LLVM= and RUSTC=
+#   kdir_flags_read_from_tree   scripts/setup/kdir-flags.sh reads LLVM= and RUSTC=
 #                               from the tree, and says what to pass otherwise
 #   classic_kbuild              make -C $KDIR M=$PWD builds rmad.ko in the tree
 #   make_clean_after_classic    make clean leaves only the tree's own files,
@@ -19,18 +19,18 @@
 #                               and every export, structure, enum and callback
 #                               type has a kernel-doc comment
 #   api_layouts_agree           the three views of the C API's structures
-#                               have the same fields (scripts/check-api.py)
+#                               have the same fields (scripts/check/check-api.py)
 #   rust_analyzer_indexes_src   make rust-analyzer writes a rust-project.json
 #                               with rmad's crate root, which git ignores
 #   rust_sample_has_no_unsafe   the binding is enough for the Rust sample
 #
 # Usage: build-checks.sh OUT
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 [ $# -eq 1 ] || die "usage: $0 OUT"
 out="$1"
-kdir="$("$RMAD_ROOT/scripts/bootstrap.sh" 2>/dev/null)"
+kdir="$("$RMAD_ROOT/scripts/setup/bootstrap.sh" 2>/dev/null)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cases="$tmp/cases.tsv"
@@ -54,12 +54,12 @@ mkdir -p "$copy"
 
 flags_read() {
 	local flags refusal
-	flags="$("$RMAD_ROOT/scripts/kdir-flags.sh" "$kdir")"
+	flags="$("$RMAD_ROOT/scripts/setup/kdir-flags.sh" "$kdir")"
 	echo "$flags"
 	echo "$flags" | grep -qx "LLVM=$LLVM_SUFFIX" &&
 		[ -x "$(echo "$flags" | sed -n 's/^RUSTC=//p')" ] || return 1
 	# A directory that is no kernel build tree: refused, saying what to pass.
-	if refusal="$("$RMAD_ROOT/scripts/kdir-flags.sh" "$tmp" 2>&1)"; then
+	if refusal="$("$RMAD_ROOT/scripts/setup/kdir-flags.sh" "$tmp" 2>&1)"; then
 		return 1
 	fi
 	echo "$refusal"
@@ -67,7 +67,7 @@ flags_read() {
 }
 
 classic() {
-	mapfile -t flags < <("$RMAD_ROOT/scripts/kdir-flags.sh" "$kdir")
+	mapfile -t flags < <("$RMAD_ROOT/scripts/setup/kdir-flags.sh" "$kdir")
 	make -C "$kdir" M="$copy" "${flags[@]}" modules && [ -f "$copy/rmad.ko" ]
 }
 
@@ -110,7 +110,7 @@ header_docs() {
 	local warnings
 	warnings="$("$LINUX_TREE/scripts/kernel-doc" -Wall -none "$RMAD_ROOT/include/rmad.h" 2>&1)"
 	echo "$warnings"
-	[ -z "$warnings" ] && python3 "$RMAD_ROOT/scripts/check-api.py" docs "$RMAD_ROOT"
+	[ -z "$warnings" ] && python3 "$RMAD_ROOT/scripts/check/check-api.py" docs "$RMAD_ROOT"
 }
 
 check kdir_flags_read_from_tree flags_read
@@ -120,7 +120,7 @@ check module_after_classic_clean module_after_clean
 check modules_install_staged install_staged
 check dkms_build dkms_build
 check header_kernel_doc header_docs
-check api_layouts_agree python3 "$RMAD_ROOT/scripts/check-api.py" layouts "$RMAD_ROOT"
+check api_layouts_agree python3 "$RMAD_ROOT/scripts/check/check-api.py" layouts "$RMAD_ROOT"
 
 rust_analyzer() {
 	make -C "$copy" rust-analyzer &&

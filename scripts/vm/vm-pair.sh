@@ -15,7 +15,7 @@
 # Usage: vm-pair.sh NAME SCENARIO MANIFEST_A MANIFEST_B
 # Environment: RMAD_VM_TIMEOUT (seconds the pair may take, default 900).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 [ $# -eq 4 ] || die "usage: $0 NAME SCENARIO MANIFEST_A MANIFEST_B"
 name="$1" scenario="$2"
@@ -52,7 +52,7 @@ boot() { # boot NODE ROLE: ROLE is listen (node a) or connect (node b)
 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:0${node/a/1} \
 -netdev socket,id=n1,$role=127.0.0.1:$port1 \
 -device virtio-net-pci,netdev=n1,mac=52:54:00:00:02:0${node/a/1}" \
-		"$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" \
+		"$RMAD_ROOT/scripts/vm/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" \
 		"$out/initramfs.cpio.gz" "$out/$node/console.log" "$out/$node/results.log" \
 		"${RMAD_VM_TIMEOUT:-900}" "loglevel=${RMAD_LOGLEVEL:-5}" acpi=noirq "RMAD_NODE=$node"
 }
@@ -73,7 +73,7 @@ boot b connect || rc_b=$?
 wait "$pid_a" || rc_a=$?
 step "VM pair: finished in $((SECONDS - start)) s (qemu exit a $rc_a, b $rc_b)"
 for node in a b; do
-	RMAD_RUN_SUITE="rmad_fabric_${node}_run" python3 "$RMAD_ROOT/scripts/vm-verdict.py" \
+	RMAD_RUN_SUITE="rmad_fabric_${node}_run" python3 "$RMAD_ROOT/scripts/report/vm-verdict.py" \
 		"$LINUX_TREE/tools/testing/kunit/kunit.py" "$out/$node/results.log" \
 		"$out/$node/console.log" "$out/$node/vm.json" "${manifest[$node]}"
 done

@@ -3,7 +3,7 @@
 #
 # Build everything for the test kernel RMAD_KERNEL (default "test"), boot it
 # with a scenario of tests/vm/ and turn what the guest reported into a verdict
-# (scripts/vm-verdict.py, against a manifest of expected suites). The verdict
+# (scripts/report/vm-verdict.py, against a manifest of expected suites). The verdict
 # goes to build/NAME/vm.json; a failed set-up or build is recorded there as a
 # failed case, so the caller's report always has something to say.
 #
@@ -12,7 +12,7 @@
 # RMAD_KUNIT_FILTER (a kunit filter_glob), RMAD_KUNIT_TIMEOUT (seconds per KUnit
 # test case, default 300), RMAD_LOGLEVEL (console log level, default 5).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 [ $# -ge 3 ] || die "usage: $0 NAME SCENARIO MANIFEST [KERNEL ARGS...]"
 name="$1" scenario="$2" manifest="$3"
@@ -40,8 +40,8 @@ fi
 step "VM: booting the $RMAD_KERNEL kernel with tests/vm/$(basename "$scenario")"
 start=$SECONDS
 vm_rc=0
-"$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
+"$RMAD_ROOT/scripts/vm/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
 	"$out/console.log" "$out/results.log" "${RMAD_VM_TIMEOUT:-1500}" "${args[@]}" || vm_rc=$?
 step "VM: finished in $((SECONDS - start)) s (qemu exit $vm_rc)"
-python3 "$RMAD_ROOT/scripts/vm-verdict.py" "$LINUX_TREE/tools/testing/kunit/kunit.py" \
+python3 "$RMAD_ROOT/scripts/report/vm-verdict.py" "$LINUX_TREE/tools/testing/kunit/kunit.py" \
 	"$out/results.log" "$out/console.log" "$out/vm.json" "$manifest" "${RMAD_KUNIT_FILTER:-}"

@@ -10,13 +10,13 @@
 #
 # Environment: MODULES, SCRIPT, RMAD_VM_TIMEOUT (default 600 s).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 out="$RMAD_ROOT/build/vm"
 rm -rf "$out"
 mkdir -p "$out"
-kbuild="$("$RMAD_ROOT/scripts/bootstrap.sh")"
-"$RMAD_ROOT/scripts/build-module.sh"
+kbuild="$("$RMAD_ROOT/scripts/setup/bootstrap.sh")"
+"$RMAD_ROOT/scripts/setup/build-module.sh"
 files=("$RMAD_OUT/module/rmad.ko=rmad.ko")
 order=()
 for ko in ${MODULES:-}; do
@@ -32,8 +32,8 @@ if [ -n "${SCRIPT:-}" ]; then
 	chmod +x "$out/script.sh"
 	files+=("$out/script.sh=client/script.sh")
 fi
-"$RMAD_ROOT/scripts/make-initramfs.sh" "$out/initramfs.cpio.gz" "$RMAD_ROOT/tests/vm/client.sh" \
+"$RMAD_ROOT/scripts/vm/make-initramfs.sh" "$out/initramfs.cpio.gz" "$RMAD_ROOT/tests/vm/client.sh" \
 	"${files[@]}"
 step "VM: booting with ${order[*]:-no client module} (software emulation)"
-"$RMAD_ROOT/scripts/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
+"$RMAD_ROOT/scripts/vm/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \
 	- "$out/results.log" "${RMAD_VM_TIMEOUT:-600}" quiet

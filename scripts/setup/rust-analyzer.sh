@@ -9,13 +9,13 @@
 # crates that Kbuild names as `obj-m := <crate>.o`, which leaves out rmad,
 # whose crate root is one object among several (`rmad-y := src/rmad_main.o ...`).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 if user_kdir; then
 	make -C "$KDIR" "${USER_FLAGS[@]}" M="$RMAD_ROOT" rust-analyzer >&2
 else
 	mapfile -t vars < <(kernel_make_vars)
-	make -C "$("$RMAD_ROOT/scripts/bootstrap.sh")" "${vars[@]}" M="$RMAD_ROOT" rust-analyzer >&2
+	make -C "$("$RMAD_ROOT/scripts/setup/bootstrap.sh")" "${vars[@]}" M="$RMAD_ROOT" rust-analyzer >&2
 fi
 
 python3 - "$RMAD_ROOT" <<'PY'

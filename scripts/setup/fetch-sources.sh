@@ -7,7 +7,7 @@
 # Debian mirror the machine already uses. Both packages are version-pinned and
 # SHA-256 verified, then unpacked into the cache.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 
 # Refuse a rustc whose version differs from the rust-src we pin: the kernel's
 # core/alloc must be compiled from exactly the compiler's own library source.

@@ -98,7 +98,7 @@ def layouts(root):
 
 def docs(root):
     header = open(root + "/include/rmad.h").read()
-    exports = re.findall(r"EXPORT_SYMBOL_GPL\((\w+)\)", open(root + "/src/capi_exports.c").read())
+    exports = re.findall(r"EXPORT_SYMBOL_GPL\((\w+)\)", open(root + "/src/capi/exports.c").read())
     bad = 0
     wanted = ["%s - " % f for f in exports]
     wanted += ["struct %s - " % s for s in re.findall(r"^struct (\w+) \{", header, re.M)]
