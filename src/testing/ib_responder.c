@@ -1,78 +1,174 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A responder in ib_core's own MAD layer (test flavour only), not part of
- * rmad's data path: it answers GET requests of one class on QP1 with a
- * GET_RESP of status 0, the way any ib_core client would. Used by the
- * rmad_rxe suite, the demonstration and the two-node checks
- * (src/testing/ib_responder.rs).
+ * rmad's data path: an agent on QP1 that answers GET requests of one class
+ * with a GET_RESP of status 0, the way any ib_core client would. It answers
+ * at once, or, while held, keeps up to hold_max answers until released (the
+ * benchmark's matching round). Used by the rmad_rxe suite, the demonstration
+ * and the two-node checks (src/testing/ib_responder.rs) and by the benchmark
+ * (src/testing/bench/).
  */
 
-#include <linux/delay.h>
+#include <linux/atomic.h>
 #include <linux/err.h>
-#include <linux/etherdevice.h>
+#include <linux/mm.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/string.h>
-#include <linux/timekeeping.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 
 #include "ib_responder.h"
 
-static void rmad_test_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
+struct rmad_test_responder {
+	struct ib_mad_agent *agent;
+	/* Answers requested so far. */
+	atomic_t seen;
+	spinlock_t lock;	/* protects hold, held, nheld */
+	bool hold;
+	struct ib_mad_send_buf **held;
+	u32 nheld;
+	u32 hold_max;
+};
+
+static void responder_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
 {
 	rdma_destroy_ah(wc->send_buf->ah, RDMA_DESTROY_AH_SLEEPABLE);
 	ib_free_send_mad(wc->send_buf);
 }
 
-static void rmad_test_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
-				   struct ib_mad_recv_wc *rwc)
+static void responder_post(struct ib_mad_send_buf *b)
+{
+	if (ib_post_send_mad(b, NULL)) {
+		rdma_destroy_ah(b->ah, RDMA_DESTROY_AH_SLEEPABLE);
+		ib_free_send_mad(b);
+	}
+}
+
+/* The answer to @rwc's request, addressed back to its sender; NULL if none can be made. */
+static struct ib_mad_send_buf *responder_answer(struct ib_mad_agent *agent,
+						struct ib_mad_recv_wc *rwc)
 {
 	const struct ib_mad *req = rwc->recv_buf.mad;
 	struct ib_mad_send_buf *b;
 	struct ib_mad *resp;
 	struct ib_ah *ah;
 
-	if (send_buf || ib_response_mad(&req->mad_hdr))
-		goto out;
 	ah = ib_create_ah_from_wc(agent->qp->pd, rwc->wc, rwc->recv_buf.grh, agent->port_num);
 	if (IS_ERR(ah))
-		goto out;
+		return NULL;
 	b = ib_create_send_mad(agent, rwc->wc->src_qp, rwc->wc->pkey_index, 0, IB_MGMT_MAD_HDR,
 			       IB_MGMT_MAD_DATA, GFP_KERNEL, IB_MGMT_BASE_VERSION);
 	if (IS_ERR(b)) {
 		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
-		goto out;
+		return NULL;
 	}
 	resp = b->mad;
 	memcpy(resp, req, sizeof(*resp));
 	resp->mad_hdr.method = IB_MGMT_METHOD_GET_RESP;
 	resp->mad_hdr.status = 0;
 	b->ah = ah;
-	if (ib_post_send_mad(b, NULL)) {
-		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
-		ib_free_send_mad(b);
+	return b;
+}
+
+static void responder_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+				   struct ib_mad_recv_wc *rwc)
+{
+	struct rmad_test_responder *r = agent->context;
+	struct ib_mad_send_buf *b;
+	bool kept = false;
+
+	if (send_buf || ib_response_mad(&rwc->recv_buf.mad->mad_hdr))
+		goto out;
+	atomic_inc(&r->seen);
+	b = responder_answer(agent, rwc);
+	if (!b)
+		goto out;
+	spin_lock(&r->lock);
+	if (r->hold && r->nheld < r->hold_max) {
+		r->held[r->nheld++] = b;
+		kept = true;
 	}
+	spin_unlock(&r->lock);
+	if (!kept)
+		responder_post(b);
 out:
 	ib_free_recv_mad(rwc);
 }
 
-/* Registers the responder for GETs of @mgmt_class (version 1) on QP1 of @dev/@port. */
-void *rmad_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class)
+struct rmad_test_responder *rmad_test_responder_start(struct ib_device *dev, u32 port,
+						      u8 mgmt_class, u32 hold_max)
 {
 	struct ib_mad_reg_req req = {
 		.mgmt_class = mgmt_class,
 		.mgmt_class_version = 1,
 	};
-	struct ib_mad_agent *agent;
+	struct rmad_test_responder *r;
 
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return NULL;
+	spin_lock_init(&r->lock);
+	atomic_set(&r->seen, 0);
+	r->hold_max = hold_max;
+	if (hold_max) {
+		r->held = kvcalloc(hold_max, sizeof(*r->held), GFP_KERNEL);
+		if (!r->held)
+			goto fail;
+	}
 	set_bit(IB_MGMT_METHOD_GET, req.method_mask);
-	agent = ib_register_mad_agent(dev, port, IB_QPT_GSI, &req, 0, rmad_test_send_handler,
-				      rmad_test_recv_handler, NULL, 0);
-	return IS_ERR(agent) ? NULL : agent;
+	r->agent = ib_register_mad_agent(dev, port, IB_QPT_GSI, &req, 0, responder_send_handler,
+					 responder_recv_handler, r, 0);
+	if (IS_ERR(r->agent))
+		goto fail;
+	return r;
+fail:
+	kvfree(r->held);
+	kfree(r);
+	return NULL;
 }
 
-void rmad_test_responder_stop(void *responder)
+void rmad_test_responder_hold(struct rmad_test_responder *r)
 {
-	if (responder)
-		ib_unregister_mad_agent(responder);
+	spin_lock(&r->lock);
+	r->hold = true;
+	spin_unlock(&r->lock);
+}
+
+void rmad_test_responder_release(struct rmad_test_responder *r)
+{
+	u32 i, n;
+
+	spin_lock(&r->lock);
+	r->hold = false;
+	n = r->nheld;
+	r->nheld = 0;
+	spin_unlock(&r->lock);
+	for (i = 0; i < n; i++)
+		responder_post(r->held[i]);
+}
+
+u32 rmad_test_responder_held(struct rmad_test_responder *r)
+{
+	u32 n;
+
+	spin_lock(&r->lock);
+	n = r->nheld;
+	spin_unlock(&r->lock);
+	return n;
+}
+
+u32 rmad_test_responder_seen(struct rmad_test_responder *r)
+{
+	return atomic_read(&r->seen);
+}
+
+void rmad_test_responder_stop(struct rmad_test_responder *r)
+{
+	if (!r)
+		return;
+	rmad_test_responder_release(r);
+	ib_unregister_mad_agent(r->agent);
+	kvfree(r->held);
+	kfree(r);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * A responder in ib_core's own MAD layer (src/testing/ib_responder.c), for
- * the test flavour's Rust side (src/testing/ib_responder.rs).
+ * the test flavour's Rust side (src/testing/ib_responder.rs) and the
+ * benchmark (src/testing/bench/).
  */
 
 #ifndef RMAD_TEST_IB_RESPONDER_H
@@ -10,10 +11,23 @@
 #include <linux/types.h>
 
 struct ib_device;
+struct rmad_test_responder;
 
-/* Registers a responder for GETs of @mgmt_class on QP1 of @dev/@port; NULL if refused. */
-void *rmad_test_responder_start(struct ib_device *dev, u32 port, u8 mgmt_class);
-/* Unregisters a responder from rmad_test_responder_start(); NULL is ignored. */
-void rmad_test_responder_stop(void *responder);
+/*
+ * Registers a responder for GETs of @mgmt_class (version 1) on QP1 of
+ * @dev/@port, which can hold up to @hold_max answers; NULL if refused.
+ */
+struct rmad_test_responder *rmad_test_responder_start(struct ib_device *dev, u32 port,
+						      u8 mgmt_class, u32 hold_max);
+/* Keeps the answers (up to hold_max) from now on, until released. */
+void rmad_test_responder_hold(struct rmad_test_responder *r);
+/* Posts every held answer and goes back to answering at once. */
+void rmad_test_responder_release(struct rmad_test_responder *r);
+/* How many answers are held now. */
+u32 rmad_test_responder_held(struct rmad_test_responder *r);
+/* How many requests the responder has seen. */
+u32 rmad_test_responder_seen(struct rmad_test_responder *r);
+/* Releases what is held and unregisters; NULL is ignored. */
+void rmad_test_responder_stop(struct rmad_test_responder *r);
 
 #endif /* RMAD_TEST_IB_RESPONDER_H */

@@ -12,11 +12,17 @@ use crate::verbs::{
 use core::ffi::c_void;
 
 extern "C" {
-    fn rmad_test_responder_start(dev: *mut IbDevice, port: u32, class: u8) -> *mut c_void;
+    fn rmad_test_responder_start(
+        dev: *mut IbDevice,
+        port: u32,
+        class: u8,
+        hold_max: u32,
+    ) -> *mut c_void;
     fn rmad_test_responder_stop(responder: *mut c_void);
 }
 
-/// The ib_core agent; dropping it unregisters it.
+/// The ib_core agent, answering at once (the benchmark's holding mode is used from C only);
+/// dropping it unregisters it.
 ///
 /// # Invariants
 ///
@@ -33,7 +39,7 @@ impl IbResponder {
     pub(crate) fn start(port: &VerbsPort, class: u8) -> Option<Self> {
         let num = u32::from(port.port);
         // SAFETY: `with_device` holds a registration reference on `dev` across the call.
-        let r = port.with_device(|dev| unsafe { rmad_test_responder_start(dev, num, class) })?;
+        let r = port.with_device(|dev| unsafe { rmad_test_responder_start(dev, num, class, 0) })?;
         // INVARIANT: A non-null result is a registered agent.
         (!r.is_null()).then_some(Self(r))
     }

@@ -11,13 +11,14 @@
  *   floor      spin_lock_irqsave + an O(1) list move + unlock + queue_work.
  *
  * Every implementation is driven by the same code below through a table of
- * operations, so that each timed loop makes the same indirect call per
+ * operations (struct bench_ops in impl.h; the C MAD layer's in c_layer.c,
+ * rmad's C API's in capi.c, rmad's Rust API's in src/testing/bench.rs), so that each timed loop makes the same indirect call per
  * operation. Sends use vendor class 0x0b (range 1, no OUI), which neither
  * ib_core nor rxe answers. The sends that must stay unanswered go to a GID
  * that no port has (::ffff:10.0.0.2, through the port's IPv4 GID), which rxe
  * drops on receipt; the GETs that must be answered go to QP1 of the port
  * itself through its GID 0 (IPv6), where the responder registered here (an
- * ib_core agent) answers them. (Not through the IPv4 GID: the C MAD layer
+ * ib_core agent, src/testing/ib_responder.c) answers them. (Not through the IPv4 GID: the C MAD layer
  * compares a response's GRH with the request's GIDs, and for RoCEv2 over
  * IPv4 that area holds an IPv4 header, so it never matches a response there.)
  *
@@ -45,44 +46,11 @@
 #include <rdma/ib_verbs.h>
 
 #include "../../../include/rmad.h"
+#include "../ib_responder.h"
 #include "bench.h"
+#include "impl.h"
 
-#define BENCH_CLASS 0x0b
-#define BENCH_PORT 1
-/* The port's IPv6 link-local GID (requests the responder answers). */
-#define BENCH_GID_INDEX 0
-/* The port's IPv4-mapped GID (unanswered sends, to a GID nobody has). */
-#define BENCH_SILENT_GID_INDEX 1
-/* Timeout of sends that wait for a response nobody gives (10 minutes). */
-#define BENCH_LONG_MS 600000
-/* Longest wait for any event of the benchmark. */
-#define BENCH_WAIT_MS 300000
-
-/* What a send is, carried in its context: its handler counts it there. */
-enum bench_kind {
-	KIND_SILENT = 1,	/* one of the n outstanding sends nobody answers */
-	KIND_MARKER,		/* timeout 0: completes when the device took it */
-	KIND_REQ,		/* a GET the responder answers */
-	KIND_GATE,		/* its handler holds the delivery queue */
-	KIND_RESP,		/* (receive handler) a matched response */
-};
-
-/* Counts events and notes when a target count was reached. */
-struct bench_ctr {
-	atomic_t hits;
-	int target;
-	u64 at_ns;
-	struct completion done;
-};
-
-/* The counters of one round, shared by the handlers of every implementation. */
-struct rmad_bench_round {
-	struct bench_ctr silent, marker, req, resp, gate_in;
-	struct completion gate_go;
-	atomic_t timed_out, flushed, other;
-};
-
-static void ctr_init(struct bench_ctr *c)
+void bench_ctr_init(struct bench_ctr *c)
 {
 	atomic_set(&c->hits, 0);
 	c->target = INT_MAX;
@@ -91,11 +59,11 @@ static void ctr_init(struct bench_ctr *c)
 }
 
 /* Expects the count to reach @target (cumulative); set before the events start. */
-static void ctr_expect(struct bench_ctr *c, int target)
+void bench_ctr_expect(struct bench_ctr *c, int target)
 {
 	reinit_completion(&c->done);
 	WRITE_ONCE(c->target, target);
-	/* Orders the target before reading the count; ctr_hit() pairs with it. */
+	/* Orders the target before reading the count; bench_ctr_hit() pairs with it. */
 	smp_mb();
 	if (atomic_read(&c->hits) >= target) {
 		c->at_ns = ktime_get_ns();
@@ -103,7 +71,7 @@ static void ctr_expect(struct bench_ctr *c, int target)
 	}
 }
 
-static void ctr_hit(struct bench_ctr *c)
+void bench_ctr_hit(struct bench_ctr *c)
 {
 	if (atomic_inc_return(&c->hits) == READ_ONCE(c->target)) {
 		c->at_ns = ktime_get_ns();
@@ -112,7 +80,7 @@ static void ctr_hit(struct bench_ctr *c)
 }
 
 /* Waits in one-second slices (so that no hang detector mistakes it for a hang). */
-static int wait_slices(struct completion *done, unsigned int ms)
+int bench_wait_slices(struct completion *done, unsigned int ms)
 {
 	unsigned int waited;
 
@@ -122,13 +90,10 @@ static int wait_slices(struct completion *done, unsigned int ms)
 	return -ETIMEDOUT;
 }
 
-static int ctr_wait(struct bench_ctr *c)
+int bench_ctr_wait(struct bench_ctr *c)
 {
-	return wait_slices(&c->done, BENCH_WAIT_MS);
+	return bench_wait_slices(&c->done, BENCH_WAIT_MS);
 }
-
-/* For events that need a packet through the device, which UD may drop. */
-#define BENCH_PACKET_WAIT_MS 20000
 
 /* Called by every implementation's handlers: @kind of the send, its @status. */
 void rmad_bench_event(struct rmad_bench_round *r, int kind, int status)
@@ -143,20 +108,20 @@ void rmad_bench_event(struct rmad_bench_round *r, int kind, int status)
 	}
 	switch (kind) {
 	case KIND_SILENT:
-		ctr_hit(&r->silent);
+		bench_ctr_hit(&r->silent);
 		break;
 	case KIND_MARKER:
-		ctr_hit(&r->marker);
+		bench_ctr_hit(&r->marker);
 		break;
 	case KIND_REQ:
-		ctr_hit(&r->req);
+		bench_ctr_hit(&r->req);
 		break;
 	case KIND_RESP:
-		ctr_hit(&r->resp);
+		bench_ctr_hit(&r->resp);
 		break;
 	case KIND_GATE:
-		ctr_hit(&r->gate_in);
-		wait_slices(&r->gate_go, BENCH_WAIT_MS);
+		bench_ctr_hit(&r->gate_in);
+		bench_wait_slices(&r->gate_go, BENCH_WAIT_MS);
 		break;
 	}
 }
@@ -178,6 +143,11 @@ static void bench_client_remove(struct ib_device *dev, void *data)
 		WRITE_ONCE(bench_dev, NULL);
 }
 
+struct ib_device *bench_device(void)
+{
+	return READ_ONCE(bench_dev);
+}
+
 static struct ib_client bench_client = {
 	.name = "rmad_bench",
 	.add = bench_client_add,
@@ -185,10 +155,10 @@ static struct ib_client bench_client = {
 };
 
 /* Destination of every send: QP1 of the port itself, through its GID 1. */
-static union ib_gid bench_gid;
-static u8 bench_mac[ETH_ALEN];
+union ib_gid bench_gid;
+u8 bench_mac[ETH_ALEN];
 /* Destination of the unanswered sends: ::ffff:10.0.0.2, which no port has. */
-static const union ib_gid bench_silent_gid = {
+const union ib_gid bench_silent_gid = {
 	.raw = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2 },
 };
 
@@ -208,7 +178,7 @@ static int bench_addr(struct ib_device *dev)
 	return ret;
 }
 
-static void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method)
+void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method)
 {
 	struct ib_mad_hdr *h = mad;
 
@@ -218,675 +188,6 @@ static void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method)
 	h->class_version = 1;
 	h->method = method;
 	h->tid = cpu_to_be64(((u64)hi_tid << 32) | lo);
-}
-
-/*
- * The responder: an ib_core agent on QP1 for GETs of the class. It answers at
- * once (ECHO) or keeps its answers until released (HOLD).
- */
-enum { RESP_ECHO, RESP_HOLD };
-
-static struct {
-	struct ib_mad_agent *agent;
-	int mode;
-	spinlock_t lock;	/* protects held, nheld */
-	struct ib_mad_send_buf **held;
-	u32 nheld, hold_max;
-	atomic_t seen;
-} resp;
-
-static void resp_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
-{
-	rdma_destroy_ah(wc->send_buf->ah, RDMA_DESTROY_AH_SLEEPABLE);
-	ib_free_send_mad(wc->send_buf);
-}
-
-static void resp_post(struct ib_mad_send_buf *b)
-{
-	if (ib_post_send_mad(b, NULL)) {
-		rdma_destroy_ah(b->ah, RDMA_DESTROY_AH_SLEEPABLE);
-		ib_free_send_mad(b);
-	}
-}
-
-static void resp_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
-			      struct ib_mad_recv_wc *rwc)
-{
-	const struct ib_mad *req = rwc->recv_buf.mad;
-	struct ib_mad_send_buf *b;
-	struct ib_mad *out;
-	struct ib_ah *ah;
-	bool kept = false;
-
-	if (send_buf || ib_response_mad(&req->mad_hdr))
-		goto out;
-	atomic_inc(&resp.seen);
-	ah = ib_create_ah_from_wc(agent->qp->pd, rwc->wc, rwc->recv_buf.grh, agent->port_num);
-	if (IS_ERR(ah))
-		goto out;
-	b = ib_create_send_mad(agent, rwc->wc->src_qp, rwc->wc->pkey_index, 0, IB_MGMT_MAD_HDR,
-			       IB_MGMT_MAD_DATA, GFP_KERNEL, IB_MGMT_BASE_VERSION);
-	if (IS_ERR(b)) {
-		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
-		goto out;
-	}
-	out = b->mad;
-	memcpy(out, req, sizeof(*out));
-	out->mad_hdr.method = IB_MGMT_METHOD_GET_RESP;
-	out->mad_hdr.status = 0;
-	b->ah = ah;
-	if (READ_ONCE(resp.mode) == RESP_HOLD) {
-		spin_lock(&resp.lock);
-		if (resp.nheld < resp.hold_max) {
-			resp.held[resp.nheld++] = b;
-			kept = true;
-		}
-		spin_unlock(&resp.lock);
-	}
-	if (!kept)
-		resp_post(b);
-out:
-	ib_free_recv_mad(rwc);
-}
-
-static int resp_start(struct ib_device *dev, u32 hold_max)
-{
-	struct ib_mad_reg_req req = {
-		.mgmt_class = BENCH_CLASS,
-		.mgmt_class_version = 1,
-	};
-
-	spin_lock_init(&resp.lock);
-	resp.mode = RESP_ECHO;
-	resp.nheld = 0;
-	resp.hold_max = hold_max;
-	resp.held = kvcalloc(hold_max, sizeof(*resp.held), GFP_KERNEL);
-	if (!resp.held)
-		return -ENOMEM;
-	set_bit(IB_MGMT_METHOD_GET, req.method_mask);
-	resp.agent = ib_register_mad_agent(dev, BENCH_PORT, IB_QPT_GSI, &req, 0,
-					   resp_send_handler, resp_recv_handler, NULL, 0);
-	if (IS_ERR(resp.agent)) {
-		kvfree(resp.held);
-		return PTR_ERR(resp.agent);
-	}
-	return 0;
-}
-
-/* Holds the answers from now on, until released. */
-static void resp_hold(void)
-{
-	spin_lock(&resp.lock);
-	WRITE_ONCE(resp.mode, RESP_HOLD);
-	spin_unlock(&resp.lock);
-}
-
-/* Posts every held answer and goes back to answering at once. */
-static void resp_release(void)
-{
-	u32 i, n;
-
-	spin_lock(&resp.lock);
-	WRITE_ONCE(resp.mode, RESP_ECHO);
-	n = resp.nheld;
-	resp.nheld = 0;
-	spin_unlock(&resp.lock);
-	for (i = 0; i < n; i++)
-		resp_post(resp.held[i]);
-}
-
-static void resp_stop(void)
-{
-	resp_release();
-	ib_unregister_mad_agent(resp.agent);
-	kvfree(resp.held);
-}
-
-/* The operations every implementation provides; @p is its private state. */
-struct bench_ops {
-	const char *name;
-	/* Registers the agents; creates @nreq requests and the markers. */
-	int (*open)(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
-	/* Creates the n silent sends (timeout @timeout_ms, no retries). */
-	int (*create)(void *p, int timeout_ms);
-	int (*post)(void *p, u32 i);
-	/* Waits until the device has taken the n silent sends. */
-	int (*wait_sent)(void *p);
-	int (*modify)(void *p, u32 i, int ms);
-	int (*cancel)(void *p, u32 i);
-	int (*post_req)(void *p, u32 j);
-	/* Posts the next marker, from the gate agent if @gate. */
-	int (*post_marker)(void *p, int gate);
-	int (*post_gate)(void *p);
-	int (*cancel_gate)(void *p);
-	/* Unregisters (flushing what is outstanding) and frees everything. */
-	void (*close)(void *p);
-	/* The longest interrupts-off hold since the last call, or -1. */
-	s64 (*irqoff_take)(void);
-};
-
-/* Markers per round: two on the agent, one on the gate agent (even and odd indexes). */
-#define BENCH_MARKERS 4
-
-/* The C MAD layer. */
-
-struct c_impl {
-	struct ib_device *dev;
-	struct rmad_bench_round *r;
-	struct ib_mad_agent *agent, *gate_agent;
-	struct ib_ah *ah, *ah_silent, *gate_ah;
-	u32 n, nreq, markers_posted[2];
-	struct ib_mad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
-	u8 *posted;		/* per silent send */
-	bool gate_posted;
-};
-
-static void c_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
-{
-	int kind = (long)wc->send_buf->context[0];
-
-	ib_free_send_mad(wc->send_buf);
-	rmad_bench_event(agent->context, kind, wc->status);
-}
-
-static void c_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
-			   struct ib_mad_recv_wc *rwc)
-{
-	ib_free_recv_mad(rwc);
-	if (send_buf)
-		rmad_bench_event(agent->context, KIND_RESP, 0);
-}
-
-static struct ib_ah *c_ah(struct ib_mad_agent *agent, const union ib_gid *dgid, u8 sgid_index)
-{
-	struct rdma_ah_attr attr = {};
-	union ib_gid g = *dgid;
-
-	attr.type = rdma_ah_find_type(agent->device, BENCH_PORT);
-	rdma_ah_set_port_num(&attr, BENCH_PORT);
-	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
-	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
-		memcpy(attr.roce.dmac, bench_mac, ETH_ALEN);
-	return rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
-}
-
-static struct ib_mad_send_buf *c_buf(struct ib_mad_agent *agent, struct ib_ah *ah, u32 lo,
-				     u8 method, int timeout_ms, long kind)
-{
-	struct ib_mad_send_buf *b;
-
-	b = ib_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
-			       IB_MGMT_BASE_VERSION);
-	if (IS_ERR(b))
-		return NULL;
-	bench_fill(b->mad, agent->hi_tid, lo, method);
-	b->ah = ah;
-	b->timeout_ms = timeout_ms;
-	b->retries = 0;
-	b->context[0] = (void *)kind;
-	return b;
-}
-
-static void c_close(void *p);
-
-static int c_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
-{
-	struct c_impl *c = p;
-	u32 j;
-
-	memset(c, 0, sizeof(*c));
-	c->dev = READ_ONCE(bench_dev);
-	c->r = r;
-	c->n = n;
-	c->nreq = nreq;
-	if (!c->dev)
-		return -ENODEV;
-	c->bufs = kvcalloc(n, sizeof(*c->bufs), GFP_KERNEL);
-	c->posted = kvcalloc(n, 1, GFP_KERNEL);
-	c->reqs = kvcalloc(nreq ? nreq : 1, sizeof(*c->reqs), GFP_KERNEL);
-	if (!c->bufs || !c->posted || !c->reqs)
-		goto fail;
-	c->agent = ib_register_mad_agent(c->dev, BENCH_PORT, IB_QPT_GSI, NULL, 0, c_send_handler,
-					 c_recv_handler, r, 0);
-	if (IS_ERR(c->agent)) {
-		c->agent = NULL;
-		goto fail;
-	}
-	c->gate_agent = ib_register_mad_agent(c->dev, BENCH_PORT, IB_QPT_GSI, NULL, 0,
-					      c_send_handler, c_recv_handler, r, 0);
-	if (IS_ERR(c->gate_agent)) {
-		c->gate_agent = NULL;
-		goto fail;
-	}
-	c->ah = c_ah(c->agent, &bench_gid, BENCH_GID_INDEX);
-	if (IS_ERR(c->ah)) {
-		c->ah = NULL;
-		goto fail;
-	}
-	c->ah_silent = c_ah(c->agent, &bench_silent_gid, BENCH_SILENT_GID_INDEX);
-	if (IS_ERR(c->ah_silent)) {
-		c->ah_silent = NULL;
-		goto fail;
-	}
-	c->gate_ah = c_ah(c->gate_agent, &bench_silent_gid, BENCH_SILENT_GID_INDEX);
-	if (IS_ERR(c->gate_ah)) {
-		c->gate_ah = NULL;
-		goto fail;
-	}
-	for (j = 0; j < nreq; j++) {
-		c->reqs[j] = c_buf(c->agent, c->ah, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
-				   KIND_REQ);
-		if (!c->reqs[j])
-			goto fail;
-	}
-	for (j = 0; j < BENCH_MARKERS; j++) {
-		c->markers[j] = c_buf(j % 2 ? c->gate_agent : c->agent,
-				      j % 2 ? c->gate_ah : c->ah_silent, n + nreq + j,
-				      IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
-		if (!c->markers[j])
-			goto fail;
-	}
-	c->gate_buf = c_buf(c->gate_agent, c->gate_ah, 0, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
-			    KIND_GATE);
-	if (!c->gate_buf)
-		goto fail;
-	return 0;
-fail:
-	c_close(c);
-	return -ENOMEM;
-}
-
-static int c_create(void *p, int timeout_ms)
-{
-	struct c_impl *c = p;
-	u32 i;
-
-	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, timeout_ms,
-				   KIND_SILENT);
-		if (!c->bufs[i])
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int c_post(void *p, u32 i)
-{
-	struct c_impl *c = p;
-	int ret = ib_post_send_mad(c->bufs[i], NULL);
-
-	if (!ret)
-		c->posted[i] = 1;
-	return ret;
-}
-
-static int c_modify(void *p, u32 i, int ms)
-{
-	struct c_impl *c = p;
-
-	return ib_modify_mad(c->bufs[i], ms);
-}
-
-static int c_cancel(void *p, u32 i)
-{
-	struct c_impl *c = p;
-
-	ib_cancel_mad(c->bufs[i]);
-	return 0;
-}
-
-static int c_post_req(void *p, u32 j)
-{
-	struct c_impl *c = p;
-	int ret = ib_post_send_mad(c->reqs[j], NULL);
-
-	if (!ret)
-		c->reqs[j] = NULL;
-	return ret;
-}
-
-/* Markers 0, 2, ... are the agent's; 1, 3, ... the gate agent's. */
-static u32 marker_index(u32 *posted, int gate)
-{
-	return 2 * posted[!!gate]++ + !!gate;
-}
-
-static int c_post_marker(void *p, int gate)
-{
-	struct c_impl *c = p;
-	u32 k = marker_index(c->markers_posted, gate);
-	int ret;
-
-	if (k >= BENCH_MARKERS || !c->markers[k])
-		return -ENOSPC;
-	ret = ib_post_send_mad(c->markers[k], NULL);
-	if (!ret)
-		c->markers[k] = NULL;
-	return ret;
-}
-
-/* The C layer's send completions are in order: a marker posted last completes last. */
-static int c_wait_sent(void *p)
-{
-	struct c_impl *c = p;
-	struct bench_ctr *m = &c->r->marker;
-	int ret;
-
-	ctr_expect(m, atomic_read(&m->hits) + 1);
-	ret = c_post_marker(p, 0);
-	return ret ?: ctr_wait(m);
-}
-
-static int c_post_gate(void *p)
-{
-	struct c_impl *c = p;
-	int ret = ib_post_send_mad(c->gate_buf, NULL);
-
-	if (!ret)
-		c->gate_posted = true;
-	return ret;
-}
-
-static int c_cancel_gate(void *p)
-{
-	struct c_impl *c = p;
-
-	ib_cancel_mad(c->gate_buf);
-	c->gate_buf = NULL;
-	return 0;
-}
-
-static void c_close(void *p)
-{
-	struct c_impl *c = p;
-	u32 i;
-
-	/* Unposted buffers hold a reference on their agent: free them first. */
-	if (c->bufs)
-		for (i = 0; i < c->n; i++)
-			if (c->bufs[i] && !c->posted[i])
-				ib_free_send_mad(c->bufs[i]);
-	if (c->reqs)
-		for (i = 0; i < c->nreq; i++)
-			if (c->reqs[i])
-				ib_free_send_mad(c->reqs[i]);
-	for (i = 0; i < BENCH_MARKERS; i++)
-		if (c->markers[i])
-			ib_free_send_mad(c->markers[i]);
-	/* A posted gate buffer goes with the unregistration's flush. */
-	if (c->gate_buf && !c->gate_posted)
-		ib_free_send_mad(c->gate_buf);
-	if (c->agent)
-		ib_unregister_mad_agent(c->agent);
-	if (c->gate_agent)
-		ib_unregister_mad_agent(c->gate_agent);
-	if (c->ah)
-		rdma_destroy_ah(c->ah, RDMA_DESTROY_AH_SLEEPABLE);
-	if (c->ah_silent)
-		rdma_destroy_ah(c->ah_silent, RDMA_DESTROY_AH_SLEEPABLE);
-	if (c->gate_ah)
-		rdma_destroy_ah(c->gate_ah, RDMA_DESTROY_AH_SLEEPABLE);
-	kvfree(c->bufs);
-	kvfree(c->posted);
-	kvfree(c->reqs);
-	memset(c, 0, sizeof(*c));
-}
-
-static s64 no_irqoff(void)
-{
-	return -1;
-}
-
-static const struct bench_ops c_ops = {
-	.name = "c",
-	.open = c_open,
-	.create = c_create,
-	.post = c_post,
-	.wait_sent = c_wait_sent,
-	.modify = c_modify,
-	.cancel = c_cancel,
-	.post_req = c_post_req,
-	.post_marker = c_post_marker,
-	.post_gate = c_post_gate,
-	.cancel_gate = c_cancel_gate,
-	.close = c_close,
-	.irqoff_take = no_irqoff,
-};
-
-/* rmad's C API (include/rmad.h), as a client module would call it. */
-
-struct capi_impl {
-	struct rmad_bench_round *r;
-	struct rmad_agent *agent, *gate_agent;
-	struct rmad_ah ah, ah_silent;
-	u32 n, nreq, markers_posted[2];
-	struct rmad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
-	u8 *posted, *req_posted;
-};
-
-static void capi_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
-{
-	int kind = (long)rmad_send_buf_context(wc->send_buf);
-
-	rmad_free_send_mad(wc->send_buf);
-	rmad_bench_event(wc->context, kind, wc->status);
-}
-
-static void capi_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
-			      const struct rmad_recv_wc *wc)
-{
-	if (send_buf)
-		rmad_bench_event(wc->context, KIND_RESP, 0);
-}
-
-static struct rmad_send_buf *capi_buf(struct rmad_agent *agent, const struct rmad_ah *ah, u32 lo,
-				      u8 method, int timeout_ms, long kind)
-{
-	struct rmad_send_buf *b;
-	void *mad;
-
-	b = rmad_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
-				 IB_MGMT_BASE_VERSION);
-	if (IS_ERR(b))
-		return NULL;
-	mad = rmad_send_buf_mad(b);
-	if (!mad || rmad_send_buf_set(b, ah, timeout_ms, 0, (void *)kind)) {
-		rmad_free_send_mad(b);
-		return NULL;
-	}
-	bench_fill(mad, rmad_agent_hi_tid(agent), lo, method);
-	return b;
-}
-
-static void capi_close(void *p);
-
-static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
-{
-	struct capi_impl *c = p;
-	u32 j;
-
-	memset(c, 0, sizeof(*c));
-	c->r = r;
-	c->n = n;
-	c->nreq = nreq;
-	c->ah.has_grh = 1;
-	c->ah.sgid_index = BENCH_GID_INDEX;
-	memcpy(c->ah.dgid, bench_gid.raw, sizeof(c->ah.dgid));
-	c->ah_silent.has_grh = 1;
-	c->ah_silent.sgid_index = BENCH_SILENT_GID_INDEX;
-	memcpy(c->ah_silent.dgid, bench_silent_gid.raw, sizeof(c->ah_silent.dgid));
-	c->bufs = kvcalloc(n, sizeof(*c->bufs), GFP_KERNEL);
-	c->posted = kvcalloc(n, 1, GFP_KERNEL);
-	c->reqs = kvcalloc(nreq ? nreq : 1, sizeof(*c->reqs), GFP_KERNEL);
-	c->req_posted = kvcalloc(nreq ? nreq : 1, 1, GFP_KERNEL);
-	if (!c->bufs || !c->posted || !c->reqs || !c->req_posted)
-		goto fail;
-	c->agent = rmad_register_agent("rxe0", BENCH_PORT, RMAD_QPT_GSI, NULL, 0,
-				       capi_send_handler, capi_recv_handler, r, 0);
-	if (IS_ERR(c->agent)) {
-		c->agent = NULL;
-		goto fail;
-	}
-	c->gate_agent = rmad_register_agent("rxe0", BENCH_PORT, RMAD_QPT_GSI, NULL, 0,
-					    capi_send_handler, capi_recv_handler, r, 0);
-	if (IS_ERR(c->gate_agent)) {
-		c->gate_agent = NULL;
-		goto fail;
-	}
-	for (j = 0; j < nreq; j++) {
-		c->reqs[j] = capi_buf(c->agent, &c->ah, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
-				      KIND_REQ);
-		if (!c->reqs[j])
-			goto fail;
-	}
-	for (j = 0; j < BENCH_MARKERS; j++) {
-		c->markers[j] = capi_buf(j % 2 ? c->gate_agent : c->agent, &c->ah_silent,
-					 n + nreq + j, IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
-		if (!c->markers[j])
-			goto fail;
-	}
-	c->gate_buf = capi_buf(c->gate_agent, &c->ah_silent, 0, IB_MGMT_METHOD_SEND,
-			       BENCH_LONG_MS, KIND_GATE);
-	if (!c->gate_buf)
-		goto fail;
-	return 0;
-fail:
-	capi_close(c);
-	return -ENOMEM;
-}
-
-static int capi_create(void *p, int timeout_ms)
-{
-	struct capi_impl *c = p;
-	u32 i;
-
-	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND,
-				      timeout_ms, KIND_SILENT);
-		if (!c->bufs[i])
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int capi_post(void *p, u32 i)
-{
-	struct capi_impl *c = p;
-	int ret = rmad_post_send_mad(c->bufs[i], NULL);
-
-	if (!ret)
-		c->posted[i] = 1;
-	return ret;
-}
-
-/* rmad counts what the device took (its markers may wait behind the held queue). */
-static int capi_wait_sent(void *p)
-{
-	struct capi_impl *c = p;
-
-	return rmad_bench_rust_wait_sent(rmad_agent_hi_tid(c->agent), c->n);
-}
-
-static int capi_modify(void *p, u32 i, int ms)
-{
-	struct capi_impl *c = p;
-
-	return rmad_modify_mad(c->bufs[i], ms);
-}
-
-static int capi_cancel(void *p, u32 i)
-{
-	struct capi_impl *c = p;
-
-	return rmad_cancel_mad(c->bufs[i]);
-}
-
-static int capi_post_req(void *p, u32 j)
-{
-	struct capi_impl *c = p;
-	int ret = rmad_post_send_mad(c->reqs[j], NULL);
-
-	if (!ret)
-		c->req_posted[j] = 1;
-	return ret;
-}
-
-static int capi_post_marker(void *p, int gate)
-{
-	struct capi_impl *c = p;
-	u32 k = marker_index(c->markers_posted, gate);
-	int ret;
-
-	if (k >= BENCH_MARKERS || !c->markers[k])
-		return -ENOSPC;
-	ret = rmad_post_send_mad(c->markers[k], NULL);
-	if (!ret)
-		c->markers[k] = NULL;
-	return ret;
-}
-
-static int capi_post_gate(void *p)
-{
-	struct capi_impl *c = p;
-
-	return rmad_post_send_mad(c->gate_buf, NULL);
-}
-
-static int capi_cancel_gate(void *p)
-{
-	struct capi_impl *c = p;
-
-	return rmad_cancel_mad(c->gate_buf);
-}
-
-static void capi_close(void *p)
-{
-	struct capi_impl *c = p;
-	u32 i;
-
-	/*
-	 * Cancel what is outstanding and let it be delivered first, so that
-	 * the unregistration finds nothing to flush (its batched walk once
-	 * yielded with the agent's lock held). Handles of buffers already
-	 * freed just get -EINVAL.
-	 */
-	if (c->bufs)
-		for (i = 0; i < c->n; i++)
-			if (c->bufs[i] && c->posted[i])
-				rmad_cancel_mad(c->bufs[i]);
-	if (c->reqs)
-		for (i = 0; i < c->nreq; i++)
-			if (c->reqs[i] && c->req_posted[i])
-				rmad_cancel_mad(c->reqs[i]);
-	if (c->gate_buf)
-		rmad_cancel_mad(c->gate_buf);
-	if (c->agent)
-		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->agent));
-	if (c->gate_agent)
-		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->gate_agent));
-	if (c->bufs)
-		for (i = 0; i < c->n; i++)
-			if (c->bufs[i] && !c->posted[i])
-				rmad_free_send_mad(c->bufs[i]);
-	if (c->reqs)
-		for (i = 0; i < c->nreq; i++)
-			if (c->reqs[i] && !c->req_posted[i])
-				rmad_free_send_mad(c->reqs[i]);
-	for (i = 0; i < BENCH_MARKERS; i++)
-		if (c->markers[i])
-			rmad_free_send_mad(c->markers[i]);
-	/* Free fails with -EINVAL once its handler freed it: harmless. */
-	if (c->gate_buf)
-		rmad_free_send_mad(c->gate_buf);
-	if (c->agent)
-		rmad_unregister_agent(c->agent);
-	if (c->gate_agent)
-		rmad_unregister_agent(c->gate_agent);
-	kvfree(c->bufs);
-	kvfree(c->posted);
-	kvfree(c->reqs);
-	kvfree(c->req_posted);
-	memset(c, 0, sizeof(*c));
 }
 
 static const struct bench_ops rust_ops = {
@@ -905,27 +206,10 @@ static const struct bench_ops rust_ops = {
 	.irqoff_take = rmad_bench_rust_irqoff_take,
 };
 
-static const struct bench_ops capi_ops = {
-	.name = "rmad-capi",
-	.open = capi_open,
-	.create = capi_create,
-	.post = capi_post,
-	.wait_sent = capi_wait_sent,
-	.modify = capi_modify,
-	.cancel = capi_cancel,
-	.post_req = capi_post_req,
-	.post_marker = capi_post_marker,
-	.post_gate = capi_post_gate,
-	.cancel_gate = capi_cancel_gate,
-	.close = capi_close,
-	.irqoff_take = rmad_bench_rust_irqoff_take,
-};
-
-/* The driver. */
-
 struct bench_cfg {
 	u32 n, sample, rtt_sample, rep;
 	const u32 *perm_modify, *perm_cancel;
+	struct rmad_test_responder *responder;
 };
 
 static void emit(const char *impl, const char *op, u32 n, u32 rep, s64 value, const char *unit)
@@ -960,11 +244,11 @@ static inline void bench_resched(u32 k, u64 *last)
 
 static void round_init(struct rmad_bench_round *r)
 {
-	ctr_init(&r->silent);
-	ctr_init(&r->marker);
-	ctr_init(&r->req);
-	ctr_init(&r->resp);
-	ctr_init(&r->gate_in);
+	bench_ctr_init(&r->silent);
+	bench_ctr_init(&r->marker);
+	bench_ctr_init(&r->req);
+	bench_ctr_init(&r->resp);
+	bench_ctr_init(&r->gate_in);
 	init_completion(&r->gate_go);
 	atomic_set(&r->timed_out, 0);
 	atomic_set(&r->flushed, 0);
@@ -972,15 +256,13 @@ static void round_init(struct rmad_bench_round *r)
 }
 
 /* Waits until the responder holds @target answers, at most @ms; returns how many it holds. */
-static u32 resp_wait_for(u32 target, unsigned int ms)
+static u32 resp_wait_for(struct rmad_test_responder *responder, u32 target, unsigned int ms)
 {
 	u64 end = ktime_get_ns() + (u64)ms * NSEC_PER_MSEC;
 	u32 held;
 
 	for (;;) {
-		spin_lock(&resp.lock);
-		held = resp.nheld;
-		spin_unlock(&resp.lock);
+		held = rmad_test_responder_held(responder);
 		if (held >= target || ktime_get_ns() > end)
 			return held;
 		usleep_range(1000, 2000);
@@ -1033,10 +315,10 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 		bench_resched(i, &last);
 	}
 	t = ktime_get_ns();
-	ctr_expect(&r->marker, 1);
+	bench_ctr_expect(&r->marker, 1);
 	ret = ops->post_marker(p, 0);
 	if (!ret)
-		ret = ctr_wait(&r->marker);
+		ret = bench_ctr_wait(&r->marker);
 	if (ret)
 		goto out;
 	emit(ops->name, "post", n, cfg->rep, div_u64(t - t0, n), "ns");
@@ -1054,43 +336,43 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	emit(ops->name, "modify", n, cfg->rep, div_u64(t - t0, s), "ns");
 
 	/* Bursts overrun QP1's receive queue (UD drops them): the GETs go 64 at a time. */
-	resp_hold();
+	rmad_test_responder_hold(cfg->responder);
 	for (k = 0; k < m; k++) {
 		ret = ops->post_req(p, k);
 		if (ret)
 			break;
 		if ((k & 63) == 63)
-			resp_wait_for(k + 1, 10000);
+			resp_wait_for(cfg->responder, k + 1, 10000);
 	}
-	held = resp_wait_for(m, 10000);
+	held = resp_wait_for(cfg->responder, m, 10000);
 	if (ret || !held) {
 		pr_err("bench: %s: the responder got %d requests, holds %u of %u\n", ops->name,
-		       atomic_read(&resp.seen), held, m);
-		resp_release();
+		       rmad_test_responder_seen(cfg->responder), held, m);
+		rmad_test_responder_release(cfg->responder);
 		ret = ret ?: -EIO;
 		goto out;
 	}
 	if (held < m)
 		pr_warn("bench: %s n=%u: %u of %u requests were lost\n", ops->name, n, m - held, m);
-	ctr_expect(&r->resp, held);
+	bench_ctr_expect(&r->resp, held);
 	t0 = ktime_get_ns();
-	resp_release();
-	if (!wait_slices(&r->resp.done, BENCH_PACKET_WAIT_MS))
+	rmad_test_responder_release(cfg->responder);
+	if (!bench_wait_slices(&r->resp.done, BENCH_PACKET_WAIT_MS))
 		emit(ops->name, "match", n, cfg->rep, div_u64(r->resp.at_ns - t0, held), "ns");
 	else
 		pr_warn("bench: %s n=%u: %d of %u responses arrived; no match figure\n",
 			ops->name, n, atomic_read(&r->resp.hits), held);
-	ctr_expect(&r->req, held);
-	wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS);
+	bench_ctr_expect(&r->req, held);
+	bench_wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS);
 
 	/* One at a time; a round trip whose packet was dropped is left out. */
 	for (k = 0, done = 0; k < q; k++) {
-		ctr_expect(&r->req, atomic_read(&r->req.hits) + 1);
+		bench_ctr_expect(&r->req, atomic_read(&r->req.hits) + 1);
 		t0 = ktime_get_ns();
 		ret = ops->post_req(p, m + k);
 		if (ret)
 			goto out;
-		if (wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS))
+		if (bench_wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS))
 			continue;
 		rtt += r->req.at_ns - t0;
 		done++;
@@ -1100,7 +382,7 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	if (done < q)
 		pr_warn("bench: %s n=%u: %u of %u round trips completed\n", ops->name, n, done, q);
 
-	ctr_expect(&r->silent, s);
+	bench_ctr_expect(&r->silent, s);
 	t0 = ktime_get_ns();
 	last = t0;
 	for (k = 0; k < s; k++) {
@@ -1109,7 +391,7 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	}
 	t = ktime_get_ns();
 	emit(ops->name, "cancel", n, cfg->rep, div_u64(t - t0, s), "ns");
-	ret = ctr_wait(&r->silent);
+	ret = bench_ctr_wait(&r->silent);
 	if (ret)
 		goto out;
 out:
@@ -1153,16 +435,16 @@ static int round_timeouts(const struct bench_ops *ops, void *p, const struct ben
 	ret = ops->post_gate(p);
 	if (ret)
 		goto out;
-	ctr_expect(&r->marker, 1);
+	bench_ctr_expect(&r->marker, 1);
 	ret = ops->post_marker(p, 1);
 	if (!ret)
-		ret = ctr_wait(&r->marker);
+		ret = bench_ctr_wait(&r->marker);
 	if (ret)
 		goto out;
-	ctr_expect(&r->gate_in, 1);
+	bench_ctr_expect(&r->gate_in, 1);
 	ret = ops->cancel_gate(p);
 	if (!ret)
-		ret = ctr_wait(&r->gate_in);
+		ret = bench_ctr_wait(&r->gate_in);
 	if (ret)
 		goto out;
 	last = ktime_get_ns();
@@ -1176,10 +458,10 @@ static int round_timeouts(const struct bench_ops *ops, void *p, const struct ben
 	if (ret)
 		goto out;
 	msleep(BENCH_SHORT_MS + 200);
-	ctr_expect(&r->silent, n);
+	bench_ctr_expect(&r->silent, n);
 	t0 = ktime_get_ns();
 	complete_all(&r->gate_go);
-	ret = ctr_wait(&r->silent);
+	ret = bench_ctr_wait(&r->silent);
 	if (ret)
 		goto out;
 	emit(ops->name, "timeouts", n, cfg->rep, r->silent.at_ns - t0, "ns");
@@ -1278,8 +560,8 @@ static void permute(u32 *v, u32 n, u64 seed)
 int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 {
 	static const char * const floor_ops[] = { "post", "modify", "cancel" };
-	struct c_impl *cimpl;
-	struct capi_impl *capi;
+	struct rmad_test_responder *responder = NULL;
+	void *cimpl, *capi;
 	u32 *perm_m, *perm_c;
 	u32 rep, k;
 	int ret;
@@ -1289,28 +571,29 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 	ret = ib_register_client(&bench_client);
 	if (ret)
 		return ret;
-	cimpl = kzalloc_obj(*cimpl);
-	capi = kzalloc_obj(*capi);
+	cimpl = kzalloc(bench_c_size, GFP_KERNEL);
+	capi = kzalloc(bench_capi_size, GFP_KERNEL);
 	perm_m = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
 	perm_c = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
 	ret = -ENOMEM;
 	if (!cimpl || !capi || !perm_m || !perm_c)
 		goto out;
 	ret = -ENODEV;
-	if (!READ_ONCE(bench_dev)) {
+	if (!bench_device()) {
 		pr_info("bench: no rxe0; nothing to measure\n");
 		goto out;
 	}
-	ret = bench_addr(bench_dev);
+	ret = bench_addr(bench_device());
 	if (ret)
 		goto out;
-	ret = resp_start(bench_dev, min(n, sample));
-	if (ret)
+	responder = rmad_test_responder_start(bench_device(), BENCH_PORT, BENCH_CLASS,
+					      min(n, sample));
+	if (!responder)
 		goto out;
 	pr_info("bench: n=%u, %u repetitions, sample %u (responses %u), round trips %u\n", n,
 		reps, min(n, sample), min(n, max(sample / 5, 1u)), min(n, rtt_sample));
 	for (rep = 0; rep < reps; rep++) {
-		const struct bench_ops *ops[3] = { &c_ops, &rust_ops, &capi_ops };
+		const struct bench_ops *ops[3] = { &bench_c_ops, &rust_ops, &bench_capi_ops };
 		void *priv[3] = { cimpl, rust, capi };
 		struct bench_cfg cfg = {
 			.n = n,
@@ -1319,6 +602,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 			.rep = rep,
 			.perm_modify = perm_m,
 			.perm_cancel = perm_c,
+			.responder = responder,
 		};
 		u32 i;
 
@@ -1342,7 +626,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 				emit("floor", floor_ops[k], n, rep, ns, "ns");
 		}
 	}
-	resp_stop();
+	rmad_test_responder_stop(responder);
 	ret = 0;
 out:
 	kvfree(perm_m);

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The benchmark's operations on rmad's exported C API (include/rmad.h),
+ * called as a client module would, driven by src/testing/bench/driver.c
+ * (test flavour only).
+ */
+
+#include <linux/err.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <rdma/ib_mad.h>
+
+#include "../../../include/rmad.h"
+#include "bench.h"
+#include "impl.h"
+
+struct capi_impl {
+	struct rmad_bench_round *r;
+	struct rmad_agent *agent, *gate_agent;
+	struct rmad_ah ah, ah_silent;
+	u32 n, nreq, markers_posted[2];
+	struct rmad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
+	u8 *posted, *req_posted;
+};
+
+static void capi_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
+{
+	int kind = (long)rmad_send_buf_context(wc->send_buf);
+
+	rmad_free_send_mad(wc->send_buf);
+	rmad_bench_event(wc->context, kind, wc->status);
+}
+
+static void capi_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
+			      const struct rmad_recv_wc *wc)
+{
+	if (send_buf)
+		rmad_bench_event(wc->context, KIND_RESP, 0);
+}
+
+static struct rmad_send_buf *capi_buf(struct rmad_agent *agent, const struct rmad_ah *ah, u32 lo,
+				      u8 method, int timeout_ms, long kind)
+{
+	struct rmad_send_buf *b;
+	void *mad;
+
+	b = rmad_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
+				 IB_MGMT_BASE_VERSION);
+	if (IS_ERR(b))
+		return NULL;
+	mad = rmad_send_buf_mad(b);
+	if (!mad || rmad_send_buf_set(b, ah, timeout_ms, 0, (void *)kind)) {
+		rmad_free_send_mad(b);
+		return NULL;
+	}
+	bench_fill(mad, rmad_agent_hi_tid(agent), lo, method);
+	return b;
+}
+
+static void capi_close(void *p);
+
+static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
+{
+	struct capi_impl *c = p;
+	u32 j;
+
+	memset(c, 0, sizeof(*c));
+	c->r = r;
+	c->n = n;
+	c->nreq = nreq;
+	c->ah.has_grh = 1;
+	c->ah.sgid_index = BENCH_GID_INDEX;
+	memcpy(c->ah.dgid, bench_gid.raw, sizeof(c->ah.dgid));
+	c->ah_silent.has_grh = 1;
+	c->ah_silent.sgid_index = BENCH_SILENT_GID_INDEX;
+	memcpy(c->ah_silent.dgid, bench_silent_gid.raw, sizeof(c->ah_silent.dgid));
+	c->bufs = kvcalloc(n, sizeof(*c->bufs), GFP_KERNEL);
+	c->posted = kvcalloc(n, 1, GFP_KERNEL);
+	c->reqs = kvcalloc(nreq ? nreq : 1, sizeof(*c->reqs), GFP_KERNEL);
+	c->req_posted = kvcalloc(nreq ? nreq : 1, 1, GFP_KERNEL);
+	if (!c->bufs || !c->posted || !c->reqs || !c->req_posted)
+		goto fail;
+	c->agent = rmad_register_agent("rxe0", BENCH_PORT, RMAD_QPT_GSI, NULL, 0,
+				       capi_send_handler, capi_recv_handler, r, 0);
+	if (IS_ERR(c->agent)) {
+		c->agent = NULL;
+		goto fail;
+	}
+	c->gate_agent = rmad_register_agent("rxe0", BENCH_PORT, RMAD_QPT_GSI, NULL, 0,
+					    capi_send_handler, capi_recv_handler, r, 0);
+	if (IS_ERR(c->gate_agent)) {
+		c->gate_agent = NULL;
+		goto fail;
+	}
+	for (j = 0; j < nreq; j++) {
+		c->reqs[j] = capi_buf(c->agent, &c->ah, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
+				      KIND_REQ);
+		if (!c->reqs[j])
+			goto fail;
+	}
+	for (j = 0; j < BENCH_MARKERS; j++) {
+		c->markers[j] = capi_buf(j % 2 ? c->gate_agent : c->agent, &c->ah_silent,
+					 n + nreq + j, IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
+		if (!c->markers[j])
+			goto fail;
+	}
+	c->gate_buf = capi_buf(c->gate_agent, &c->ah_silent, 0, IB_MGMT_METHOD_SEND,
+			       BENCH_LONG_MS, KIND_GATE);
+	if (!c->gate_buf)
+		goto fail;
+	return 0;
+fail:
+	capi_close(c);
+	return -ENOMEM;
+}
+
+static int capi_create(void *p, int timeout_ms)
+{
+	struct capi_impl *c = p;
+	u32 i;
+
+	for (i = 0; i < c->n; i++) {
+		c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND,
+				      timeout_ms, KIND_SILENT);
+		if (!c->bufs[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int capi_post(void *p, u32 i)
+{
+	struct capi_impl *c = p;
+	int ret = rmad_post_send_mad(c->bufs[i], NULL);
+
+	if (!ret)
+		c->posted[i] = 1;
+	return ret;
+}
+
+/* rmad counts what the device took (its markers may wait behind the held queue). */
+static int capi_wait_sent(void *p)
+{
+	struct capi_impl *c = p;
+
+	return rmad_bench_rust_wait_sent(rmad_agent_hi_tid(c->agent), c->n);
+}
+
+static int capi_modify(void *p, u32 i, int ms)
+{
+	struct capi_impl *c = p;
+
+	return rmad_modify_mad(c->bufs[i], ms);
+}
+
+static int capi_cancel(void *p, u32 i)
+{
+	struct capi_impl *c = p;
+
+	return rmad_cancel_mad(c->bufs[i]);
+}
+
+static int capi_post_req(void *p, u32 j)
+{
+	struct capi_impl *c = p;
+	int ret = rmad_post_send_mad(c->reqs[j], NULL);
+
+	if (!ret)
+		c->req_posted[j] = 1;
+	return ret;
+}
+
+static int capi_post_marker(void *p, int gate)
+{
+	struct capi_impl *c = p;
+	u32 k = bench_marker_index(c->markers_posted, gate);
+	int ret;
+
+	if (k >= BENCH_MARKERS || !c->markers[k])
+		return -ENOSPC;
+	ret = rmad_post_send_mad(c->markers[k], NULL);
+	if (!ret)
+		c->markers[k] = NULL;
+	return ret;
+}
+
+static int capi_post_gate(void *p)
+{
+	struct capi_impl *c = p;
+
+	return rmad_post_send_mad(c->gate_buf, NULL);
+}
+
+static int capi_cancel_gate(void *p)
+{
+	struct capi_impl *c = p;
+
+	return rmad_cancel_mad(c->gate_buf);
+}
+
+static void capi_close(void *p)
+{
+	struct capi_impl *c = p;
+	u32 i;
+
+	/*
+	 * Cancel what is outstanding and let it be delivered first, so that
+	 * the unregistration finds nothing to flush (its batched walk once
+	 * yielded with the agent's lock held). Handles of buffers already
+	 * freed just get -EINVAL.
+	 */
+	if (c->bufs)
+		for (i = 0; i < c->n; i++)
+			if (c->bufs[i] && c->posted[i])
+				rmad_cancel_mad(c->bufs[i]);
+	if (c->reqs)
+		for (i = 0; i < c->nreq; i++)
+			if (c->reqs[i] && c->req_posted[i])
+				rmad_cancel_mad(c->reqs[i]);
+	if (c->gate_buf)
+		rmad_cancel_mad(c->gate_buf);
+	if (c->agent)
+		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->agent));
+	if (c->gate_agent)
+		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->gate_agent));
+	if (c->bufs)
+		for (i = 0; i < c->n; i++)
+			if (c->bufs[i] && !c->posted[i])
+				rmad_free_send_mad(c->bufs[i]);
+	if (c->reqs)
+		for (i = 0; i < c->nreq; i++)
+			if (c->reqs[i] && !c->req_posted[i])
+				rmad_free_send_mad(c->reqs[i]);
+	for (i = 0; i < BENCH_MARKERS; i++)
+		if (c->markers[i])
+			rmad_free_send_mad(c->markers[i]);
+	/* Free fails with -EINVAL once its handler freed it: harmless. */
+	if (c->gate_buf)
+		rmad_free_send_mad(c->gate_buf);
+	if (c->agent)
+		rmad_unregister_agent(c->agent);
+	if (c->gate_agent)
+		rmad_unregister_agent(c->gate_agent);
+	kvfree(c->bufs);
+	kvfree(c->posted);
+	kvfree(c->reqs);
+	kvfree(c->req_posted);
+	memset(c, 0, sizeof(*c));
+}
+
+const struct bench_ops bench_capi_ops = {
+	.name = "rmad-capi",
+	.open = capi_open,
+	.create = capi_create,
+	.post = capi_post,
+	.wait_sent = capi_wait_sent,
+	.modify = capi_modify,
+	.cancel = capi_cancel,
+	.post_req = capi_post_req,
+	.post_marker = capi_post_marker,
+	.post_gate = capi_post_gate,
+	.cancel_gate = capi_cancel_gate,
+	.close = capi_close,
+	.irqoff_take = rmad_bench_rust_irqoff_take,
+};
+
+const size_t bench_capi_size = sizeof(struct capi_impl);
