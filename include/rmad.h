@@ -74,6 +74,10 @@ enum rmad_qp_type {
 /* MAD status (bytes 4-5, big endian) ib_core answers a GET of a class nobody serves with. */
 #define RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB 0x000c
 
+/* Sizes of one MAD for rmad_create_send_mad(): what a request or response of most classes is. */
+#define RMAD_MGMT_MAD_HDR		24	/* IB_MGMT_MAD_HDR: the common MAD header */
+#define RMAD_MGMT_MAD_DATA		232	/* IB_MGMT_MAD_DATA: the data after it */
+
 /**
  * struct rmad_ah - where a send goes (an address handle's attributes)
  * @dlid: destination LID

@@ -75,6 +75,10 @@ pub(crate) mod mgmt {
     pub(crate) const METHOD_RESP: u8 = 0x80;
     /// The MAD status ib_core answers a GET of a class nobody serves with.
     pub(crate) const MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB: u16 = 0x000c;
+    /// Length of the common MAD header (`IB_MGMT_MAD_HDR`).
+    pub(crate) const MAD_HDR: u16 = 24;
+    /// Length of the data after the common header in one MAD (`IB_MGMT_MAD_DATA`).
+    pub(crate) const MAD_DATA: u16 = 232;
 }
 
 /// Where a send goes (`struct rmad_ah`).
@@ -373,10 +377,17 @@ impl<C: Client> Agent<C> {
         check(unsafe { rmad_resolve_ah(self.raw, ah) })
     }
 
-    /// A zeroed 256-byte send buffer (24 header bytes, 232 data bytes) for QP `remote_qpn`,
+    /// A zeroed 256-byte send buffer ([`mgmt::MAD_HDR`] header bytes, [`mgmt::MAD_DATA`] data
+    /// bytes) for QP `remote_qpn`,
     /// P_Key index 0. Process context.
     pub(crate) fn create_send(&self, remote_qpn: u32) -> Result<SendBuf> {
-        create_send(self.raw, remote_qpn, 0, (24, 232), GFP_KERNEL)
+        create_send(
+            self.raw,
+            remote_qpn,
+            0,
+            (mgmt::MAD_HDR, mgmt::MAD_DATA),
+            GFP_KERNEL,
+        )
     }
 
     /// A zeroed send buffer of `hdr_len` + `data_len` bytes (padded to the MAD size) for QP
@@ -388,7 +399,7 @@ impl<C: Client> Agent<C> {
     ///
     /// ```ignore
     /// // From a timer callback: no sleeping allocation.
-    /// let mut buf = agent.create_send_with(1, 0, 24, 232, GFP_ATOMIC)?;
+    /// let mut buf = agent.create_send_with(1, 0, mgmt::MAD_HDR, mgmt::MAD_DATA, GFP_ATOMIC)?;
     /// buf.mad_mut()[1] = rmad::mgmt::CLASS_PERF_MGMT;
     /// ```
     pub(crate) fn create_send_with(
@@ -680,7 +691,13 @@ fn reply_buf(
     let mut ah = Ah::default();
     // SAFETY: rmad validates the handles; `ah` is valid for a write.
     check(unsafe { rmad_recv_buf_ah(agent, recv, &mut ah) })?;
-    let mut buf = create_send(agent, src_qp, pkey_index, (24, 232), GFP_KERNEL)?;
+    let mut buf = create_send(
+        agent,
+        src_qp,
+        pkey_index,
+        (mgmt::MAD_HDR, mgmt::MAD_DATA),
+        GFP_KERNEL,
+    )?;
     let hdr = mad.get(..24).ok_or(EINVAL)?;
     let out = buf.mad_mut();
     out.get_mut(..24).ok_or(EINVAL)?.copy_from_slice(hdr);

@@ -44,7 +44,8 @@ use crate::{
             Agent,
             AgentConfig,
             RecvHandler,
-            SendHandler, //
+            SendHandler,
+            SendSpec, //
         },
         send::{
             SendBody,
@@ -594,15 +595,15 @@ pub(crate) extern "C" fn rmad_create_send_mad(
     (|| {
         let t = tables()?;
         let a = agent_of(agent)?;
-        let mut buf = a.create_send(
+        let spec = SendSpec {
             remote_qpn,
             pkey_index,
-            rmpp_active != 0,
+            rmpp_active: rmpp_active != 0,
             hdr_len,
             data_len,
-            gfp,
             base_version,
-        )?;
+        };
+        let mut buf = a.create_send(spec, gfp)?;
         let h = t.bufs.reserve(gfp)?;
         // The buffer names its handle, so that its send handler can find its slot.
         let Ok(word) = usize::try_from(h) else {

@@ -65,7 +65,7 @@ pub(crate) struct Vport {
     _p: [u8; 0],
 }
 
-/// How a MAD arrived (`struct rmad_recv_info` of the shim).
+/// How a MAD arrived (`struct rmad_recv_info` of `src/verbs/shim.h`).
 #[repr(C)]
 pub(crate) struct VerbsRecvInfo {
     src_qp: u32,
@@ -79,6 +79,18 @@ pub(crate) struct VerbsRecvInfo {
     hop_limit: u8,
     traffic_class: u8,
 }
+
+// The layout of `struct rmad_recv_info` in `src/verbs/shim.h`; `src/verbs/shim.c` checks the
+// same numbers in C.
+const _: () = {
+    assert!(core::mem::size_of::<VerbsRecvInfo>() == 52);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, pkey_index) == 8);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, has_grh) == 11);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, sgid) == 12);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, dgid) == 28);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, flow_label) == 44);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, traffic_class) == 49);
+};
 
 extern "C" {
     fn rmad_shim_register_client() -> c_int;
@@ -422,12 +434,7 @@ impl Transport for VerbsPort {
         self.queue_tx(&wr)
     }
 
-    fn forward(
-        &self,
-        port: u8,
-        qp: crate::mad::QpType,
-        reg: &crate::mad::RegReq,
-    ) -> Result<u64> {
+    fn forward(&self, port: u8, qp: crate::mad::QpType, reg: &crate::mad::RegReq) -> Result<u64> {
         if port != self.port {
             return Err(ENODEV);
         }

@@ -88,7 +88,8 @@ static struct rmad_send_buf *sample_request(struct rmad_agent *agent, u8 sgid_in
 	u8 *mad;
 	int ret;
 
-	buf = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, GFP_KERNEL, 1);
+	buf = rmad_create_send_mad(agent, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+				   GFP_KERNEL, 1);
 	if (IS_ERR(buf))
 		return buf;
 	mad = rmad_send_buf_mad(buf);
@@ -155,7 +156,8 @@ static int sample_run(void)
 	/* The handler freed them: the handles are stale now, and stay so. */
 	for (i = 0; i < N_CANCEL; i++)
 		bad += rmad_cancel_mad(cancel[i]) != -EINVAL;
-	fresh = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, GFP_KERNEL, 1);
+	fresh = rmad_create_send_mad(agent, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+				     GFP_KERNEL, 1);
 	if (IS_ERR(fresh)) {
 		bad++;
 	} else {
@@ -258,7 +260,8 @@ static int server_answer(struct kept *k)
 	ret = rmad_recv_buf_ah(server, k->recv, &ah);
 	if (ret)
 		return ret;
-	buf = rmad_create_send_mad(server, k->src_qp, k->pkey_index, 0, 24, 232, GFP_KERNEL, 1);
+	buf = rmad_create_send_mad(server, k->src_qp, k->pkey_index, 0, RMAD_MGMT_MAD_HDR,
+				   RMAD_MGMT_MAD_DATA, GFP_KERNEL, 1);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
 	mad = rmad_send_buf_mad(buf);

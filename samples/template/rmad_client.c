@@ -41,7 +41,8 @@ static int __init rmad_client_init(void)
 				    client_recv_handler, NULL, 0);
 	if (IS_ERR(agent))
 		return PTR_ERR(agent);
-	buf = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, GFP_KERNEL, 1);
+	buf = rmad_create_send_mad(agent, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+				   GFP_KERNEL, 1);
 	if (IS_ERR(buf)) {
 		ret = PTR_ERR(buf);
 		goto out;

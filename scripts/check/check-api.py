@@ -6,7 +6,8 @@ include/rmad_binding.rs) that the compilers cannot make:
   layouts  every structure of rmad.h has the same fields, in the same order,
            of the same types, in src/capi.rs and in the Rust binding (each view
            also asserts sizes and offsets at compile time, but only against
-           numbers written next to it);
+           numbers written next to it), and every RMAD_MGMT_X constant of
+           rmad.h is the binding's mgmt::X, with the same value;
   docs     every function rmad exports, and every structure, enum and callback
            type of rmad.h, has a kernel-doc comment in rmad.h.
 
@@ -93,6 +94,15 @@ def layouts(root):
             if got != want:
                 print("struct %s: %s's %s differs:\n  C:    %s\n  Rust: %s" % (c, where, rname, want, got))
                 bad += 1
+    consts = re.findall(r"^#define RMAD_MGMT_(\w+)\s+(0x[0-9a-fA-F]+|\d+)", header, re.M)
+    mirrored = dict(re.findall(r"pub\(crate\) const (\w+): u\d+ = (0x[0-9a-fA-F]+|\d+);", binding))
+    for name, value in consts:
+        if name not in mirrored or int(mirrored[name], 0) != int(value, 0):
+            print("RMAD_MGMT_%s = %s: the binding's mgmt::%s is %s" % (name, value, name, mirrored.get(name)))
+            bad += 1
+    if not consts:
+        print("rmad.h has no RMAD_MGMT_ constant")
+        bad += 1
     return bad
 
 

@@ -82,7 +82,10 @@ pub(crate) fn register(
     transport: Arc<dyn Transport>,
 ) -> Result<Registration> {
     let mut g = DEVICES.lock();
-    if g.devices.iter().any(|d| d.name.to_bytes() == name.to_bytes()) {
+    if g.devices
+        .iter()
+        .any(|d| d.name.to_bytes() == name.to_bytes())
+    {
         return Err(EEXIST);
     }
     let id = g.next_id;

@@ -36,6 +36,7 @@ static_assert(RMAD_MGMT_METHOD_GET_RESP == IB_MGMT_METHOD_GET_RESP);
 static_assert(RMAD_MGMT_METHOD_RESP == IB_MGMT_METHOD_RESP);
 static_assert(RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB ==
 	      IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB);
+static_assert(RMAD_MGMT_MAD_HDR == IB_MGMT_MAD_HDR && RMAD_MGMT_MAD_DATA == IB_MGMT_MAD_DATA);
 
 static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
 static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);

@@ -128,6 +128,7 @@ mod queues;
 mod reply;
 mod unregister;
 
+pub(crate) use create::SendSpec;
 pub(crate) use hold::BATCH;
 use hold::BATCH_USIZE;
 #[cfg(rmad_test)]

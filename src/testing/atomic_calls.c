@@ -8,18 +8,19 @@
  * (src/testing/atomic_calls.rs).
  */
 
+#include <linux/build_bug.h>
 #include <linux/completion.h>
 #include <linux/err.h>
 #include <linux/gfp.h>
 #include <linux/hrtimer.h>
 #include <linux/irqflags.h>
 #include <linux/jiffies.h>
-#include <linux/kthread.h>
+#include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/stddef.h>
 #include <linux/string.h>
-#include <linux/preempt.h>
 #include <linux/timer.h>
 
 #include "../../include/rmad.h"
@@ -59,7 +60,8 @@ static void rmad_atomic_calls(struct rmad_atomic_call *c)
 	r->cancel_again = rmad_cancel_mad(c->buf);
 	r->hi_tid = rmad_agent_hi_tid(c->agent);
 	r->agent_context_ok = !!rmad_agent_context(c->agent);
-	fresh = rmad_create_send_mad(c->agent, 1, 0, 0, 24, 232, GFP_ATOMIC, 1);
+	fresh = rmad_create_send_mad(c->agent, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+				     GFP_ATOMIC, 1);
 	r->create = IS_ERR(fresh) ? PTR_ERR(fresh) : 0;
 	/* A kept received MAD: read, then freed. */
 	r->recv_mad_ok = !!rmad_recv_buf_mad(c->recv, NULL);

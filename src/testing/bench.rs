@@ -29,16 +29,12 @@ use crate::{
         },
     },
     mad::{
-        wire::{
-            self,
-            MadHdr, //
-        },
-        Address,
-        Gid,
-        GrhAttr, //
+        wire,
+        Gid, //
     },
     testing::{
         register_gsi,
+        requests,
         sleep_ms, //
     },
     verbs, //
@@ -192,37 +188,12 @@ impl RustBench {
         timeout_ms: i32,
         kind: usize,
     ) -> Result<SendBuf> {
-        let mut buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
-        let hdr = MadHdr {
-            base_version: 1,
-            mgmt_class: CLASS,
-            class_version: 1,
-            method,
-            tid: wire::make_tid(a.hi_tid, u32::try_from(lo).map_err(|_| EINVAL)?),
-            ..MadHdr::default()
-        };
-        hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
-        buf.set_ah(Some(Address {
-            sl: 0,
-            dlid: 0,
-            src_path_bits: 0,
-            grh: Some(if kind == KIND_REQ {
-                GrhAttr {
-                    hop_limit: 64,
-                    traffic_class: 0,
-                    flow_label: 0,
-                    dgid: self.dgid,
-                    sgid_index: GID_INDEX,
-                }
-            } else {
-                GrhAttr {
-                    hop_limit: 64,
-                    traffic_class: 0,
-                    flow_label: 0,
-                    dgid: SILENT_GID,
-                    sgid_index: SILENT_GID_INDEX,
-                }
-            }),
+        let lo = u32::try_from(lo).map_err(|_| EINVAL)?;
+        let mut buf = requests::mad(a, CLASS, method, lo)?;
+        buf.set_ah(Some(if kind == KIND_REQ {
+            requests::gid_address(self.dgid, GID_INDEX)
+        } else {
+            requests::gid_address(SILENT_GID, SILENT_GID_INDEX)
         }));
         buf.set_timeout_ms(timeout_ms);
         buf.set_retries(0);

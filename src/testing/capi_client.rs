@@ -5,33 +5,39 @@
 //! against. [`Probe`] is a pair of C handlers that record every call; the free functions make
 //! agents and requests, and check stale handles.
 
-use crate::capi::{
-    rmad_agent_hi_tid,
-    rmad_cancel_mad,
-    rmad_cancel_post,
-    rmad_create_send_mad,
-    rmad_free_send_mad,
-    rmad_keep_recv_mad,
-    rmad_modify_mad,
-    rmad_modify_post,
-    rmad_port_gid,
-    rmad_post_send,
-    rmad_post_send_mad,
-    rmad_register_agent,
-    rmad_send_buf_context,
-    rmad_send_buf_mad,
-    rmad_send_buf_retries,
-    rmad_send_buf_set,
-    rmad_unregister_agent,
-    RmadAh,
-    RmadRecvWc,
-    RmadSendWc, //
+use crate::{
+    capi::{
+        rmad_agent_hi_tid,
+        rmad_cancel_mad,
+        rmad_cancel_post,
+        rmad_create_send_mad,
+        rmad_free_send_mad,
+        rmad_keep_recv_mad,
+        rmad_modify_mad,
+        rmad_modify_post,
+        rmad_port_gid,
+        rmad_post_send,
+        rmad_post_send_mad,
+        rmad_register_agent,
+        rmad_send_buf_context,
+        rmad_send_buf_mad,
+        rmad_send_buf_retries,
+        rmad_send_buf_set,
+        rmad_unregister_agent,
+        RmadAh,
+        RmadRecvWc,
+        RmadSendWc, //
+    },
+    engine::agent::SendSpec,
+    mad::wire::{
+        self,
+        MadHdr, //
+    },
 };
 use core::ffi::c_void;
 use kernel::{
     ffi::c_int,
-    new_condvar,
-    new_spinlock,
+    new_condvar, new_spinlock,
     prelude::*,
     sync::{
         Arc,
@@ -250,6 +256,22 @@ pub(crate) fn rxe_ah() -> Result<RmadAh> {
     Ok(ah)
 }
 
+/// `rmad_create_send_mad` for one MAD to QP1 ([`SendSpec::mad`]), allocated with `gfp`: a
+/// handle, or an `ERR_PTR`.
+pub(crate) fn create_mad(agent: *mut c_void, gfp: kernel::bindings::gfp_t) -> *mut c_void {
+    let s = SendSpec::mad(1);
+    rmad_create_send_mad(
+        agent,
+        s.remote_qpn,
+        s.pkey_index,
+        0,
+        s.hdr_len,
+        s.data_len,
+        gfp,
+        s.base_version,
+    )
+}
+
 /// A handle as a number.
 pub(crate) fn num(p: *mut c_void) -> u64 {
     u64::try_from(p.addr()).unwrap_or(0)
@@ -297,7 +319,7 @@ pub(crate) fn churn(agent: *mut c_void, stale: *mut c_void, cycles: usize) -> Ch
     };
     let start = Instant::<Monotonic>::now();
     for i in 0..cycles {
-        let h = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, kernel::bindings::GFP_KERNEL, 1);
+        let h = create_mad(agent, kernel::bindings::GFP_KERNEL);
         if is_err(h) {
             c.failed += 1;
             continue;
@@ -338,6 +360,45 @@ pub(crate) fn c_agent(probe: &Arc<Probe>) -> Result<*mut c_void> {
     Ok(a)
 }
 
+/// Why [`create_request`] made no buffer.
+pub(crate) enum CreateFailure {
+    /// `rmad_create_send_mad` failed with this errno.
+    Create(i32),
+    /// The new buffer had no MAD (`rmad_send_buf_mad` gave NULL): a defect of rmad.
+    NoMad,
+}
+
+/// A class-0x04 request of `agent` with `method` and TID low word `lo`, to QP1, allocated with
+/// `gfp`; its address and timeout are the caller's to set.
+pub(crate) fn create_request(
+    agent: *mut c_void,
+    method: u8,
+    lo: u32,
+    gfp: kernel::bindings::gfp_t,
+) -> core::result::Result<*mut c_void, CreateFailure> {
+    let b = create_mad(agent, gfp);
+    if is_err(b) {
+        return Err(CreateFailure::Create(ptr_errno(b)));
+    }
+    let mad = rmad_send_buf_mad(b).cast::<u8>();
+    if mad.is_null() {
+        return Err(CreateFailure::NoMad);
+    }
+    let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
+    let _ = MadHdr {
+        base_version: 1,
+        mgmt_class: wire::IB_MGMT_CLASS_PERF_MGMT,
+        class_version: 1,
+        method,
+        tid: wire::make_tid(rmad_agent_hi_tid(agent), lo),
+        ..MadHdr::default()
+    }
+    .write(&mut hdr);
+    // SAFETY: The caller owns the buffer, whose MAD is 256 bytes long.
+    unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
+    Ok(b)
+}
+
 /// A class-0x04 request with `method` from `agent` to QP1 of rxe0 port 1.
 pub(crate) fn c_request(
     agent: *mut c_void,
@@ -346,24 +407,13 @@ pub(crate) fn c_request(
     method: u8,
     timeout_ms: i32,
 ) -> Result<*mut c_void> {
-    let b = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, kernel::bindings::GFP_KERNEL, 1);
-    if is_err(b) {
-        return Err(ENOMEM);
-    }
-    let mad = rmad_send_buf_mad(b).cast::<u8>();
-    if mad.is_null() {
-        return Err(EINVAL);
-    }
-    let tid = (u64::from(rmad_agent_hi_tid(agent)) << 32) | u64::from(lo);
-    let mut hdr = [1u8, 0x04, 1, method, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    if let Some(t) = hdr.get_mut(8..16) {
-        t.copy_from_slice(&tid.to_be_bytes());
-    }
-    // SAFETY: The client owns the buffer, whose MAD is 256 bytes long; `ah` is valid.
-    let r = unsafe {
-        core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len());
-        rmad_send_buf_set(b, ah, timeout_ms, 0, core::ptr::null_mut())
-    };
+    let b =
+        create_request(agent, method, lo, kernel::bindings::GFP_KERNEL).map_err(|f| match f {
+            CreateFailure::Create(_) => ENOMEM,
+            CreateFailure::NoMad => EINVAL,
+        })?;
+    // SAFETY: The client owns the buffer; `ah` is valid.
+    let r = unsafe { rmad_send_buf_set(b, ah, timeout_ms, 0, core::ptr::null_mut()) };
     kernel::error::to_result(r)?;
     Ok(b)
 }
@@ -390,4 +440,3 @@ pub(crate) fn stale_buf_calls_succeeding(b: *mut c_void) -> usize {
     };
     results.iter().filter(|ok| !**ok).count()
 }
-

@@ -171,7 +171,6 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
     Ok(())
 }
 
-
 /// `fmt::Write` into a byte vector (allocation failures drop text).
 pub(crate) struct Writer<'a>(pub(crate) &'a mut KVec<u8>);
 

@@ -203,4 +203,3 @@ pub(crate) fn post(buf: SendBuf) -> Result<SendHandle> {
 pub(crate) fn sleep_ms(ms: i64) {
     kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms));
 }
-

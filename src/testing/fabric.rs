@@ -50,6 +50,7 @@ use crate::{
         ib_responder::IbResponder,
         reg,
         register_gsi,
+        requests,
         sleep_ms, //
     },
     verbs, //
@@ -72,7 +73,7 @@ use kernel::{
 };
 
 /// What happened to a burst of requests; the same fields for rmad and for the C layer
-/// (`struct rmad_fabric_tally` in `src/testing/fabric/c_client.c`).
+/// (`struct rmad_fabric_tally` in `src/testing/fabric/c_client.h`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Figures {
@@ -101,6 +102,14 @@ pub(crate) struct Figures {
     /// ... with any other MAD status.
     pub(crate) status_other: u32,
 }
+
+// The layout of `struct rmad_fabric_tally` in `src/testing/fabric/c_client.h`;
+// `src/testing/fabric/c_client.c` checks the same numbers in C.
+const _: () = {
+    assert!(core::mem::size_of::<Figures>() == 48);
+    assert!(core::mem::offset_of!(Figures, retries) == 28);
+    assert!(core::mem::offset_of!(Figures, status_other) == 44);
+};
 
 impl Figures {
     /// Writes the figures as one line.
@@ -353,16 +362,7 @@ fn post_burst(a: &Arc<Agent>, b: &Burst) -> Result {
     // As a client would: the peer's MAC is resolved once, before the posts.
     a.resolve_address(&ah)?;
     for i in 0..b.count {
-        let mut buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
-        let hdr = MadHdr {
-            base_version: 1,
-            mgmt_class: b.class,
-            class_version: 1,
-            method: b.method,
-            tid: wire::make_tid(a.hi_tid, i),
-            ..MadHdr::default()
-        };
-        hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+        let mut buf = requests::mad(a, b.class, b.method, i)?;
         buf.set_ah(Some(ah));
         buf.set_timeout_ms(b.timeout_ms);
         buf.set_retries(b.retries);
@@ -571,14 +571,7 @@ impl RecvHandler for Responder {
         self.last_grh.set(&mad.wc.grh_fields);
         let answer = || -> Result {
             let ah = agent.reply_address(&mad.wc)?;
-            let mut buf = agent.create_send(mad.wc.src_qp, 0, false, 24, 232, GFP_KERNEL, 1)?;
-            let hdr = MadHdr {
-                method: wire::IB_MGMT_METHOD_GET_RESP,
-                status: 0,
-                ..req
-            };
-            hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
-            buf.set_ah(Some(ah));
+            let buf = requests::answer(agent, &req, mad.wc.src_qp, ah)?;
             Agent::post(buf).map(|_| ()).map_err(|e| e.err)
         };
         if let Err(e) = answer() {

@@ -31,8 +31,7 @@ use crate::{
     },
 };
 use kernel::{
-    new_condvar,
-    new_spinlock,
+    new_condvar, new_spinlock,
     prelude::*,
     sync::{
         Arc,
@@ -360,4 +359,3 @@ impl RecvHandler for Recorder {
         }
     }
 }
-

@@ -17,6 +17,7 @@ use crate::{
             MadHdr, //
         },
         Address,
+        Gid,
         GrhAttr, //
     },
     verbs::VerbsPort, //
@@ -26,8 +27,40 @@ use kernel::{
     sync::Arc, //
 };
 
-/// A GET request of `class` from `agent` to LID `dlid`, tagged `tag`, with TID low word
-/// `lo`, `timeout_ms` and `retries`.
+/// A send buffer of `agent` for QP1 with a request header: base version 1, `class` version
+/// 1, `method`, TID `hi_tid:lo`. Every request the tests send starts here.
+pub(crate) fn mad(agent: &Arc<Agent>, class: u8, method: u8, lo: u32) -> Result<SendBuf> {
+    let mut buf = agent.create_mad(1, GFP_KERNEL)?;
+    let hdr = MadHdr {
+        base_version: 1,
+        mgmt_class: class,
+        class_version: 1,
+        method,
+        tid: wire::make_tid(agent.hi_tid, lo),
+        ..MadHdr::default()
+    };
+    hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+    Ok(buf)
+}
+
+/// The address of GID `dgid` from the port's GID `sgid_index`, hop limit 64.
+pub(crate) fn gid_address(dgid: Gid, sgid_index: u8) -> Address {
+    Address {
+        sl: 0,
+        dlid: 0,
+        src_path_bits: 0,
+        grh: Some(GrhAttr {
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dgid,
+            sgid_index,
+        }),
+    }
+}
+
+/// A GET request of `class` from `agent` to LID `dlid`, tagged `tag` (also the TID's low
+/// word), with `timeout_ms` and `retries`.
 pub(crate) fn request(
     agent: &Arc<Agent>,
     class: u8,
@@ -36,17 +69,8 @@ pub(crate) fn request(
     timeout_ms: i32,
     retries: i32,
 ) -> Result<SendBuf> {
-    let mut buf = agent.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
     let lo = u32::try_from(tag).unwrap_or(0);
-    let hdr = MadHdr {
-        base_version: 1,
-        mgmt_class: class,
-        class_version: 1,
-        method: wire::IB_MGMT_METHOD_GET,
-        tid: wire::make_tid(agent.hi_tid, lo),
-        ..MadHdr::default()
-    };
-    hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+    let mut buf = mad(agent, class, wire::IB_MGMT_METHOD_GET, lo)?;
     buf.set_ah(Some(Address {
         sl: 0,
         dlid,
@@ -70,47 +94,43 @@ pub(crate) fn rxe_request(
     retries: i32,
 ) -> Result<SendBuf> {
     let gid = port.gid(1, 1).ok_or(ENODEV)?;
-    let mut buf = request(
-        a,
-        wire::IB_MGMT_CLASS_PERF_MGMT,
-        tag,
-        0,
-        timeout_ms,
-        retries,
-    )?;
-    if let Some(m) = buf.mad_mut().get_mut(3) {
-        *m = method;
-    }
-    buf.set_ah(Some(Address {
-        sl: 0,
-        dlid: 0,
-        src_path_bits: 0,
-        grh: Some(GrhAttr {
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dgid: gid,
-            sgid_index: 1,
-        }),
-    }));
+    let lo = u32::try_from(tag).unwrap_or(0);
+    let mut buf = mad(a, wire::IB_MGMT_CLASS_PERF_MGMT, method, lo)?;
+    buf.set_ah(Some(gid_address(gid, 1)));
+    buf.set_timeout_ms(timeout_ms);
+    buf.set_retries(retries);
+    buf.set_context([tag, 0]);
     Ok(buf)
 }
 
-/// Posts a GET_RESP to `req`, back to where it came from.
-pub(crate) fn respond(agent: &Arc<Agent>, req: &MadHdr, mad: &RecvMad) -> Result {
-    let mut buf = agent.create_send(mad.wc.src_qp, 0, false, 24, 232, GFP_KERNEL, 1)?;
+/// The answer of `agent` to the request `req` that came from QP `src_qp`: a GET_RESP of
+/// status 0 with the request's header otherwise, to `ah`.
+pub(crate) fn answer(
+    agent: &Arc<Agent>,
+    req: &MadHdr,
+    src_qp: u32,
+    ah: Address,
+) -> Result<SendBuf> {
+    let mut buf = agent.create_mad(src_qp, GFP_KERNEL)?;
     let hdr = MadHdr {
         method: wire::IB_MGMT_METHOD_GET_RESP,
+        status: 0,
         ..*req
     };
     hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
-    buf.set_ah(Some(Address {
+    buf.set_ah(Some(ah));
+    Ok(buf)
+}
+
+/// Posts a GET_RESP to `req`, back to where it came from on the loopback fabric (by LID).
+pub(crate) fn respond(agent: &Arc<Agent>, req: &MadHdr, mad: &RecvMad) -> Result {
+    let ah = Address {
         sl: 0,
         dlid: mad.wc.slid,
         src_path_bits: mad.wc.dlid_path_bits,
         grh: None,
-    }));
+    };
+    let mut buf = answer(agent, req, mad.wc.src_qp, ah)?;
     buf.set_context([usize::MAX, 0]);
     Agent::post(buf).map(|_| ()).map_err(|e| e.err)
 }
-

@@ -17,9 +17,9 @@ use crate::{
             batch_max_take,
             irqoff_max_ns_take,
             Agent,
-            BATCH,
             RecvHandler,
             SendHandler, //
+            BATCH,
         },
         send::{
             SendBuf,

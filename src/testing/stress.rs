@@ -43,9 +43,12 @@ use crate::{
     testing::{
         capi_client::{
             churn,
+            create_mad,
+            create_request,
             is_err,
             num,
-            ptr_errno, //
+            ptr_errno,
+            CreateFailure, //
         },
         control::Writer,
         sleep_ms, //
@@ -60,8 +63,7 @@ use kernel::{
         c_char,
         c_int, //
     },
-    new_condvar,
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     str::CString,
     sync::{
@@ -287,28 +289,22 @@ impl Run {
         } else {
             kernel::bindings::GFP_KERNEL
         };
-        let b = rmad_create_send_mad(agent, 1, 0, 0, 24, 232, gfp, 1);
-        if is_err(b) {
-            Counts::add(&self.counts.create_errors, 1);
-            if !clean(ptr_errno(b)) {
-                Counts::add(&self.counts.unclean, 1);
-            }
-            return None;
-        }
-        let mad = rmad_send_buf_mad(b).cast::<u8>();
-        if mad.is_null() {
-            Counts::add(&self.counts.wrong, 1);
-            return None;
-        }
         // GET is answered (ib_core on rxe0, the responder on lb0); SEND never is.
         let method = if rng.pct(50) { 0x01 } else { 0x03 };
-        let tid = (u64::from(rmad_agent_hi_tid(agent)) << 32) | u64::from(rng.next());
-        let mut hdr = [1u8, 0x04, 1, method, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        if let Some(t) = hdr.get_mut(8..16) {
-            t.copy_from_slice(&tid.to_be_bytes());
-        }
-        // SAFETY: The worker owns the buffer, whose MAD is 256 bytes long.
-        unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
+        let b = match create_request(agent, method, rng.next(), gfp) {
+            Ok(b) => b,
+            Err(CreateFailure::Create(e)) => {
+                Counts::add(&self.counts.create_errors, 1);
+                if !clean(e) {
+                    Counts::add(&self.counts.unclean, 1);
+                }
+                return None;
+            }
+            Err(CreateFailure::NoMad) => {
+                Counts::add(&self.counts.wrong, 1);
+                return None;
+            }
+        };
         rec.handle.store(num(b), Relaxed);
         rec.dead.store(false, Release);
         self.set(b, rec, rng);
@@ -894,7 +890,7 @@ pub(crate) fn handles(name: &CStr, n: usize, out: &mut KVec<u8>) -> Result {
         GFP_KERNEL,
     )?;
     let a = run.register(&ctx).ok_or(ENODEV)?;
-    let stale = rmad_create_send_mad(a, 1, 0, 0, 24, 232, kernel::bindings::GFP_KERNEL, 1);
+    let stale = create_mad(a, kernel::bindings::GFP_KERNEL);
     let freed_ok = !is_err(stale) && rmad_free_send_mad(stale) == 0;
     let c = churn(a, stale, n);
     let (aliases, wrong, failed, ms) =
@@ -933,4 +929,3 @@ pub(crate) fn handles(name: &CStr, n: usize, out: &mut KVec<u8>) -> Result {
     );
     Ok(())
 }
-

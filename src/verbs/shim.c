@@ -11,6 +11,7 @@
  * Rust; this file only moves bytes and completions.
  */
 
+#include <linux/build_bug.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
@@ -18,6 +19,7 @@
 #include <linux/netdevice.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/stddef.h>
 #include <net/net_namespace.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
@@ -25,6 +27,15 @@
 #include <rdma/ib_verbs.h>
 
 #include "shim.h"
+
+/* The layout VerbsRecvInfo in src/verbs.rs has. */
+static_assert(sizeof(struct rmad_recv_info) == 52);
+static_assert(offsetof(struct rmad_recv_info, pkey_index) == 8);
+static_assert(offsetof(struct rmad_recv_info, has_grh) == 11);
+static_assert(offsetof(struct rmad_recv_info, sgid) == 12);
+static_assert(offsetof(struct rmad_recv_info, dgid) == 28);
+static_assert(offsetof(struct rmad_recv_info, flow_label) == 44);
+static_assert(offsetof(struct rmad_recv_info, traffic_class) == 49);
 
 #define RMAD_SQ 128
 /* Receive buffers posted per port: as many as the C MAD layer's recv_queue_size. */

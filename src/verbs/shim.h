@@ -11,7 +11,7 @@
 struct ib_device;
 struct rmad_vport;
 
-/* How a MAD arrived (mirrored by VerbsRecvInfo in verbs.rs). */
+/* How a MAD arrived (mirrored by VerbsRecvInfo in src/verbs.rs; both assert the layout). */
 struct rmad_recv_info {
 	u32 src_qp;
 	u32 slid;

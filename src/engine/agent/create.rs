@@ -4,23 +4,69 @@
 
 use super::*;
 
+/// `IB_MGMT_MAD_HDR` and `IB_MGMT_MAD_DATA` in the type `ib_create_send_mad` takes them in.
+const MAD_HDR: i32 = 24;
+const MAD_DATA: i32 = 232;
+// Both are small and positive: the casts below cannot truncate.
+const _: () = assert!(
+    MAD_HDR as usize == wire::IB_MGMT_MAD_HDR && MAD_DATA as usize == wire::IB_MGMT_MAD_DATA
+);
+
+/// What a send buffer is made for: the arguments of `ib_create_send_mad` besides the agent
+/// and the allocation flags, with their C types (a negative length is a caller's error, and
+/// `EINVAL`, as in the C API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SendSpec {
+    /// The QP the MAD goes to (1 for requests; a request's source QP for its response).
+    pub(crate) remote_qpn: u32,
+    /// The P_Key index the MAD is sent with.
+    pub(crate) pkey_index: u16,
+    /// An RMPP transfer: the data is split into segments.
+    pub(crate) rmpp_active: bool,
+    /// Length of the headers: the common header and the class's own.
+    pub(crate) hdr_len: i32,
+    /// Length of the data after the headers.
+    pub(crate) data_len: i32,
+    /// MAD base version (1 for InfiniBand).
+    pub(crate) base_version: u8,
+}
+
+impl SendSpec {
+    /// One MAD to QP `remote_qpn` with the common header and 232 bytes of data, P_Key index 0,
+    /// base version 1: what a request or a response of most classes is. Other shapes start
+    /// from here: `SendSpec { hdr_len: 56, ..SendSpec::mad(1) }`.
+    pub(crate) const fn mad(remote_qpn: u32) -> Self {
+        Self {
+            remote_qpn,
+            pkey_index: 0,
+            rmpp_active: false,
+            hdr_len: MAD_HDR,
+            data_len: MAD_DATA,
+            base_version: 1,
+        }
+    }
+}
+
 impl Agent {
+    /// A send buffer for one MAD to QP `remote_qpn` ([`SendSpec::mad`]), allocated with
+    /// `gfp`.
+    pub(crate) fn create_mad(self: &Arc<Self>, remote_qpn: u32, gfp: Flags) -> Result<SendBuf> {
+        self.create_send(SendSpec::mad(remote_qpn), gfp)
+    }
+
     /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
     /// validation of mad-spec.md §1.5; every case the C layer leaves undefined is `EINVAL`.
     /// Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn create_send(
-        self: &Arc<Self>,
-        remote_qpn: u32,
-        pkey_index: u16,
-        rmpp_active: bool,
-        hdr_len: i32,
-        data_len: i32,
-        gfp: Flags,
-        base_version: u8,
-    ) -> Result<SendBuf> {
-        // Only OPA ports use 2048-byte MADs; rmad's ports are InfiniBand ports.
-        let _ = base_version;
+    pub(crate) fn create_send(self: &Arc<Self>, spec: SendSpec, gfp: Flags) -> Result<SendBuf> {
+        let SendSpec {
+            remote_qpn,
+            pkey_index,
+            rmpp_active,
+            hdr_len,
+            data_len,
+            // Only OPA ports use 2048-byte MADs; rmad's ports are InfiniBand ports.
+            base_version: _,
+        } = spec;
         let mad_size = wire::IB_MGMT_MAD_SIZE;
         let hdr = usize::try_from(hdr_len).map_err(|_| EINVAL)?;
         let data = usize::try_from(data_len).map_err(|_| EINVAL)?;

@@ -8,15 +8,22 @@
  */
 
 #include <linux/atomic.h>
+#include <linux/build_bug.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/jiffies.h>
 #include <linux/slab.h>
+#include <linux/stddef.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 
 #include "c_client.h"
+
+/* The layout Figures in src/testing/fabric.rs has. */
+static_assert(sizeof(struct rmad_fabric_tally) == 48);
+static_assert(offsetof(struct rmad_fabric_tally, retries) == 28);
+static_assert(offsetof(struct rmad_fabric_tally, status_other) == 44);
 
 #define FABRIC_PORT 1
 

@@ -15,7 +15,6 @@ use crate::{
         rmad_agent_hi_tid,
         rmad_cancel_mad,
         rmad_cancel_post,
-        rmad_create_send_mad,
         rmad_free_recv_mad,
         rmad_free_send_mad,
         rmad_keep_recv_mad,
@@ -41,6 +40,7 @@ use crate::{
             c_agent,
             c_request,
             churn,
+            create_mad,
             is_err,
             num,
             ptr_errno,
@@ -120,7 +120,7 @@ mod tests {
             wrong += usize::from(rmad_unregister_agent(a1) != EINVAL.to_errno());
             wrong += usize::from(rmad_agent_hi_tid(a1) != 0);
             wrong += usize::from(!rmad_agent_context(a1).is_null());
-            let b = rmad_create_send_mad(a1, 1, 0, 0, 24, 232, kernel::bindings::GFP_KERNEL, 1);
+            let b = create_mad(a1, kernel::bindings::GFP_KERNEL);
             wrong += usize::from(!is_err(b) || ptr_errno(b) != EINVAL.to_errno());
             // The newer agent still works.
             wrong += usize::from(rmad_agent_hi_tid(a2) == 0);
@@ -584,7 +584,10 @@ mod tests {
             let _ = probe.wait(|p| p.recv_calls.len() > where_);
             let recv = to_handle(probe.inner.lock().recv_calls.get(where_).map_or(0, |c| c.0));
             let b = c_request(a, &ah, 9, SEND, 60_000)?;
-            let from = [FROM_TIMER, FROM_HRTIMER].get(where_).copied().ok_or(EINVAL)?;
+            let from = [FROM_TIMER, FROM_HRTIMER]
+                .get(where_)
+                .copied()
+                .ok_or(EINVAL)?;
             *ran = match call_from(from, a, b, recv) {
                 Ok(r) => {
                     *res = r;

@@ -147,7 +147,7 @@ fn peer(env: &Env, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> {
 
 /// Sends from `from` a response with `tid` and `class` to LID `dlid`, through `grh`.
 fn answer(from: &Arc<Agent>, tid: u64, class: u8, dlid: u16, grh: Option<GrhAttr>) -> Result {
-    let mut buf = from.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let mut buf = from.create_mad(1, GFP_KERNEL)?;
     let hdr = MadHdr {
         base_version: 1,
         mgmt_class: class,

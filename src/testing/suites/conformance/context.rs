@@ -31,7 +31,7 @@ macro_rules! assert_eq {
 
 /// [`request`] with `GFP_ATOMIC`.
 fn request_atomic(a: &Arc<Agent>, tag: usize) -> Result<SendBuf> {
-    let mut buf = a.create_send(1, 0, false, 24, 232, GFP_ATOMIC, 1)?;
+    let mut buf = a.create_mad(1, GFP_ATOMIC)?;
     let hdr = MadHdr {
         base_version: 1,
         mgmt_class: CLASS,
@@ -83,7 +83,7 @@ pub(super) fn s63_api_usable_with_interrupts_disabled() -> Result {
         let made = request_atomic(&a, 63);
         match made {
             Ok(buf) => {
-                let spare = a.create_send(1, 0, false, 24, 232, GFP_ATOMIC, 1);
+                let spare = a.create_mad(1, GFP_ATOMIC);
                 // Free with interrupts off.
                 drop(spare);
                 match Agent::post(buf) {

@@ -272,7 +272,7 @@ pub(super) fn s23_directed_route_smp_skips_address_check() -> Result {
         0,
     )?;
     buf.set_context([23, 0]);
-    let mut smp = a.create_send(0, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let mut smp = a.create_mad(0, GFP_KERNEL)?;
     smp.mad_mut().copy_from_slice(buf.mad());
     smp.set_ah(buf.ah());
     smp.set_timeout_ms(60_000);
@@ -282,7 +282,7 @@ pub(super) fn s23_directed_route_smp_skips_address_check() -> Result {
     let seen = prec.wait_recvs(1);
     // Answer to the permissive LID through a GRH the request never had: only TID and
     // class count for directed-route SMPs.
-    let mut resp = p.create_send(0, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let mut resp = p.create_mad(0, GFP_KERNEL)?;
     let hdr = MadHdr {
         base_version: 1,
         mgmt_class: wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE,

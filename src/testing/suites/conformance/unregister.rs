@@ -94,7 +94,7 @@ pub(super) fn s49_unregister_flushes_everything() -> Result {
 
 pub(super) fn s50_unregister_waits_for_buffers() -> Result {
     let (_env, rec, a) = setup(Behaviour::default())?;
-    let buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let buf = a.create_mad(1, GFP_KERNEL)?;
     let a2 = a.clone();
     spawn_marked(&rec, 1, move || {
         let _ = a2.unregister();
@@ -119,7 +119,7 @@ pub(super) fn s51_nothing_after_unregister() -> Result {
     answer(&p, wire::make_tid(a.hi_tid, 51), CLASS, 1, None)?;
     sleep_ms(300);
     let later = rec.calls()?.len();
-    let reject = errno(&a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1));
+    let reject = errno(&a.create_mad(1, GFP_KERNEL));
     finish(&env, &[&prec], &[&p])?;
     assert!(seen);
     assert_eq!(after, 1);

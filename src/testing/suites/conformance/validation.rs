@@ -3,6 +3,7 @@
 //! Group A: create and post validation, bad input (scenarios 1–14).
 
 use super::*;
+use crate::engine::agent::SendSpec;
 
 // `assert!` and `assert_eq!` that fail the running KUnit case instead of panicking, like those
 // the suite module defines for its own cases.
@@ -53,7 +54,7 @@ fn rmpp_agent(env: &Env, rec: &Arc<Recorder>, rmpp_version: u8, flags: u32) -> R
 pub(super) fn s01_create_zeroed() -> Result {
     let (_env, _rec, a) = setup(Behaviour::default())?;
     let before = a.buffers();
-    let buf = a.create_send(1, 0, false, 24, 232, GFP_KERNEL, 1)?;
+    let buf = a.create_mad(1, GFP_KERNEL)?;
     let zeroed = buf.mad().len() == 256 && buf.mad().iter().all(|b| *b == 0);
     let fields = buf.seg_count() == 0
         && buf.hdr_len() == 24
@@ -76,7 +77,14 @@ pub(super) fn s01_create_zeroed() -> Result {
 
 pub(super) fn s02_create_too_large_einval() -> Result {
     let (_env, _rec, a) = setup(Behaviour::default())?;
-    let r = a.create_send(1, 0, false, 24, 233, GFP_KERNEL, 1);
+    let r = a.create_send(
+        SendSpec {
+            hdr_len: 24,
+            data_len: 233,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    );
     let code = errno(&r);
     drop(r);
     let count = a.buffers();
@@ -91,8 +99,24 @@ pub(super) fn s03_create_rmpp_on_non_kernel_rmpp_agent_einval() -> Result {
     let rec = Recorder::new(Behaviour::default())?;
     let plain = env.agent(A, &rec, None)?;
     let user = rmpp_agent(&env, &rec, 1, wire::IB_MAD_USER_RMPP)?;
-    let r1 = errno(&plain.create_send(1, 0, true, 56, 10, GFP_KERNEL, 1));
-    let r2 = errno(&user.create_send(1, 0, true, 56, 10, GFP_KERNEL, 1));
+    let r1 = errno(&plain.create_send(
+        SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len: 10,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    ));
+    let r2 = errno(&user.create_send(
+        SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len: 10,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    ));
     plain.unregister()?;
     user.unregister()?;
     assert_eq!(r1, EINVAL.to_errno());
@@ -104,8 +128,23 @@ pub(super) fn s04_create_kernel_rmpp_segments() -> Result {
     let env = Env::new()?;
     let rec = Recorder::new(Behaviour::default())?;
     let r = rmpp_agent(&env, &rec, 1, 0)?;
-    let no_rmpp = errno(&r.create_send(1, 0, false, 56, 201, GFP_KERNEL, 1));
-    let mut buf = r.create_send(1, 0, true, 56, 201, GFP_KERNEL, 1)?;
+    let no_rmpp = errno(&r.create_send(
+        SendSpec {
+            hdr_len: 56,
+            data_len: 201,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    ));
+    let mut buf = r.create_send(
+        SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len: 201,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    )?;
     let sizes = buf.seg_size() == 200 && buf.seg_count() == 2;
     let hdr = wire::rmpp_hdr(buf.mad()).map(|h| (h[0], h[1], wire::ib_get_rmpp_flags(h)));
     let header_ok = hdr
@@ -145,7 +184,15 @@ pub(super) fn s05_create_undefined_inputs_einval() -> Result {
     ];
     let mut codes = [0i32; 7];
     for (i, (rmpp, h, d)) in cases.iter().enumerate() {
-        codes[i] = errno(&r.create_send(1, 0, *rmpp, *h, *d, GFP_KERNEL, 1));
+        codes[i] = errno(&r.create_send(
+            SendSpec {
+                rmpp_active: *rmpp,
+                hdr_len: *h,
+                data_len: *d,
+                ..SendSpec::mad(1)
+            },
+            GFP_KERNEL,
+        ));
     }
     let count = r.buffers();
     r.unregister()?;
@@ -161,7 +208,15 @@ pub(super) fn s06_create_enomem_leaves_nothing() -> Result {
     let rec = Recorder::new(Behaviour::default())?;
     let r = rmpp_agent(&env, &rec, 1, 0)?;
     // 500 000 segments of 200 bytes: more than kmalloc can give.
-    let res = r.create_send(1, 0, true, 56, 100_000_000, GFP_KERNEL | __GFP_NOWARN, 1);
+    let res = r.create_send(
+        SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len: 100_000_000,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL | __GFP_NOWARN,
+    );
     let code = errno(&res);
     drop(res);
     let count = r.buffers();
@@ -179,7 +234,15 @@ pub(super) fn s06_create_huge_is_a_quiet_enomem() -> Result {
     // is ENOMEM without a page-allocator warning (the run's log check sees warnings).
     let mut codes = KVec::new();
     for len in [8 << 20, 64 << 20, i32::MAX] {
-        let res = r.create_send(1, 0, true, 56, len, GFP_KERNEL, 1);
+        let res = r.create_send(
+            SendSpec {
+                rmpp_active: true,
+                hdr_len: 56,
+                data_len: len,
+                ..SendSpec::mad(1)
+            },
+            GFP_KERNEL,
+        );
         codes.push(errno(&res), GFP_KERNEL)?;
     }
     let count = r.buffers();
