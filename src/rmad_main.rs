@@ -90,7 +90,7 @@ struct Rmad {
     _verbs: verbs::Client,
     /// The removal probe, when `rxe_probe` asked for one.
     #[cfg(rmad_test)]
-    _removal: Option<testing::removal::Probe>,
+    _removal: Option<testing::removal::RemovalProbe>,
     /// The C API.
     _capi: capi::Api,
     /// The test flavour's debugfs files and `lb0`.
@@ -140,7 +140,10 @@ impl kernel::Module for Rmad {
 #[cfg(rmad_test)]
 fn test_parameters(
     debugfs: &debugfs::Debugfs,
-) -> Result<(Option<testing::removal::Probe>, testing::control::Control)> {
+) -> Result<(
+    Option<testing::removal::RemovalProbe>,
+    testing::control::Control,
+)> {
     if module_parameters::demo.value() {
         testing::demo::run()?;
     }

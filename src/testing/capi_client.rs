@@ -2,7 +2,7 @@
 
 //! A C client of rmad's exported API, written in Rust: what the C API's suites (`rmad_capi`)
 //! and the stress driver call through the same `extern "C"` functions other modules link
-//! against. [`Probe`] is a pair of C handlers that record every call; the free functions make
+//! against. [`CRecorder`] is a pair of C handlers that record every call; the free functions make
 //! agents and requests, and check stale handles.
 
 use crate::{
@@ -55,7 +55,7 @@ pub(crate) const WC_SUCCESS: i32 = 0;
 
 /// What the probe's handlers do besides recording.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Behaviour {
+pub(crate) struct CBehaviour {
     /// Free every completed buffer in the send handler.
     pub(crate) free: bool,
     /// Unregister the agent from inside its receive handler.
@@ -74,7 +74,7 @@ pub(crate) type RecvCall = (u64, u8, i32);
 pub(crate) type SendCall = (u64, u64, i32);
 
 /// The probe's records.
-pub(crate) struct ProbeInner {
+pub(crate) struct CRecorderInner {
     pub(crate) sends: KVec<SendCall>,
     pub(crate) recvs: usize,
     pub(crate) recv_calls: KVec<RecvCall>,
@@ -88,22 +88,22 @@ pub(crate) struct ProbeInner {
 
 /// A C client's handlers, recording what they see; its address is the agent's context.
 #[pin_data]
-pub(crate) struct Probe {
+pub(crate) struct CRecorder {
     #[pin]
-    pub(crate) inner: SpinLock<ProbeInner>,
+    pub(crate) inner: SpinLock<CRecorderInner>,
     #[pin]
     changed: CondVar,
-    behaviour: Behaviour,
+    behaviour: CBehaviour,
     /// Where reposted buffers go.
     ah: RmadAh,
 }
 
-impl Probe {
+impl CRecorder {
     /// A probe that behaves as `behaviour` says and re-posts to `ah`.
-    pub(crate) fn new(behaviour: Behaviour, ah: RmadAh) -> Result<Arc<Self>> {
+    pub(crate) fn new(behaviour: CBehaviour, ah: RmadAh) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                inner <- new_spinlock!(ProbeInner {
+                inner <- new_spinlock!(CRecorderInner {
                     sends: KVec::new(),
                     recvs: 0,
                     recv_calls: KVec::new(),
@@ -111,7 +111,7 @@ impl Probe {
                     reposts: KVec::new(),
                     repost_armed: false,
                 }),
-                changed <- new_condvar!("Probe::changed"),
+                changed <- new_condvar!("CRecorder::changed"),
                 behaviour,
                 ah,
             }),
@@ -120,7 +120,7 @@ impl Probe {
     }
 
     /// Waits until `cond` holds for the records, at most [`crate::testing::WAIT_MS`].
-    pub(crate) fn wait(&self, cond: impl Fn(&ProbeInner) -> bool) -> bool {
+    pub(crate) fn wait(&self, cond: impl Fn(&CRecorderInner) -> bool) -> bool {
         crate::testing::wait_locked(&self.inner, &self.changed, cond)
     }
 
@@ -214,12 +214,12 @@ impl Probe {
 /// # Safety
 ///
 /// `wc` must point to a completion that is valid for the call, whose context is a live
-/// [`Probe`] (rmad calls it so for agents made by [`c_agent`]).
-unsafe extern "C" fn probe_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
+/// [`CRecorder`] (rmad calls it so for agents made by [`c_agent`]).
+unsafe extern "C" fn c_recorder_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
     // SAFETY: rmad passes a valid completion for the duration of the call.
     let wc = unsafe { &*wc };
-    // SAFETY: The context is a `Probe` that the test keeps alive until unregistration returns.
-    let p = unsafe { &*wc.context.cast::<Probe>() };
+    // SAFETY: The context is a `CRecorder` that the test keeps alive until unregistration returns.
+    let p = unsafe { &*wc.context.cast::<CRecorder>() };
     p.on_send(wc);
 }
 
@@ -227,12 +227,12 @@ unsafe extern "C" fn probe_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
 ///
 /// # Safety
 ///
-/// As for [`probe_send`], with a receive completion.
-unsafe extern "C" fn probe_recv(agent: *mut c_void, _buf: *mut c_void, wc: *const RmadRecvWc) {
+/// As for [`c_recorder_send`], with a receive completion.
+unsafe extern "C" fn c_recorder_recv(agent: *mut c_void, _buf: *mut c_void, wc: *const RmadRecvWc) {
     // SAFETY: rmad passes a valid receive completion for the duration of the call.
     let wc = unsafe { &*wc };
-    // SAFETY: As in `probe_send`.
-    let p = unsafe { &*wc.context.cast::<Probe>() };
+    // SAFETY: As in `c_recorder_send`.
+    let p = unsafe { &*wc.context.cast::<CRecorder>() };
     p.on_recv(agent, wc);
 }
 
@@ -338,7 +338,7 @@ pub(crate) fn churn(agent: *mut c_void, stale: *mut c_void, cycles: usize) -> Ch
 }
 
 /// Registers a GSI agent on rxe0 port 1 whose handlers are `probe`'s.
-pub(crate) fn c_agent(probe: &Arc<Probe>) -> Result<*mut c_void> {
+pub(crate) fn c_agent(probe: &Arc<CRecorder>) -> Result<*mut c_void> {
     // SAFETY: The name is NUL-terminated; the handlers match the C prototypes; the context
     // outlives the agent (the test unregisters before dropping the probe).
     let a = unsafe {
@@ -348,8 +348,8 @@ pub(crate) fn c_agent(probe: &Arc<Probe>) -> Result<*mut c_void> {
             1,
             core::ptr::null(),
             0,
-            Some(probe_send),
-            Some(probe_recv),
+            Some(c_recorder_send),
+            Some(c_recorder_recv),
             probe.ctx(),
             0,
         )

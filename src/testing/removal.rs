@@ -26,14 +26,14 @@ use kernel::{
 };
 
 /// An agent on `rxe0` with sends outstanding.
-pub(crate) struct Probe {
+pub(crate) struct RemovalProbe {
     agent: Arc<Agent>,
     rec: Arc<Recorder>,
     posted: usize,
 }
 
 /// Registers the probe agent on `rxe0` port 1 and posts `n` unanswered requests.
-pub(crate) fn start(n: u32) -> Result<Probe> {
+pub(crate) fn start(n: u32) -> Result<RemovalProbe> {
     let rec = Recorder::new(Behaviour::default())?;
     let (port, agent) = rxe_agent(&rec)?.ok_or(ENODEV)?;
     let n = usize::try_from(n).map_err(|_| EINVAL)?;
@@ -49,14 +49,14 @@ pub(crate) fn start(n: u32) -> Result<Probe> {
         )?)?;
     }
     pr_info!("probe: {} sends outstanding on rxe0\n", n);
-    Ok(Probe {
+    Ok(RemovalProbe {
         agent,
         rec,
         posted: n,
     })
 }
 
-impl Drop for Probe {
+impl Drop for RemovalProbe {
     fn drop(&mut self) {
         // Unregistration flushes whatever is still outstanding and waits for the handlers.
         let _ = self.agent.unregister();

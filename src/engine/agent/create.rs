@@ -35,6 +35,13 @@ impl SendSpec {
     /// One MAD to QP `remote_qpn` with the common header and 232 bytes of data, P_Key index 0,
     /// base version 1: what a request or a response of most classes is. Other shapes start
     /// from here: `SendSpec { hdr_len: 56, ..SendSpec::mad(1) }`.
+    #[cfg_attr(
+        not(rmad_test),
+        allow(
+            dead_code,
+            reason = "the Rust API's common case; the C API passes every argument"
+        )
+    )]
     pub(crate) const fn mad(remote_qpn: u32) -> Self {
         Self {
             remote_qpn,
@@ -50,6 +57,13 @@ impl SendSpec {
 impl Agent {
     /// A send buffer for one MAD to QP `remote_qpn` ([`SendSpec::mad`]), allocated with
     /// `gfp`.
+    #[cfg_attr(
+        not(rmad_test),
+        allow(
+            dead_code,
+            reason = "the Rust API's common case; the C API passes every argument"
+        )
+    )]
     pub(crate) fn create_mad(self: &Arc<Self>, remote_qpn: u32, gfp: Flags) -> Result<SendBuf> {
         self.create_send(SendSpec::mad(remote_qpn), gfp)
     }

@@ -47,8 +47,8 @@ use crate::{
             rxe_ah,
             stale_buf_calls_succeeding,
             to_handle,
-            Behaviour,
-            Probe, //
+            CBehaviour,
+            CRecorder, //
         },
     },
 };
@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn buffer_handle_never_aliases() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
         let a = c_agent(&probe)?;
         let mut aliases = 0usize;
         let mut wrong = 0usize;
@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn agent_handle_never_aliases() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
         let mut aliases = 0usize;
         let mut wrong = 0usize;
         for _ in 0..20 {
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn old_post_never_acts_on_a_repost() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
         let a = c_agent(&probe)?;
         let b = c_request(a, &ah, 1, SEND, 60_000)?;
         let (mut p1, mut p2) = (0u64, 0u64);
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn stale_handle_survives_many_create_free_cycles() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
         let a = c_agent(&probe)?;
         let stale = c_request(a, &ah, 0, SEND, 0)?;
         let freed = rmad_free_send_mad(stale);
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn repost_from_handler_stays_cancellable() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
         let a = c_agent(&probe)?;
         let b = c_request(a, &ah, 7, SEND, 0)?;
         let mut not_cancellable = 0usize;
@@ -267,11 +267,11 @@ mod tests {
     #[test]
     fn unregister_from_own_recv_handler_refused() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(
-            Behaviour {
+        let probe = CRecorder::new(
+            CBehaviour {
                 free: true,
                 unregister_in_recv: true,
-                ..Behaviour::default()
+                ..CBehaviour::default()
             },
             ah,
         )?;
@@ -293,11 +293,11 @@ mod tests {
     #[test]
     fn recv_kept_past_unregister_until_freed() -> Result {
         let own = rxe_ah()?;
-        let probe = Probe::new(
-            Behaviour {
+        let probe = CRecorder::new(
+            CBehaviour {
                 free: true,
                 keep_first_recv: true,
-                ..Behaviour::default()
+                ..CBehaviour::default()
             },
             own,
         )?;
@@ -381,7 +381,7 @@ mod tests {
         // with interrupts off, so a caller that landed on the holder's CPU, or that waits for
         // an IPI to it, cannot go on; up to three attempts, each with a new pair of buffers.
         let ah = rxe_ah()?;
-        let probe = Probe::new(Behaviour::default(), ah)?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
         let (a, b) = (c_agent(&probe)?, c_agent(&probe)?);
         let mut outcomes = [Outcome::default(); 3];
         let mut attempts = 0;
@@ -424,7 +424,7 @@ mod tests {
     /// one holds the slot of a new buffer of agent `b` for up to 5 s; once the cancelled send
     /// has reached `probe`'s handler (the `lo`th), frees both buffers.
     fn calls_while_another_is_held(
-        probe: &Arc<Probe>,
+        probe: &Arc<CRecorder>,
         a: *mut c_void,
         b: *mut c_void,
         ah: &RmadAh,
@@ -536,7 +536,7 @@ mod tests {
         // rxe0's dummy netdev, which needs no ARP: the two-node suite checks that one.)
         let own = rxe_ah()?;
         let no_grh = RmadAh { has_grh: 0, ..own };
-        let probe = Probe::new(Behaviour::default(), own)?;
+        let probe = CRecorder::new(CBehaviour::default(), own)?;
         let a = c_agent(&probe)?;
         // SAFETY: Plain calls; the addresses are valid for reads (or NULL on purpose).
         let got = unsafe {
@@ -559,11 +559,11 @@ mod tests {
     #[test]
     fn calls_from_timer_and_hrtimer() -> Result {
         let ah = rxe_ah()?;
-        let probe = Probe::new(
-            Behaviour {
+        let probe = CRecorder::new(
+            CBehaviour {
                 free: true,
                 keep_all_recvs: true,
-                ..Behaviour::default()
+                ..CBehaviour::default()
             },
             ah,
         )?;
