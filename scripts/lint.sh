@@ -8,7 +8,10 @@
 #     said below;
 #   - kernel-doc -Wall on include/rmad.h, and a kernel-doc comment on every
 #     export, structure, enum and callback type (scripts/check/check-api.py docs);
-#   - rustfmt --check (the kernel's .rustfmt.toml) on every Rust file of ours.
+#   - rustfmt --check (the kernel's .rustfmt.toml) on every Rust file of ours;
+#   - Documentation/architecture.md names every file under src/, and every
+#     § citation in the code is a section of Documentation/behaviour.md
+#     (scripts/check/check-docs.py).
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
@@ -68,6 +71,12 @@ docs="$("$LINUX_TREE/scripts/kernel-doc" -Wall -none "$RMAD_ROOT/include/rmad.h"
 }
 python3 "$RMAD_ROOT/scripts/check/check-api.py" docs "$RMAD_ROOT" || failed=1
 step "kernel-doc -Wall: include/rmad.h"
+
+# The architecture page names every file under src/; every § citation points into the
+# behaviour reference (scripts/check/check-docs.py).
+python3 "$RMAD_ROOT/scripts/check/check-docs.py" map "$RMAD_ROOT" || failed=1
+python3 "$RMAD_ROOT/scripts/check/check-docs.py" citations "$RMAD_ROOT" || failed=1
+step "docs: Documentation/architecture.md names every file of src/; citations resolve"
 
 rustfmt="$(rust_tool rustfmt)"
 mapfile -t rust_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard '*.rs' | grep -v '^tests/host/')

@@ -105,7 +105,7 @@ impl Engine {
 
     /// Publishes `agent` under a fresh `hi_tid`, with its class registration if any. Fails
     /// with `EINVAL` when the registration's methods overlap another agent's on the same port
-    /// and QP (mad-spec.md §1.3 step 9), `EBUSY` when every `hi_tid` is in use.
+    /// and QP (Documentation/behaviour.md §1.3 step 9), `EBUSY` when every `hi_tid` is in use.
     ///
     /// `make` builds the agent once its `hi_tid` is known. The clash check, the `hi_tid` and
     /// the registration are taken in one hold of the lock, before the agent is made, so two
@@ -259,7 +259,7 @@ fn oui_of(mad: &[u8]) -> [u8; 3] {
         .unwrap_or([0; 3])
 }
 
-/// The receive-side validation of mad-spec.md §2.4.4 step 1.
+/// The receive-side validation of Documentation/behaviour.md §2.4.4 step 1.
 fn mad_is_valid(hdr: &MadHdr, qp: QpType) -> bool {
     let smp = hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
         || hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE;

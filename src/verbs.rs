@@ -175,8 +175,8 @@ pub(crate) struct VerbsPort {
     /// transmissions are queued from any context a post may be called in.
     #[pin]
     vp: SpinLockIrq<*mut Vport>,
-    /// Transmissions waiting for the transmit work (and for room in the send queue), oldest
-    /// first: the C layer's QP overflow list, mad-spec.md §2.4.2. Lock order: `vp`, then
+    /// Transmissions waiting for the transmit work (and for room in the send queue), oldest first:
+    /// the C layer's QP overflow list, Documentation/behaviour.md §2.4.2. Lock order: `vp`, then
     /// `txq`.
     #[pin]
     txq: SpinLockIrq<tx::TxQueue>,

@@ -3,7 +3,7 @@
 //! MAD agents: registration, send buffers, post, modify and cancel, send completions,
 //! response matching, timeouts and unregistration, with the semantics of Linux 7.3's
 //! `ib_register_mad_agent`, `ib_create_send_mad`, `ib_post_send_mad`, `ib_modify_mad`,
-//! `ib_cancel_mad` and `ib_unregister_mad_agent` (mad-spec.md §1–§5).
+//! `ib_cancel_mad` and `ib_unregister_mad_agent` (Documentation/behaviour.md §1–§5).
 //!
 //! # Structure
 //!

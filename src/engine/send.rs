@@ -3,13 +3,13 @@
 //! Send buffers and the handles of outstanding sends.
 //!
 //! The C MAD layer hands clients a raw `ib_mad_send_buf *` for the whole life of a send, so a
-//! cancel after the buffer was freed is a use-after-free (mad-spec.md §7.3). rmad splits the
-//! three ownership phases of §2.6 into types:
+//! cancel after the buffer was freed is a use-after-free (Documentation/behaviour.md §7.3). rmad
+//! splits the three ownership phases of §2.6 into types:
 //!
 //! - a [`SendBuf`] is owned by the client while the send is *created* or *completed*: it can be
 //!   edited, posted or dropped (which is `ib_free_send_mad`);
-//! - [`Agent::post`](crate::engine::agent::Agent::post) consumes it and returns a [`SendHandle`]: while
-//!   the send is *outstanding* the engine owns the buffer and the handle can only modify or
+//! - [`Agent::post`](crate::engine::agent::Agent::post) consumes it and returns a [`SendHandle`]:
+//!   while the send is *outstanding* the engine owns the buffer and the handle can only modify or
 //!   cancel it;
 //! - the send handler receives the [`SendBuf`] back by value with its [`SendCompletion`].
 //!
@@ -259,11 +259,11 @@ kernel::list::impl_list_item! {
 
 /// A send buffer owned by the client (`struct ib_mad_send_buf`).
 ///
-/// Create one with [`Agent::create_send`](crate::engine::agent::Agent::create_send), fill in the MAD,
-/// the destination and the timeout, and post it with [`Agent::post`](crate::engine::agent::Agent::post).
-/// Dropping it frees it (`ib_free_send_mad`); an agent's unregistration waits until every
-/// buffer created on it has been dropped. Never drop one while holding a lock that a handler
-/// of the same agent takes.
+/// Create one with [`Agent::create_send`](crate::engine::agent::Agent::create_send), fill in the
+/// MAD, the destination and the timeout, and post it with
+/// [`Agent::post`](crate::engine::agent::Agent::post). Dropping it frees it (`ib_free_send_mad`);
+/// an agent's unregistration waits until every buffer created on it has been dropped. Never drop
+/// one while holding a lock that a handler of the same agent takes.
 pub(crate) struct SendBuf {
     pub(crate) rec: Arc<SendRecord>,
     pub(crate) body: KBox<SendBody>,

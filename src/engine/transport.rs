@@ -125,8 +125,8 @@ pub(crate) trait Transport: Send + Sync {
     /// The device's name, for diagnostics.
     fn name(&self) -> &CStr;
 
-    /// Whether `post_send` only queues the transmission: the transport then reports each one
-    /// it hands to the device with [`Agent::handed_over`](crate::engine::agent::Agent::handed_over).
+    /// Whether `post_send` only queues the transmission: the transport then reports each one it
+    /// hands to the device with [`Agent::handed_over`](crate::engine::agent::Agent::handed_over).
     fn queues_transmissions(&self) -> bool {
         false
     }

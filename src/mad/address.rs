@@ -21,7 +21,7 @@ pub(crate) struct GrhAttr {
 }
 
 /// Where a send goes: an address handle's attributes. Response matching reads the LIDs and
-/// GIDs (mad-spec.md §4); the rest is carried into the packet.
+/// GIDs (Documentation/behaviour.md §4); the rest is carried into the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Address {
     /// Destination LID.

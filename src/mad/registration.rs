@@ -12,7 +12,8 @@ pub(crate) enum QpType {
     Gsi,
 }
 
-/// The largest `hi_tid`: the top byte of the 32-bit value stays zero (mad-spec.md §1.3).
+/// The largest `hi_tid`: the top byte of the 32-bit value stays zero (Documentation/behaviour.md
+/// §1.3).
 pub(crate) const HI_TID_MAX: u32 = (1 << 24) - 1;
 
 /// One class registration (`ib_mad_reg_req` of an agent).

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The send state machine of Linux 7.3's MAD layer (mad-spec.md §2), as one pure function.
+//! The send state machine of Linux 7.3's MAD layer (Documentation/behaviour.md §2), as one pure
+//! function.
 //!
 //! Every event that touches an outstanding send (post, dispatch, send completion, response,
 //! expiry, modify/cancel, unregister, delivery) goes through [`step`]. It takes what the agent
@@ -11,8 +12,8 @@
 //! or knows about kernel types, so the same file is compiled into the host tests, which check
 //! every state/event pair.
 //!
-//! The transition numbers (T1–T27) are those of mad-spec.md §2.3. RMPP (T27) and local
-//! directed-route SMPs have no state here: rmad's transports carry neither.
+//! The transition numbers (T1–T27) are those of Documentation/behaviour.md §2.3. RMPP (T27) and
+//! local directed-route SMPs have no state here: rmad's transports carry neither.
 
 /// Work-completion status delivered to a send handler (`enum ib_wc_status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +71,7 @@ pub(crate) enum CancelWait {
     TimeoutWork,
 }
 
-/// The state of one send buffer (mad-spec.md §2.2).
+/// The state of one send buffer (Documentation/behaviour.md §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SendState {
     /// Not outstanding: never posted, failed to post, or its send handler has been called.
@@ -268,7 +269,7 @@ pub(crate) enum Reject {
     Impossible,
 }
 
-/// Decides the transition of one send for one event (mad-spec.md §2.3).
+/// Decides the transition of one send for one event (Documentation/behaviour.md §2.3).
 ///
 /// Every per-send state change of the engine goes through this function.
 pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
@@ -312,8 +313,8 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
             .place(Place::Nowhere)
             .complete(WcStatus::LocQpOpErr),
 
-        // T5/T6: the send completed. With a timeout the send waits for its response whatever
-        // the completion status was (7.3 swallows the error, mad-spec.md §7.2 item 1).
+        // T5/T6: the send completed. With a timeout the send waits for its response whatever the
+        // completion status was (7.3 swallows the error, Documentation/behaviour.md §7.2 item 1).
         (SendStart, Event::SendCompleted(st)) => {
             if s.timeout_ms != 0 {
                 Outcome::to(WaitResp)
@@ -430,15 +431,15 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
     Ok(o)
 }
 
-/// Whether a send is a solicited flow-control send (mad-spec.md §3.3): it expects a response,
-/// it is not an active kernel-RMPP transfer, and its class is CM, SA or a subnet-management
-/// class.
+/// Whether a send is a solicited flow-control send (Documentation/behaviour.md §3.3): it expects a
+/// response, it is not an active kernel-RMPP transfer, and its class is CM, SA or a
+/// subnet-management class.
 pub(crate) fn is_solicited_fc(mgmt_class: u8, timeout_ms: u32, kernel_rmpp_active: bool) -> bool {
     timeout_ms != 0 && !kernel_rmpp_active && matches!(mgmt_class, 0x07 | 0x03 | 0x01 | 0x81)
 }
 
-/// The flow-control limit fixed at registration (mad-spec.md §1.3): 0 without a receive
-/// handler; otherwise by the registered class (`None` for a send-only registration).
+/// The flow-control limit fixed at registration (Documentation/behaviour.md §1.3): 0 without a
+/// receive handler; otherwise by the registered class (`None` for a send-only registration).
 pub(crate) fn sol_fc_max(
     has_recv_handler: bool,
     reg_class: Option<u8>,

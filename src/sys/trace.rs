@@ -2,8 +2,8 @@
 
 //! rmad's trace events (system `rmad` in tracefs), fired from the engine.
 //!
-//! The events are defined in C (`src/sys/rmad_trace.h`, `src/sys/trace.c`), where the kernel's trace
-//! machinery expands them; Rust asks whether an event is enabled and only then fills in its
+//! The events are defined in C (`src/sys/rmad_trace.h`, `src/sys/trace.c`), where the kernel's
+//! trace machinery expands them; Rust asks whether an event is enabled and only then fills in its
 //! fields, so a disabled event costs one call.
 
 use kernel::ffi::c_char;

@@ -3,12 +3,12 @@
 //! The benchmark that `make bench` runs (module parameter `bench=1`): rmad side by side with
 //! the C MAD layer on soft-RoCE `rxe0`, in the same boot.
 //!
-//! The driver is `src/testing/bench/driver.c`: it runs the same rounds (post, settle, memory, modify,
-//! response matching, round trip, cancel, simultaneous timeouts) for the C MAD layer, for
+//! The driver is `src/testing/bench/driver.c`: it runs the same rounds (post, settle, memory,
+//! modify, response matching, round trip, cancel, simultaneous timeouts) for the C MAD layer, for
 //! rmad's exported C API and for rmad's Rust API, through one table of operations per
-//! implementation, so that every timed loop makes the same indirect call per operation. This
-//! file implements the operations of the Rust API (`rmad_bench_rust_*`), called by that driver
-//! from the loading thread only. Figures are printed, never asserted.
+//! implementation, so that every timed loop makes the same indirect call per operation. This file
+//! implements the operations of the Rust API (`rmad_bench_rust_*`), called by that driver from the
+//! loading thread only. Figures are printed, never asserted.
 
 use crate::{
     engine::{

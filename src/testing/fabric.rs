@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The two-node checks' requester (test flavour): a burst of requests from rxe0 to QP1 of
-//! another machine, sent by rmad or by ib_core's C MAD layer (`src/testing/fabric/c_client.c`), with one
+//! The two-node checks' requester (test flavour): a burst of requests from rxe0 to QP1 of another
+//! machine, sent by rmad or by ib_core's C MAD layer (`src/testing/fabric/c_client.c`), with one
 //! tally for both so that the two can be compared line for line (tests/vm/fabric.sh).
 //!
 //! Commands written to `rmad/stress` (`fabric ...`), each leaving one line of figures there:

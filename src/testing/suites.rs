@@ -9,7 +9,7 @@
 //! | `rmad_engine` | registration and routing | [`engine`] |
 //! | `rmad_handles` | the C API's handle table alone | [`handles`] |
 //! | `rmad_unregister` | unregistration with sends in every state | [`unregister`] |
-//! | `rmad_conformance` | the behaviour reference's §6 scenarios, on the loopback fabric | [`conformance`] |
+//! | `rmad_conformance` | Documentation/behaviour.md §6, on the loopback fabric | [`conformance`] |
 //! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |

@@ -161,7 +161,7 @@ impl VerbsPort {
                 return;
             }
             // A transmission the device refuses completes with `LOC_QP_OP_ERR`
-            // (mad-spec.md §2.4.3 step 5).
+            // (Documentation/behaviour.md §2.4.3 step 5).
             pr_warn!("verbs: {}: transmission refused ({})\n", self.port, r);
             drop(tx);
             Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);

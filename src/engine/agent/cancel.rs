@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The cancel path: `ib_modify_mad` and `ib_cancel_mad` through a handle (mad-spec.md §1.7).
+//! The cancel path: `ib_modify_mad` and `ib_cancel_mad` through a handle
+//! (Documentation/behaviour.md §1.7).
 //!
 //! O(1): the handle names the send's record directly, the post generation tells a stale
 //! handle apart, and the state machine decides; nothing is allocated, nothing sleeps, and no

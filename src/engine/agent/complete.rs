@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Completions: send completions from the transport, the agent's work (timeouts, retries,
-//! reporting of cancelled sends; `timeout_sends`, mad-spec.md §2.4.5) and the delivery of
-//! send handlers.
+//! Completions: send completions from the transport, the agent's work (timeouts, retries, reporting
+//! of cancelled sends; `timeout_sends`, Documentation/behaviour.md §2.4.5) and the delivery of send
+//! handlers.
 
 use super::*;
 
@@ -134,10 +134,10 @@ impl Agent {
         }
     }
 
-    /// The agent's work: expire waiting sends (in expiry order), report cancelled ones, move
-    /// the backlog, re-arm the timer, then call the handlers that are due
-    /// (`timeout_sends`, mad-spec.md §2.4.5). Each step takes the lock for at most [`BATCH`]
-    /// sends at a time.
+    /// The agent's work: expire waiting sends (in expiry order), report cancelled ones, move the
+    /// backlog, re-arm the timer, then call the handlers that are due (`timeout_sends`,
+    /// Documentation/behaviour.md §2.4.5). Each step takes the lock for at most [`BATCH`] sends at
+    /// a time.
     pub(super) fn run_work(self: &Arc<Self>) {
         self.lock().armed_ns = None;
         let now = self.now_ns();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Creating send buffers: `ib_create_send_mad`'s size rules and validation (mad-spec.md §1.5).
+//! Creating send buffers: `ib_create_send_mad`'s size rules and validation
+//! (Documentation/behaviour.md §1.5).
 
 use super::*;
 
@@ -69,8 +70,8 @@ impl Agent {
     }
 
     /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
-    /// validation of mad-spec.md §1.5; every case the C layer leaves undefined is `EINVAL`.
-    /// Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
+    /// validation of Documentation/behaviour.md §1.5; every case the C layer leaves undefined is
+    /// `EINVAL`. Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
     pub(crate) fn create_send(self: &Arc<Self>, spec: SendSpec, gfp: Flags) -> Result<SendBuf> {
         let SendSpec {
             remote_qpn,

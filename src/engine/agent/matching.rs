@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Received MADs: response matching (`ib_find_send_mad`, mad-spec.md §4) and the receive
-//! handler, followed by the send handler for a matched response.
+//! Received MADs: response matching (`ib_find_send_mad`, Documentation/behaviour.md §4) and the
+//! receive handler, followed by the send handler for a matched response.
 
 use super::*;
 
 impl Agent {
     /// Whether a received response passes the address check against a send
-    /// (`rcv_has_same_gid`, mad-spec.md §4).
+    /// (`rcv_has_same_gid`, Documentation/behaviour.md §4).
     pub(super) fn same_address(&self, st: &RecordState, hdr: &MadHdr, recv: &RecvMad) -> bool {
         if hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE {
             return true;
@@ -40,11 +40,11 @@ impl Agent {
         }
     }
 
-    /// Finds the send a response matches (`ib_find_send_mad`, mad-spec.md §4): among the
-    /// sends with its TID and class, the first in the C layer's list order (wait list with
-    /// cancelled sends at its head, then the backlog, then the send list) that passes the
-    /// address check. Sends on the send list qualify only while they expect a response. Costs
-    /// O(log n) plus the number of sends sharing the TID and class.
+    /// Finds the send a response matches (`ib_find_send_mad`, Documentation/behaviour.md §4): among
+    /// the sends with its TID and class, the first in the C layer's list order (wait list with
+    /// cancelled sends at its head, then the backlog, then the send list) that passes the address
+    /// check. Sends on the send list qualify only while they expect a response. Costs O(log n) plus
+    /// the number of sends sharing the TID and class.
     pub(super) fn find_send(
         &self,
         g: &AgentInner,
@@ -113,7 +113,8 @@ impl Agent {
                 let was = st.facts.state;
                 let o = self.apply(g, &rec, st, Event::Response).ok()?;
                 if o.frees_fc_slot {
-                    // The backlog moves before this send's handler runs (mad-spec.md §3.3).
+                    // The backlog moves before this send's handler runs (Documentation/behaviour.md
+                    // §3.3).
                     self.dispatch_some(g);
                 }
                 if o.recv != Recv::Deliver {

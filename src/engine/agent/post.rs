@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Posting: `ib_post_send_mad` for one buffer and for a chain, transmission, and the
-//! flow-control backlog (mad-spec.md §1.6, §3.3).
+//! flow-control backlog (Documentation/behaviour.md §1.6, §3.3).
 
 use super::*;
 
@@ -75,7 +75,7 @@ impl Agent {
     }
 
     /// Moves backlog heads to the transport while the flow-control limit allows
-    /// (`process_backlog_mads`, mad-spec.md §3.3).
+    /// (`process_backlog_mads`, Documentation/behaviour.md §3.3).
     /// At most `max` sends move; returns whether more could (the caller takes the lock again
     /// for the next batch). A dead agent dispatches nothing: unregistration flushes its backlog.
     pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner, max: u32) -> bool {
@@ -112,9 +112,9 @@ impl Agent {
     /// the first failure, which returns the error, the failed buffer and the buffers after it;
     /// the earlier posts stand.
     ///
-    /// Like 7.3, the chain also stops, successfully, after an element that flow control put in
-    /// the backlog (mad-spec.md §1.6 step 7, [QUIRK]). Where C silently drops the rest of the
-    /// chain, rmad hands the unposted buffers back in [`Chain::unposted`] so that nothing is
+    /// Like 7.3, the chain also stops, successfully, after an element that flow control put in the
+    /// backlog (Documentation/behaviour.md §1.6 step 7, [QUIRK]). Where C silently drops the rest
+    /// of the chain, rmad hands the unposted buffers back in [`Chain::unposted`] so that nothing is
     /// lost.
     #[cfg_attr(
         not(rmad_test),
@@ -175,7 +175,8 @@ impl Agent {
         let Ok(hdr) = MadHdr::parse(buf.mad()) else {
             return fail(EINVAL, buf);
         };
-        // mad-spec.md §1.6 steps 2 and 3, then the cases the C layer leaves undefined.
+        // Documentation/behaviour.md §1.6 steps 2 and 3, then the cases the C layer leaves
+        // undefined.
         if self.send_handler.is_none()
             || (self.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(hdr.mgmt_class))
             || buf.body.ah.is_none()

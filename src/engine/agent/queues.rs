@@ -120,7 +120,7 @@ impl Agent {
         workqueue::rearm::<Agent, 0>(&self.engine.wq, self, delay);
     }
 
-    /// Keeps the timer no later than the head of the wait queue (mad-spec.md §3.2).
+    /// Keeps the timer no later than the head of the wait queue (Documentation/behaviour.md §3.2).
     pub(super) fn arm_head(self: &Arc<Self>, g: &mut AgentInner) {
         let head = g
             .queues

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Unregistration: `ib_unregister_mad_agent` (mad-spec.md §1.4).
+//! Unregistration: `ib_unregister_mad_agent` (Documentation/behaviour.md §1.4).
 
 use super::*;
 
 impl Agent {
-    /// `ib_unregister_mad_agent` (mad-spec.md §1.4): flushes every outstanding send, stops
-    /// the routing of MADs to the agent and its timer, calls the handlers that are due in this
-    /// thread, and returns once every send handler and receive handler has returned and every
-    /// send buffer of the agent has been dropped. After it returns no handler of the agent is
-    /// ever called again.
+    /// `ib_unregister_mad_agent` (Documentation/behaviour.md §1.4): flushes every outstanding send,
+    /// stops the routing of MADs to the agent and its timer, calls the handlers that are due in
+    /// this thread, and returns once every send handler and receive handler has returned and every
+    /// send buffer of the agent has been dropped. After it returns no handler of the agent is ever
+    /// called again.
     ///
     /// Called from inside one of the agent's own handlers, send or receive, it would wait for
     /// itself forever: it warns and returns `EDEADLK` at once instead, whatever other handlers

@@ -3,11 +3,11 @@
 //! Checks of the send state machine, shared by the host tests and the KUnit suite
 //! `rmad_state`.
 //!
-//! [`transition_table`] compares [`step`] with a table written out from mad-spec.md §2.3 for
-//! every state and every event. [`random_walks`] drives many sends of one simulated agent
-//! through random event sequences and checks the invariants the spec demands: the
-//! flow-control counters always equal the number of flow-controlled sends in SEND_START and
-//! WAIT_RESP (§2.2), and every successful post ends in exactly one send-handler call (§1.9).
+//! [`transition_table`] compares [`step`] with a table written out from Documentation/behaviour.md
+//! §2.3 for every state and every event. [`random_walks`] drives many sends of one simulated agent
+//! through random event sequences and checks the invariants the spec demands: the flow-control
+//! counters always equal the number of flow-controlled sends in SEND_START and WAIT_RESP (§2.2),
+//! and every successful post ends in exactly one send-handler call (§1.9).
 
 use crate::mad::state::*;
 use crate::testing::cases::{
@@ -72,8 +72,8 @@ const X: Reject = Reject::Impossible;
 
 use SendState::{Done as D, EarlyResp as E, Idle as I, Queued as Q, SendStart as S, WaitResp as W};
 
-/// mad-spec.md §2.3 for a flow-controlled send with `timeout_ms` 100 and one retry left.
-/// Columns follow [`EVENTS`]: post(admit), post(queue), dispatch-failed, backlog-dispatch,
+/// Documentation/behaviour.md §2.3 for a flow-controlled send with `timeout_ms` 100 and one retry
+/// left. Columns follow [`EVENTS`]: post(admit), post(queue), dispatch-failed, backlog-dispatch,
 /// backlog-dispatch-failed, completed(ok), completed(err), response, expired(backlog empty),
 /// expired(backlog busy), retransmit-failed, cancel, modify(50), unregister, delivered.
 const TABLE: [[Cell; 15]; 8] = [
@@ -245,7 +245,8 @@ pub(crate) fn transition_table() -> CheckResult {
     Ok(())
 }
 
-/// The statuses handed to the send handler, and the receive actions (mad-spec.md §2.5).
+/// The statuses handed to the send handler, and the receive actions (Documentation/behaviour.md
+/// §2.5).
 pub(crate) fn handler_statuses() -> CheckResult {
     const C: &str = "handler_statuses";
     let err4 = WcStatus::Other(4);
@@ -382,7 +383,8 @@ pub(crate) fn handler_statuses() -> CheckResult {
     Ok(())
 }
 
-/// Admission (T1/T2) and the flow-control classification and limits (mad-spec.md §1.3, §3.3).
+/// Admission (T1/T2) and the flow-control classification and limits (Documentation/behaviour.md
+/// §1.3, §3.3).
 pub(crate) fn flow_control_rules() -> CheckResult {
     const C: &str = "flow_control_rules";
     let adm = |limit, in_use, backlog_empty| {

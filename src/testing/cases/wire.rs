@@ -5,9 +5,9 @@
 //!
 //! Each check returns `Err(Failure)` naming the row that disagreed instead of panicking, so the
 //! same code can run in the kernel (where a panic kills the VM) and on the host. The expected
-//! values are the C layer's results (mad-spec.md §1.2 and `include/rdma/ib_mad.h`), written out
-//! independently of the implementation: as literal tables, or as the specification's own
-//! predicate evaluated over every possible input byte.
+//! values are the C layer's results (Documentation/behaviour.md §1.2 and `include/rdma/ib_mad.h`),
+//! written out independently of the implementation: as literal tables, or as the specification's
+//! own predicate evaluated over every possible input byte.
 
 use crate::mad::wire::*;
 use crate::testing::cases::{

@@ -56,8 +56,8 @@ mod tests {
 
     #[test]
     fn clashing_registrations_have_one_winner() -> Result {
-        // mad-spec.md §1.3 step 9: of two registrations for the same class and method on
-        // the same port, exactly one succeeds, however they interleave.
+        // Documentation/behaviour.md §1.3 step 9: of two registrations for the same class and
+        // method on the same port, exactly one succeeds, however they interleave.
         const ROUNDS: usize = 400;
         let env = Env::new()?;
         let rec = Recorder::new(Behaviour::default())?;

@@ -2,7 +2,7 @@
 
 //! KUnit suite `rmad_races`: cancel racing the events that decide a send's fate, with the
 //! test thread on one vCPU and the transport and completion workers on the others
-//! (mad-spec.md §2.7 items 1, 2 and 4; scenarios 38 and 39).
+//! (Documentation/behaviour.md §2.7 items 1, 2 and 4; scenarios 38 and 39).
 //!
 //! Each iteration posts a send and cancels it after a pseudo-random delay whose window adapts
 //! until both interleavings keep happening ([`race_cancel`]). Each test asserts that cancel both

@@ -145,10 +145,10 @@ pub(super) fn s30_cancel_after_early_response_flushes() -> Result {
 }
 
 pub(super) fn q_modify_after_early_response_keeps_duplicates_out() -> Result {
-    // 7.3 re-arms matching when an early-responded send is modified, so a duplicate
-    // response reaches the receive handler twice and a flow-control counter underflows
-    // (mad-spec.md §7.2 item 4). In rmad a modify leaves the send EARLY_RESP, which matches no
-    // response.
+    // 7.3 re-arms matching when an early-responded send is modified, so a duplicate response
+    // reaches the receive handler twice and a flow-control counter underflows
+    // (Documentation/behaviour.md §7.2 item 4). In rmad a modify leaves the send EARLY_RESP, which
+    // matches no response.
     let (env, rec, a) = setup(Behaviour::default())?;
     let (b, brec) = env.responder(2, CLASS)?;
     let (h, got) = early_response(&env, &a, &rec, 32)?;
