@@ -143,8 +143,15 @@ mod tests {
         let r1 = unsafe { rmad_post_send(b, &mut p1) };
         let c1 = rmad_cancel_post(b, p1);
         let flushed = probe.wait_sends(1);
-        // SAFETY: As above.
-        let r2 = unsafe { rmad_post_send(b, &mut p2) };
+        // A cancel sets the buffer's timeout to 0, as `ib_cancel_mad` does: without a new one,
+        // the re-post would complete at its send completion, which can beat the cancel below.
+        // SAFETY: `ah` is valid for reads; `p2` is valid for a write.
+        let (set, r2) = unsafe {
+            (
+                rmad_send_buf_set(b, &ah, 60_000, 0, core::ptr::null_mut()),
+                rmad_post_send(b, &mut p2),
+            )
+        };
         // The first post is over: its id must not reach the second.
         let stale_cancel = rmad_cancel_post(b, p1);
         let stale_modify = rmad_modify_post(b, p1, 10);
@@ -163,7 +170,7 @@ mod tests {
         );
         let free = rmad_free_send_mad(b);
         let unreg = rmad_unregister_agent(a);
-        assert_eq!((r1, c1, r2, c2), (0, 0, 0, 0));
+        assert_eq!((r1, c1, set, r2, c2), (0, 0, 0, 0, 0));
         assert!(flushed && both);
         assert!(p1 != p2);
         assert_eq!(stale_cancel, EINVAL.to_errno());
