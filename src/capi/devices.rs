@@ -105,16 +105,24 @@ pub(crate) fn register(
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let removed = {
+        let (removed, storage) = {
             let mut g = DEVICES.lock();
-            match g.devices.iter().position(|d| d.id == self.id) {
+            let removed = match g.devices.iter().position(|d| d.id == self.id) {
                 Some(i) => g.devices.remove(i).ok(),
                 None => None,
-            }
+            };
+            // The last device takes the registry's storage with it, so that nothing is left
+            // allocated when the module goes.
+            let storage = g
+                .devices
+                .is_empty()
+                .then(|| core::mem::replace(&mut g.devices, KVec::new()));
+            (removed, storage)
         };
         // The engine and transport references go outside the lock: the last reference to an
         // engine drains its workqueues.
         drop(removed);
+        drop(storage);
     }
 }
 
