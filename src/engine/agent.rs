@@ -343,8 +343,8 @@ fn ms_to_ns(ms: u32) -> i64 {
 }
 
 impl Agent {
-    /// `ib_register_mad_agent`: validates the request in the C layer's order (mad-spec.md
-    /// §1.3), allocates a `hi_tid` and publishes the agent.
+    /// `ib_register_mad_agent`: validates the request in the C layer's order
+    /// (Documentation/behaviour.md §1.3), allocates a `hi_tid` and publishes the agent.
     pub(crate) fn register(
         engine: &Arc<Engine>,
         transport: &Arc<dyn Transport>,
