@@ -7,7 +7,8 @@
 //! send-queue lock), and the transport reports back asynchronously, from its own completion
 //! context, with [`Agent::send_completed`](crate::engine::agent::Agent::send_completed) for each
 //! transmission and [`Engine::receive`](crate::engine::Engine::receive) for each received MAD.
-//! The loopback fabric ([`crate::testing::loopback`]) is the embedded transport.
+//! The transports are the verbs transport ([`crate::verbs`]) and, in the test flavour, the
+//! loopback fabric (`src/testing/loopback.rs`).
 
 use crate::{
     engine::send::SendRecord,

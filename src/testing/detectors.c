@@ -21,8 +21,11 @@
 
 int rmad_test_control(const char *what, long arg);
 
-/* Leaks 16 objects of 77 bytes: kmemleak must report them. */
-static void rmad_control_leak(void)
+/*
+ * Leaks 16 objects of 77 bytes: kmemleak must report them. Not inlined, so
+ * that rmad_control_scrub_stack() overwrites the stack it used.
+ */
+static noinline void rmad_control_leak(void)
 {
 	static void *sink;
 	int i;
@@ -32,6 +35,25 @@ static void rmad_control_leak(void)
 		WRITE_ONCE(sink, kmalloc(77, GFP_KERNEL));
 		WRITE_ONCE(sink, NULL);
 	}
+}
+
+/*
+ * Overwrites the stack below the caller's frame. kmemleak scans the stacks
+ * of live tasks, and a copy of a leaked pointer left there by
+ * rmad_control_leak() or the allocator would keep its object "referenced":
+ * the control would then see only some of its 16 leaks, depending on how the
+ * writer's stack happened to be reused.
+ */
+static noinline void rmad_control_scrub_stack(int depth)
+{
+	/* 1 KiB a frame, well below the kernel's frame-size limit; @depth frames. */
+	char scrub[1024];
+
+	memset(scrub, 0, sizeof(scrub));
+	barrier_data(scrub);
+	if (depth > 1)
+		rmad_control_scrub_stack(depth - 1);
+	barrier_data(scrub);
 }
 
 /* Reads just past the end of an allocation: KASAN must report it. */
@@ -102,17 +124,19 @@ static void rmad_control_race(void)
 
 int rmad_test_control(const char *what, long arg)
 {
-	if (!strcmp(what, "leak"))
+	if (!strcmp(what, "leak")) {
 		rmad_control_leak();
-	else if (!strcmp(what, "kasan"))
+		rmad_control_scrub_stack(4);
+	} else if (!strcmp(what, "kasan")) {
 		rmad_control_kasan();
-	else if (!strcmp(what, "lockdep"))
+	} else if (!strcmp(what, "lockdep")) {
 		rmad_control_lockdep();
-	else if (!strcmp(what, "hung"))
+	} else if (!strcmp(what, "hung")) {
 		rmad_control_hung(arg);
-	else if (!strcmp(what, "race"))
+	} else if (!strcmp(what, "race")) {
 		rmad_control_race();
-	else
+	} else {
 		return -EINVAL;
+	}
 	return 0;
 }
