@@ -3,9 +3,9 @@
 //! What rmad needs of the kernel that the 7.3 kernel crate does not offer, wrapped once each,
 //! with its safety argument:
 //!
-//! - [`workqueue`]: owned ordered workqueues, re-armable and cancellable delayed work;
-//! - [`trace`]: rmad's tracepoints (defined in C, where the trace macros expand);
-//! - [`sched`]: `cond_resched`.
+//! - [`workqueue`] has owned ordered workqueues, re-armable and cancellable delayed work;
+//! - [`trace`] fires rmad's tracepoints (defined in C, where the trace macros expand);
+//! - [`sched`] has `cond_resched`.
 
 pub(crate) mod sched;
 pub(crate) mod trace;

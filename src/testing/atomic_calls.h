@@ -15,7 +15,7 @@ struct rmad_send_buf;
 #define RMAD_FROM_TIMER 0
 #define RMAD_FROM_HRTIMER 1
 
-/* What the calls returned, and the context they ran in (mirrored in src/testing/atomic_calls.rs). */
+/* What the calls returned, and their context (mirrored in src/testing/atomic_calls.rs). */
 struct rmad_atomic_result {
 	int hardirq;
 	int softirq;

@@ -105,7 +105,7 @@ struct rmad_test_responder *rmad_test_responder_start(struct ib_device *dev, u32
 	};
 	struct rmad_test_responder *r;
 
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc_obj(*r);
 	if (!r)
 		return NULL;
 	spin_lock_init(&r->lock);

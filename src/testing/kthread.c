@@ -9,13 +9,14 @@
 #include <linux/sched.h>
 
 struct task_struct *rmad_test_kthread_run(int (*fn)(void *), void *data, const char *name);
-void rmad_test_make_it_fail(int on);
 
 /* Starts a kernel thread running @fn(@data), named @name. */
 struct task_struct *rmad_test_kthread_run(int (*fn)(void *), void *data, const char *name)
 {
 	return kthread_run(fn, data, "%s", name);
 }
+
+void rmad_test_make_it_fail(int on);
 
 /* Lets failslab fail (or not) the current task's allocations (task-filter mode). */
 void rmad_test_make_it_fail(int on)

@@ -191,7 +191,6 @@ static int c_post_req(void *p, u32 j)
 	return ret;
 }
 
-
 static int c_post_marker(void *p, int gate)
 {
 	struct c_impl *c = p;

@@ -6,21 +6,23 @@
  *
  *   c          the C MAD layer (ib_register_mad_agent, ib_post_send_mad,
  *              ib_modify_mad, ib_cancel_mad) on ib_core's QP1;
- *   rmad       rmad's Rust API (src/testing/bench.rs implements its operations);
+ *   rmad       rmad's Rust API (src/testing/bench.rs has its operations);
  *   rmad-capi  rmad's exported C API (include/rmad.h), called from here;
  *   floor      spin_lock_irqsave + an O(1) list move + unlock + queue_work.
  *
  * Every implementation is driven by the same code below through a table of
  * operations (struct bench_ops in impl.h; the C MAD layer's in c_layer.c,
- * rmad's C API's in capi.c, rmad's Rust API's in src/testing/bench.rs), so that each timed loop makes the same indirect call per
- * operation. Sends use vendor class 0x0b (range 1, no OUI), which neither
- * ib_core nor rxe answers. The sends that must stay unanswered go to a GID
+ * rmad's C API's in capi.c, rmad's Rust API's in src/testing/bench.rs), so
+ * that each timed loop makes the same indirect call per operation. Sends
+ * use vendor class 0x0b (range 1, no OUI), which neither ib_core nor rxe
+ * answers. The sends that must stay unanswered go to a GID
  * that no port has (::ffff:10.0.0.2, through the port's IPv4 GID), which rxe
  * drops on receipt; the GETs that must be answered go to QP1 of the port
  * itself through its GID 0 (IPv6), where the responder registered here (an
- * ib_core agent, src/testing/ib_responder.c) answers them. (Not through the IPv4 GID: the C MAD layer
- * compares a response's GRH with the request's GIDs, and for RoCEv2 over
- * IPv4 that area holds an IPv4 header, so it never matches a response there.)
+ * ib_core agent, src/testing/ib_responder.c) answers them. (Not through the
+ * IPv4 GID: the C MAD layer compares a response's GRH with the request's
+ * GIDs, and for RoCEv2 over IPv4 that area holds an IPv4 header, so it never
+ * matches a response there.)
  *
  * Each figure is printed as one line "bench-json: {...}" per repetition;
  * scripts/bench-report.py turns them into the tables and the plot. Figures
