@@ -257,7 +257,8 @@ impl Api {
     ///
     /// # Safety
     ///
-    /// Called once, by the module initializer.
+    /// Called once, by the module initializer, before any other use of the C API or of the
+    /// device registry ([`devices`]).
     pub(crate) unsafe fn new() -> Result<Self> {
         // SAFETY: The caller's promise: once, from the module initializer, first.
         unsafe { devices::init() };

@@ -116,9 +116,10 @@ impl kernel::Module for Rmad {
         // Built in load order; should a step fail, the guards built so far drop in reverse.
         // SAFETY: Called once, here, before any other use of the C API.
         let capi = unsafe { capi::Api::new() }?;
-        let debugfs = debugfs::create()?;
-        // SAFETY: As above.
+        // SAFETY: Called once, here, before any other use of the verbs transport: debugfs's
+        // `agents` file, which reads it, is made after.
         let verbs = unsafe { verbs::Client::register() }?;
+        let debugfs = debugfs::create()?;
         #[cfg(rmad_test)]
         let (removal, control) = test_parameters(&debugfs)?;
         // The one line a load logs.

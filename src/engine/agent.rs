@@ -496,7 +496,7 @@ impl Agent {
     }
 
     /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`).
-    pub(crate) fn buffer_freed(&self) {
+    pub(in crate::engine) fn buffer_freed(&self) {
         let mut g = self.lock();
         g.buffers = g.buffers.saturating_sub(1);
         if g.dead {

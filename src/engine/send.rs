@@ -58,8 +58,10 @@ pub(crate) type QueueSlot = RBTreeNodeReservation<QKey, Arc<SendRecord>>;
 /// The key of a send in its agent's TID index, with the allocation that holds it.
 pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
 
-/// Token that counts a send buffer against its agent until the buffer is dropped.
-pub(crate) struct BufToken(pub(crate) Arc<Agent>);
+/// Token that counts a send buffer against its agent until the buffer is dropped. Only
+/// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, with the count
+/// taken under the agent's lock.
+pub(crate) struct BufToken(pub(in crate::engine) Arc<Agent>);
 
 impl Drop for BufToken {
     fn drop(&mut self) {

@@ -10,6 +10,7 @@
 #include <linux/types.h>
 
 struct rmad_agent;
+struct rmad_recv_buf;
 struct rmad_send_buf;
 
 #define RMAD_FROM_TIMER 0

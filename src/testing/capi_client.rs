@@ -360,29 +360,18 @@ pub(crate) fn c_agent(probe: &Arc<CRecorder>) -> Result<*mut c_void> {
     Ok(a)
 }
 
-/// Why [`create_request`] made no buffer.
-pub(crate) enum CreateFailure {
-    /// `rmad_create_send_mad` failed with this errno.
-    Create(i32),
-    /// The new buffer had no MAD (`rmad_send_buf_mad` gave NULL): a defect of rmad.
-    NoMad,
-}
-
-/// A class-0x04 request of `agent` with `method` and TID low word `lo`, to QP1, allocated with
-/// `gfp`; its address and timeout are the caller's to set.
-pub(crate) fn create_request(
+/// Writes the header of a class-0x04 request of `agent` with `method` and TID low word `lo`
+/// into the MAD of `b`, a buffer the caller owns; `EINVAL` if the buffer has no MAD (a defect
+/// of rmad).
+pub(crate) fn write_request_header(
     agent: *mut c_void,
+    b: *mut c_void,
     method: u8,
     lo: u32,
-    gfp: kernel::bindings::gfp_t,
-) -> core::result::Result<*mut c_void, CreateFailure> {
-    let b = create_mad(agent, gfp);
-    if is_err(b) {
-        return Err(CreateFailure::Create(ptr_errno(b)));
-    }
+) -> Result {
     let mad = rmad_send_buf_mad(b).cast::<u8>();
     if mad.is_null() {
-        return Err(CreateFailure::NoMad);
+        return Err(EINVAL);
     }
     let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
     let _ = MadHdr {
@@ -396,7 +385,7 @@ pub(crate) fn create_request(
     .write(&mut hdr);
     // SAFETY: The caller owns the buffer, whose MAD is 256 bytes long.
     unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
-    Ok(b)
+    Ok(())
 }
 
 /// A class-0x04 request with `method` from `agent` to QP1 of rxe0 port 1.
@@ -407,11 +396,11 @@ pub(crate) fn c_request(
     method: u8,
     timeout_ms: i32,
 ) -> Result<*mut c_void> {
-    let b =
-        create_request(agent, method, lo, kernel::bindings::GFP_KERNEL).map_err(|f| match f {
-            CreateFailure::Create(_) => ENOMEM,
-            CreateFailure::NoMad => EINVAL,
-        })?;
+    let b = create_mad(agent, kernel::bindings::GFP_KERNEL);
+    if is_err(b) {
+        return Err(ENOMEM);
+    }
+    write_request_header(agent, b, method, lo)?;
     // SAFETY: The client owns the buffer; `ah` is valid.
     let r = unsafe { rmad_send_buf_set(b, ah, timeout_ms, 0, core::ptr::null_mut()) };
     kernel::error::to_result(r)?;

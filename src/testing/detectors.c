@@ -22,8 +22,11 @@
 int rmad_test_control(const char *what, long arg);
 
 /*
- * Leaks 16 objects of 77 bytes: kmemleak must report them. Not inlined, so
- * that rmad_control_scrub_stack() overwrites the stack it used.
+ * Leaks 64 objects of 77 bytes: kmemleak must report (at least three quarters
+ * of) them. kmemleak scans conservatively: an object whose address a stale
+ * word elsewhere still holds (its slot's earlier life) looks referenced, so a
+ * few may be missed; the more objects, the smaller that share. Not inlined,
+ * so that rmad_control_scrub_stack() overwrites the stack it used.
  */
 static noinline void rmad_control_leak(void)
 {
@@ -31,7 +34,7 @@ static noinline void rmad_control_leak(void)
 	int i;
 
 	/* Each pointer is stored, so the allocation stays, and then forgotten. */
-	for (i = 0; i < 16; i++) {
+	for (i = 0; i < 64; i++) {
 		WRITE_ONCE(sink, kmalloc(77, GFP_KERNEL));
 		WRITE_ONCE(sink, NULL);
 	}
@@ -41,7 +44,7 @@ static noinline void rmad_control_leak(void)
  * Overwrites the stack below the caller's frame. kmemleak scans the stacks
  * of live tasks, and a copy of a leaked pointer left there by
  * rmad_control_leak() or the allocator would keep its object "referenced":
- * the control would then see only some of its 16 leaks, depending on how the
+ * the control would then see fewer of its leaks, depending on how the
  * writer's stack happened to be reused.
  */
 static noinline void rmad_control_scrub_stack(int depth)

@@ -571,6 +571,7 @@ impl RecvHandler for Responder {
         self.last_grh.set(&mad.wc.grh_fields);
         let answer = || -> Result {
             let ah = agent.reply_address(&mad.wc)?;
+            let req = MadHdr { status: 0, ..req };
             let buf = requests::answer(agent, &req, mad.wc.src_qp, ah)?;
             Agent::post(buf).map(|_| ()).map_err(|e| e.err)
         };

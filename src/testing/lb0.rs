@@ -44,14 +44,14 @@ pub(crate) const NAME: &CStr = c"lb0";
 /// The port on which [`Lb0`]'s responder answers.
 const RESPONDER_PORT: u8 = 2;
 
-/// The device, while it is offered; dropping it withdraws the device, unregisters the
-/// responder and shuts the fabric down.
+/// The device, while it is offered; dropping it withdraws the device (so that no new agent
+/// finds it), unregisters the responder and shuts the fabric down, in that order.
 pub(crate) struct Lb0 {
-    // Fields drop in declaration order: the name goes first, so no new agent can find it.
-    _registration: Registration,
+    /// The device's entry in the C API's registry; `None` once withdrawn.
+    registration: Option<Registration>,
     /// The responder on port 2.
     responder: Arc<Agent>,
-    /// The engine and fabric.
+    /// The engine and fabric; dropped last.
     _env: Env,
 }
 
@@ -75,7 +75,7 @@ impl Lb0 {
                 }
             };
         Ok(Self {
-            _registration: registration,
+            registration: Some(registration),
             responder,
             _env: env,
         })
@@ -84,8 +84,9 @@ impl Lb0 {
 
 impl Drop for Lb0 {
     fn drop(&mut self) {
-        // The registration is still in place here; agents that C clients left registered keep
-        // their engine alive through their own references.
+        // Agents that C clients left registered keep the engine alive through their own
+        // references.
+        drop(self.registration.take());
         let _ = self.responder.unregister();
     }
 }

@@ -103,8 +103,8 @@ pub(crate) fn rxe_request(
     Ok(buf)
 }
 
-/// The answer of `agent` to the request `req` that came from QP `src_qp`: a GET_RESP of
-/// status 0 with the request's header otherwise, to `ah`.
+/// The answer of `agent` to the request `req` that came from QP `src_qp`: a GET_RESP with the
+/// request's header otherwise, to `ah`.
 pub(crate) fn answer(
     agent: &Arc<Agent>,
     req: &MadHdr,
@@ -114,7 +114,6 @@ pub(crate) fn answer(
     let mut buf = agent.create_mad(src_qp, GFP_KERNEL)?;
     let hdr = MadHdr {
         method: wire::IB_MGMT_METHOD_GET_RESP,
-        status: 0,
         ..*req
     };
     hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;

@@ -44,11 +44,10 @@ use crate::{
         capi_client::{
             churn,
             create_mad,
-            create_request,
             is_err,
             num,
             ptr_errno,
-            CreateFailure, //
+            write_request_header, //
         },
         control::Writer,
         sleep_ms, //
@@ -289,22 +288,20 @@ impl Run {
         } else {
             kernel::bindings::GFP_KERNEL
         };
+        let b = create_mad(agent, gfp);
+        if is_err(b) {
+            Counts::add(&self.counts.create_errors, 1);
+            if !clean(ptr_errno(b)) {
+                Counts::add(&self.counts.unclean, 1);
+            }
+            return None;
+        }
         // GET is answered (ib_core on rxe0, the responder on lb0); SEND never is.
         let method = if rng.pct(50) { 0x01 } else { 0x03 };
-        let b = match create_request(agent, method, rng.next(), gfp) {
-            Ok(b) => b,
-            Err(CreateFailure::Create(e)) => {
-                Counts::add(&self.counts.create_errors, 1);
-                if !clean(e) {
-                    Counts::add(&self.counts.unclean, 1);
-                }
-                return None;
-            }
-            Err(CreateFailure::NoMad) => {
-                Counts::add(&self.counts.wrong, 1);
-                return None;
-            }
-        };
+        if write_request_header(agent, b, method, rng.next()).is_err() {
+            Counts::add(&self.counts.wrong, 1);
+            return None;
+        }
         rec.handle.store(num(b), Relaxed);
         rec.dead.store(false, Release);
         self.set(b, rec, rng);

@@ -8,7 +8,7 @@
 //! | `rmad_wire`, `rmad_state` | the shared tables of [`crate::testing::cases`] | [`tables`] |
 //! | `rmad_engine` | registration and routing | [`engine`] |
 //! | `rmad_handles` | the C API's handle table alone | [`handles`] |
-//! | `rmad_unregister` | unregistration with sends in every state | [`unregister`] |
+//! | `rmad_unregister` | unregistration from inside handlers | [`unregister`] |
 //! | `rmad_conformance` | Documentation/behaviour.md §6, on the loopback fabric | [`conformance`] |
 //! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |

@@ -3,8 +3,8 @@
  * The benchmark driver of the test flavour (src/testing/bench/driver.c) and the
  * operations of rmad's Rust API that it calls (src/testing/bench.rs).
  */
-#ifndef RMAD_BENCH_GLUE_H
-#define RMAD_BENCH_GLUE_H
+#ifndef RMAD_TEST_BENCH_H
+#define RMAD_TEST_BENCH_H
 
 #include <linux/types.h>
 
@@ -34,4 +34,4 @@ int rmad_bench_rust_cancel_gate(void *p);
 void rmad_bench_rust_close(void *p);
 s64 rmad_bench_rust_irqoff_take(void);
 
-#endif /* RMAD_BENCH_GLUE_H */
+#endif /* RMAD_TEST_BENCH_H */

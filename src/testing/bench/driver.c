@@ -25,7 +25,7 @@
  * matches a response there.)
  *
  * Each figure is printed as one line "bench-json: {...}" per repetition;
- * scripts/bench-report.py turns them into the tables and the plot. Figures
+ * scripts/report/bench-report.py turns them into the tables and the plot. Figures
  * only: nothing is asserted.
  */
 
@@ -590,8 +590,11 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 		goto out;
 	responder = rmad_test_responder_start(bench_device(), BENCH_PORT, BENCH_CLASS,
 					      min(n, sample));
-	if (!responder)
+	if (!responder) {
+		pr_err("bench: no ib_core responder for class 0x%x\n", BENCH_CLASS);
+		ret = -EBUSY;
 		goto out;
+	}
 	pr_info("bench: n=%u, %u repetitions, sample %u (responses %u), round trips %u\n", n,
 		reps, min(n, sample), min(n, max(sample / 5, 1u)), min(n, rtt_sample));
 	for (rep = 0; rep < reps; rep++) {

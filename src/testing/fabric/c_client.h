@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* The C MAD layer's side of the two-node checks (src/testing/fabric/c_client.c). */
-#ifndef RMAD_FABRIC_GLUE_H
-#define RMAD_FABRIC_GLUE_H
+#ifndef RMAD_TEST_FABRIC_C_CLIENT_H
+#define RMAD_TEST_FABRIC_C_CLIENT_H
 
 #include <linux/types.h>
 
@@ -17,4 +17,4 @@ int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8
 			u32 count, int timeout_ms, int retries, int action, int action_ms,
 			s64 wait_ms, struct rmad_fabric_tally *out);
 
-#endif
+#endif /* RMAD_TEST_FABRIC_C_CLIENT_H */

@@ -21,9 +21,9 @@ use kernel::{
     prelude::*,
 };
 
-/// Elements per chunk: a chunk of the fabric's events is a few KiB, and 100 000 waiting
-/// events need some 1 600 chunks, whose list is small too.
-const CHUNK: usize = 64;
+/// Elements per chunk. The fabric's 100 000 waiting events (about 100 bytes each) then need
+/// some 800 chunks of about 12 KiB, listed in 19 KiB: no allocation the queue makes is large.
+const CHUNK: usize = 128;
 
 /// A first-in first-out queue.
 ///
@@ -32,8 +32,9 @@ const CHUNK: usize = 64;
 /// The queue's order is `head` from its last element to its first, then the chunks of `older`
 /// from the last chunk to the first, then the chunks of `newer` from the first chunk to the
 /// last, then `tail`; within each chunk of `older`, `newer` and in `tail`, from the first
-/// element to the last. The chunks of `older` and `newer` are not empty. `len` is the number
-/// of elements. The chunks of `spare` are empty, with room for [`CHUNK`] elements each.
+/// element to the last. The chunks of `older` and `newer` are not empty. `tail` has room for
+/// [`CHUNK`] elements, or none (it was never allocated, or it became the head). `len` is the
+/// number of elements. The chunks of `spare` are empty, with room for [`CHUNK`] elements each.
 pub(crate) struct Fifo<T> {
     /// The oldest elements, the head last.
     head: KVec<T>,
@@ -89,7 +90,7 @@ impl<T> Fifo<T> {
             CHUNK.saturating_sub(self.tail.len())
         };
         let chunks = n.saturating_sub(room).div_ceil(CHUNK);
-        // Each new chunk but the first one a push takes seals the chunk before it.
+        // Each new chunk a push takes may seal the chunk before it into `newer`.
         self.newer.reserve(chunks, flags)?;
         self.spare.reserve(chunks, flags)?;
         while self.spare.len() < chunks {
@@ -103,9 +104,10 @@ impl<T> Fifo<T> {
     /// Appends `v` at the tail.
     pub(crate) fn push(&mut self, v: T, flags: Flags) -> Result<(), AllocError> {
         if self.tail.len() >= CHUNK {
-            let fresh = self.chunk(flags)?;
-            // Room for the full chunk first, so that a failure loses nothing.
+            // Room for the full chunk first, so that a failure loses nothing (not even a
+            // spare chunk).
             self.newer.reserve(1, flags)?;
+            let fresh = self.chunk(flags)?;
             // INVARIANT: The full tail becomes the newest chunk of `newer`, in the same place
             // of the queue's order; the new tail is empty.
             let full = core::mem::replace(&mut self.tail, fresh);
@@ -298,20 +300,20 @@ mod tests {
         for v in 0u32..300 {
             q.push(v, GFP_KERNEL)?;
         }
-        // 0 leaves: the head chunk holds 1..64; 64..256 are full chunks, 256..300 the tail.
+        // 0 leaves: the head chunk holds 1..128; 128..256 is a full chunk, 256..300 the tail.
         let _ = q.pop();
         let mut found = [false; 3];
-        for (f, want) in found.iter_mut().zip([100u32, 299, 5]) {
+        for (f, want) in found.iter_mut().zip([200u32, 299, 5]) {
             *f = q.promote(|v| *v == want)?;
         }
         let len = q.len();
         let out = drain(&mut q)?;
         let mut expected = KVec::new();
-        for v in [5u32, 299, 100] {
+        for v in [5u32, 299, 200] {
             expected.push(v, GFP_KERNEL)?;
         }
         for v in 1u32..299 {
-            if v != 5 && v != 100 {
+            if v != 5 && v != 200 {
                 expected.push(v, GFP_KERNEL)?;
             }
         }
@@ -325,18 +327,52 @@ mod tests {
     fn reserve_sets_chunks_aside_and_pushes_use_them() -> Result {
         let mut q = Fifo::new();
         q.push(1u32, GFP_KERNEL)?;
-        // The tail has room for 63 more; 200 need three more chunks.
-        q.reserve(200, GFP_KERNEL)?;
+        // The tail has room for 127 more; 400 need three more chunks.
+        q.reserve(400, GFP_KERNEL)?;
         let spare = q.spare.len();
-        for v in 2u32..202 {
+        for v in 2u32..402 {
             q.push(v, GFP_KERNEL)?;
         }
         let left = q.spare.len();
         let out = drain(&mut q)?;
         assert_eq!(spare, 3);
         assert_eq!(left, 0);
-        assert_eq!(out.len(), 201);
+        assert_eq!(out.len(), 401);
         assert!(out.iter().zip(1u32..).all(|(v, want)| *v == want));
+        Ok(())
+    }
+
+    #[test]
+    fn chunks_emptied_by_promote_and_a_tail_taken_by_pop() -> Result {
+        let mut q = Fifo::new();
+        // Three chunks: 0..128 (becomes the head), 128..256 (full), 256..258 (the tail).
+        for v in 0u32..258 {
+            q.push(v, GFP_KERNEL)?;
+        }
+        let first = q.pop();
+        // Empties the tail chunk, then the full one, by promoting the last element first.
+        let mut promoted = true;
+        for v in (128u32..258).rev() {
+            promoted &= q.promote(|x| *x == v)?;
+        }
+        let order = drain(&mut q)?;
+        // Empty again: a pop takes the tail as the head, and pushes start a new tail.
+        for v in [1000u32, 1001] {
+            q.push(v, GFP_KERNEL)?;
+        }
+        let taken = q.pop();
+        q.push(1002, GFP_KERNEL)?;
+        let rest = drain(&mut q)?;
+        let mut expected = KVec::new();
+        for v in Iterator::chain(128u32..258, 1..128) {
+            expected.push(v, GFP_KERNEL)?;
+        }
+        assert_eq!(first, Some(0));
+        assert!(promoted);
+        assert_eq!(&order[..], &expected[..]);
+        assert_eq!(taken, Some(1000));
+        assert_eq!(&rest[..], &[1001, 1002][..]);
+        assert!(q.is_empty());
         Ok(())
     }
 }
