@@ -23,17 +23,25 @@
 .PHONY: all module modules_install run test test-kcsan stress bench host-test vm lint \
 	rust-analyzer clean
 
-# The running kernel's build tree: the default KDIR of `make module`.
-RUNNING_KDIR := /lib/modules/$(shell uname -r)/build
+# The kernel build tree to build against, as in rust-out-of-tree-module: the running
+# kernel's by default. Left at that default, `make module` uses it only if it is
+# Rust-enabled, and the cached test kernel otherwise; a KDIR given on the command line or
+# in the environment is used as given.
+KDIR ?= /lib/modules/$(shell uname -r)/build
+ifeq ($(origin KDIR),file)
+GIVEN_KDIR :=
+else
+GIVEN_KDIR := $(KDIR)
+endif
 
 all: module
 
 module:
-	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(RUNNING_KDIR)" \
+	@KDIR="$(GIVEN_KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(KDIR)" \
 		scripts/setup/build-module.sh
 
 modules_install:
-	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(RUNNING_KDIR)" \
+	@KDIR="$(GIVEN_KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" RMAD_DEFAULT_KDIR="$(KDIR)" \
 		INSTALL_MOD_PATH="$(INSTALL_MOD_PATH)" scripts/setup/install-module.sh
 
 run:
@@ -61,7 +69,7 @@ lint:
 	@scripts/lint.sh
 
 rust-analyzer:
-	@KDIR="$(KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/setup/rust-analyzer.sh
+	@KDIR="$(GIVEN_KDIR)" KMAKEFLAGS="$(KMAKEFLAGS)" scripts/setup/rust-analyzer.sh
 
 # The classic `make -C $KDIR M=$PWD` builds in the source tree; its outputs go
 # too (the kernel's own `M=... clean` removes the same list).
