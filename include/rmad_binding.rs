@@ -607,8 +607,10 @@ impl Received<'_> {
     }
 
     /// Keeps the MAD past the handler (`rmad_keep_recv_mad`): it is the client's until the
-    /// returned buffer is dropped.
-    pub(crate) fn keep(&self) -> Result<RecvBuf> {
+    /// returned buffer is dropped, which frees it. `keep` consumes the `Received`, so no view
+    /// of the MAD taken from it ([`Received::mad`]) can be used once the buffer may be freed:
+    /// read the kept MAD through [`RecvBuf::mad`].
+    pub(crate) fn keep(self) -> Result<RecvBuf> {
         // SAFETY: rmad validates the handle.
         check(unsafe { rmad_keep_recv_mad(self.wc.recv_buf) })?;
         Ok(RecvBuf {

@@ -23,6 +23,10 @@
 #   rust_analyzer_indexes_src   make rust-analyzer writes a rust-project.json
 #                               with rmad's crate root, which git ignores
 #   rust_sample_has_no_unsafe   the binding is enough for the Rust sample
+#   binding_kept_mad_outlives_no_view  the binding rejects, at compile time,
+#                               a view of a received MAD used after the MAD
+#                               was kept (and the kept buffer dropped), and
+#                               builds the same client written correctly
 #
 # Usage: build-checks.sh OUT
 set -euo pipefail
@@ -134,6 +138,64 @@ PY
 }
 check rust_analyzer_indexes_src rust_analyzer
 check rust_sample_has_no_unsafe sh -c "! grep -n unsafe '$RMAD_ROOT/samples/rust/rmad_sample_rust.rs'"
+
+# client_module DIR BODY: a Rust client module of the binding in DIR whose receive handler
+# is BODY (with `r` the received MAD); compiles it against the cached kernel (the object
+# only: what is checked is what rustc accepts).
+client_module() {
+	local dir="$1" vars
+	mkdir -p "$dir"
+	echo 'obj-m := rmad_client_check.o' >"$dir/Kbuild"
+	cat >"$dir/rmad_client_check.rs" <<RS
+// SPDX-License-Identifier: GPL-2.0
+//! A client of the binding, built by scripts/check/build-checks.sh.
+use kernel::prelude::*;
+#[path = "$RMAD_ROOT/include/rmad_binding.rs"]
+#[allow(dead_code)]
+mod rmad;
+struct Check;
+impl rmad::Client for Check {
+    fn send_done(&self, _done: rmad::SendDone) {}
+    fn recv(&self, r: rmad::Received<'_>) {
+        $2
+    }
+}
+module! {
+    type: Module,
+    name: "rmad_client_check",
+    description: "checks what the binding accepts",
+    license: "GPL",
+}
+struct Module;
+impl kernel::Module for Module {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        Ok(Module)
+    }
+}
+RS
+	mapfile -t vars < <(kernel_make_vars)
+	LIBCLANG_PATH="/usr/lib/llvm$LLVM_SUFFIX/lib" make -C "$kdir" "${vars[@]}" M="$dir" \
+		rmad_client_check.o
+}
+
+# The view `m` of the received MAD must not survive `keep` (whose buffer, once dropped, frees
+# the MAD): rustc refuses the move while `m` borrows `r` (E0505). The same client reading the
+# MAD through the kept buffer builds.
+kept_mad_outlives_no_view() {
+	client_module "$tmp/client-ok" \
+		'if let Ok(k) = r.keep() { pr_info!("{}\n", k.mad().len()); }' || return 1
+	if client_module "$tmp/client-misuse" \
+		'let m = r.mad(); if let Ok(k) = r.keep() { drop(k); } pr_info!("{}\n", m.len());' \
+		>"$tmp/misuse.log" 2>&1; then
+		echo "the misuse built: a view of the MAD outlives the kept buffer"
+		return 1
+	fi
+	grep -q 'E0505' "$tmp/misuse.log" || {
+		tail -n 20 "$tmp/misuse.log"
+		return 1
+	}
+}
+check binding_kept_mad_outlives_no_view kept_mad_outlives_no_view
 
 python3 - "$cases" "$out" <<'PY'
 import json, sys
