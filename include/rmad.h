@@ -473,11 +473,14 @@ const void *rmad_recv_buf_mad(struct rmad_recv_buf *recv_buf, u32 *len);
  * rmad_recv_buf_ah - the address that answers a received MAD (ib_create_ah_from_wc)
  * @agent: the agent that answers (on the port the MAD arrived at)
  * @recv_buf: a kept MAD, or wc->recv_buf during its handler
- * @ah: filled in: to the source LID, from the LID it was sent to; with a GRH,
- *      to its source GID, from this port's GID it was sent to, with its traffic
- *      class and flow label, hop limit 64 (as ib_create_ah_from_wc())
+ * @ah: filled in as ib_init_ah_attr_from_wc() does: to the source LID with its
+ *      SL, from the LID it was sent to; with a GRH, to its source GID, from this
+ *      port's GID it was sent to (anywhere in the first 256 entries of the GID
+ *      table), with its traffic class and flow label, hop limit 0xff (on RoCE
+ *      the route's)
  *
- * Process context (reads the port's GID table).
+ * Process context (reads the port's GID table; on RoCE, resolves the route as
+ * ib_create_ah_from_wc() does, which may wait about a second).
  *
  * Return: 0; -EINVAL for a bad handle, a NULL @ah or a MAD that arrived at
  * another port; -ENOENT when the port no longer has the GID it was sent to.

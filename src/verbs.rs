@@ -78,6 +78,7 @@ pub(crate) struct VerbsRecvInfo {
     flow_label: u32,
     hop_limit: u8,
     traffic_class: u8,
+    sl: u8,
 }
 
 // The layout of `struct rmad_recv_info` in `src/verbs/shim.h`; `src/verbs/shim.c` checks the
@@ -90,6 +91,7 @@ const _: () = {
     assert!(core::mem::offset_of!(VerbsRecvInfo, dgid) == 28);
     assert!(core::mem::offset_of!(VerbsRecvInfo, flow_label) == 44);
     assert!(core::mem::offset_of!(VerbsRecvInfo, traffic_class) == 49);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, sl) == 50);
 };
 
 extern "C" {
@@ -106,6 +108,13 @@ extern "C" {
         has_smi: *mut u8,
     ) -> c_int;
     fn rmad_shim_query_gid(dev: *mut IbDevice, port: u32, index: c_int, gid: *mut u8) -> c_int;
+    fn rmad_shim_find_gid(dev: *mut IbDevice, port: u32, gid: *const u8) -> c_int;
+    fn rmad_shim_reply_hop_limit(
+        dev: *mut IbDevice,
+        port: u32,
+        sgid_index: u8,
+        dgid: *const u8,
+    ) -> c_int;
     fn rmad_shim_port_mac(dev: *mut IbDevice, port: u32, mac: *mut u8) -> c_int;
     fn rmad_shim_dev_try_get(dev: *mut IbDevice) -> c_int;
     fn rmad_shim_dev_put(dev: *mut IbDevice);
@@ -128,6 +137,7 @@ extern "C" {
         sgid_index: u8,
         dgid: *const u8,
         dmac: *mut u8,
+        hop_limit: *mut u8,
     ) -> c_int;
     fn rmad_shim_vport_send(
         vp: *mut Vport,
@@ -422,6 +432,27 @@ impl Transport for VerbsPort {
         (r == 0).then_some(gid)
     }
 
+    fn find_gid(&self, port: u8, gid: &Gid) -> Option<u8> {
+        if port != self.port {
+            return None;
+        }
+        // SAFETY: `with_device` holds a registration reference on `dev`; `gid` has 16 bytes.
+        let r = self
+            .with_device(|dev| unsafe { rmad_shim_find_gid(dev, u32::from(port), gid.as_ptr()) })?;
+        u8::try_from(r).ok()
+    }
+
+    fn reply_hop_limit(&self, port: u8, sgid_index: u8, dgid: &Gid) -> Result<u8> {
+        // SAFETY: `with_device` holds a registration reference on `dev`; `dgid` has 16 bytes.
+        let r = self
+            .with_device(|dev| unsafe {
+                rmad_shim_reply_hop_limit(dev, u32::from(port), sgid_index, dgid.as_ptr())
+            })
+            .ok_or(ENODEV)?;
+        kernel::error::to_result(r.min(0))?;
+        u8::try_from(r).map_err(|_| EINVAL)
+    }
+
     fn name(&self) -> &CStr {
         &self.name
     }
@@ -570,6 +601,7 @@ unsafe extern "C" fn rmad_rust_recv(
         src_qp: info.src_qp,
         dst_qp: 1,
         pkey_index: info.pkey_index,
+        sl: info.sl,
         grh: (info.has_grh != 0).then_some((info.sgid, info.dgid)),
         grh_fields: GrhFields {
             hop_limit: info.hop_limit,

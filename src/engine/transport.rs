@@ -84,6 +84,8 @@ pub(crate) struct RecvWc {
     pub(crate) dst_qp: u32,
     /// P_Key index.
     pub(crate) pkey_index: u16,
+    /// Service level the packet carried.
+    pub(crate) sl: u8,
     /// Source and destination GIDs when the packet carried a GRH.
     pub(crate) grh: Option<(Gid, Gid)>,
     /// The GRH's other routing fields as they arrived (zero without a GRH).
@@ -117,6 +119,19 @@ pub(crate) trait Transport: Send + Sync {
 
     /// Entry `index` of the GID table of `port`.
     fn gid(&self, port: u8, index: u8) -> Option<Gid>;
+
+    /// The index of `gid` in the GID table of `port`, searching the whole table (its first
+    /// 256 entries: an address names its source GID with a `u8`). The default asks
+    /// [`Transport::gid`] for each entry. Process context.
+    fn find_gid(&self, port: u8, gid: &Gid) -> Option<u8> {
+        (0..=u8::MAX).find(|&i| self.gid(port, i).as_ref() == Some(gid))
+    }
+
+    /// The hop limit of an answer sent from GID `sgid_index` of `port` to `dgid`, as
+    /// `ib_init_ah_attr_from_wc` sets it: 0xFF, or on RoCE the route's. Process context.
+    fn reply_hop_limit(&self, _port: u8, _sgid_index: u8, _dgid: &Gid) -> Result<u8> {
+        Ok(0xff)
+    }
 
     /// Transmits `wr` from `port`. Called with the sending agent's lock held: must not sleep
     /// or call back into the agent. An error means nothing was transmitted and no completion

@@ -151,12 +151,18 @@ impl WorkItem for Fabric {
     }
 }
 
-/// GID `index` of a port with base LID `lid`: 0 is the link-local GID, 1 the IPv4-mapped one.
+/// The index of a port's one GID beyond the first 16 entries, as a port with many addresses
+/// has.
+pub(crate) const FAR_GID_INDEX: u8 = 20;
+
+/// GID `index` of a port with base LID `lid`: 0 is the link-local GID, 1 the IPv4-mapped one,
+/// [`FAR_GID_INDEX`] a global one (2001:db8::LID); the entries between are empty.
 fn port_gid(lid: u16, index: u8) -> Option<Gid> {
     let [hi, lo] = lid.to_be_bytes();
     match index {
         0 => Some([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, hi, lo]),
         1 => Some([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, hi, lo]),
+        FAR_GID_INDEX => Some([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, hi, lo]),
         _ => None,
     }
 }
@@ -402,6 +408,7 @@ impl Fabric {
                 src_qp: wr.src_qpn,
                 dst_qp: wr.remote_qpn,
                 pkey_index: wr.pkey_index,
+                sl: wr.ah.sl,
                 grh,
                 // What the packet carries: the sender's address, untouched by a router.
                 grh_fields: wr.ah.grh.map_or(GrhFields::default(), |h| GrhFields {

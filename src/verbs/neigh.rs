@@ -89,12 +89,13 @@ impl VerbsPort {
 
     /// Asks ib_core's address resolution for the MAC of `grh`'s destination.
     fn resolve(&self, grh: &GrhAttr) -> Result<[u8; 6]> {
-        let mut mac = [0u8; 6];
+        let (mut mac, mut hop_limit) = ([0u8; 6], 0u8);
         let port = u32::from(self.port);
         let r = self
             .with_device(|dev| {
                 // SAFETY: `with_device` holds a registration reference on `dev`; `dgid` has 16
-                // bytes and `mac` room for 6; process context (the caller's promise).
+                // bytes, `mac` room for 6 and `hop_limit` for one; process context (the
+                // caller's promise).
                 unsafe {
                     rmad_shim_resolve_dmac(
                         dev,
@@ -102,6 +103,7 @@ impl VerbsPort {
                         grh.sgid_index,
                         grh.dgid.as_ptr(),
                         mac.as_mut_ptr(),
+                        &mut hop_limit,
                     )
                 }
             })

@@ -36,6 +36,7 @@ static_assert(offsetof(struct rmad_recv_info, sgid) == 12);
 static_assert(offsetof(struct rmad_recv_info, dgid) == 28);
 static_assert(offsetof(struct rmad_recv_info, flow_label) == 44);
 static_assert(offsetof(struct rmad_recv_info, traffic_class) == 49);
+static_assert(offsetof(struct rmad_recv_info, sl) == 50);
 
 #define RMAD_SQ 128
 /* Receive buffers posted per port: as many as the C MAD layer's recv_queue_size. */
@@ -155,6 +156,26 @@ int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid)
 	return ret;
 }
 
+/*
+ * The index of @gid in the GID table of (@dev, @port), among its first 256
+ * entries (an address handle names its source GID with a u8), or -ENOENT.
+ */
+int rmad_shim_find_gid(struct ib_device *dev, u32 port, const u8 *gid)
+{
+	struct ib_port_attr attr;
+	union ib_gid g;
+	int i, n, ret;
+
+	ret = ib_query_port(dev, port, &attr);
+	if (ret)
+		return ret;
+	n = min_t(int, attr.gid_tbl_len, 256);
+	for (i = 0; i < n; i++)
+		if (!rdma_query_gid(dev, port, i, &g) && !memcmp(g.raw, gid, sizeof(g.raw)))
+			return i;
+	return -ENOENT;
+}
+
 /* The MAC of the port's netdev (RoCE), for address handles to this port. */
 /* Takes a registration reference: the device's unregistration waits for it. */
 int rmad_shim_dev_try_get(struct ib_device *dev)
@@ -265,6 +286,7 @@ static void rmad_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_
 	info->slid = wc->slid;
 	info->pkey_index = wc->pkey_index;
 	info->dlid_path_bits = wc->dlid_path_bits;
+	info->sl = wc->sl;
 	if (wc->wc_flags & IB_WC_GRH) {
 		enum rdma_network_type t = RDMA_NETWORK_IB;
 
@@ -668,10 +690,11 @@ static void rmad_resolved(int status, struct sockaddr *src_addr, struct rdma_dev
  * Resolves the MAC of the next hop to @dgid from GID @sgid_index of (@dev,
  * @port), through ib_core's address resolution (the IP neighbour tables, as
  * rdma_create_user_ah does for user space). Process context; waits at most
- * about a second. Returns 0 with the MAC in @dmac, or an errno.
+ * about a second. Returns 0 with the MAC in @dmac and the route's hop limit
+ * in @hop_limit, or an errno.
  */
 int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
-			   u8 *dmac)
+			   u8 *dmac, u8 *hop_limit)
 {
 	const struct ib_gid_attr *sgid_attr;
 	struct rmad_resolution r;
@@ -698,8 +721,27 @@ int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const
 		wait_for_completion(&r.done);
 		ret = r.status;
 	}
-	if (!ret)
+	if (!ret) {
 		ether_addr_copy(dmac, addr.dst_dev_addr);
+		*hop_limit = addr.hoplimit;
+	}
 	rdma_put_gid_attr(sgid_attr);
 	return ret;
+}
+
+/*
+ * The hop limit ib_init_ah_attr_from_wc() gives an answer from GID
+ * @sgid_index of (@dev, @port) to @dgid: 0xff, or on RoCE the route's, from
+ * the same resolution as rmad_shim_resolve_dmac() (so, on RoCE, it may wait
+ * as long). Returns the hop limit, or an errno.
+ */
+int rmad_shim_reply_hop_limit(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid)
+{
+	u8 dmac[ETH_ALEN], hop_limit;
+	int ret;
+
+	if (!rdma_protocol_roce(dev, port))
+		return 0xff;
+	ret = rmad_shim_resolve_dmac(dev, port, sgid_index, dgid, dmac, &hop_limit);
+	return ret ? ret : hop_limit;
 }

@@ -23,6 +23,7 @@ struct rmad_recv_info {
 	u32 flow_label;
 	u8 hop_limit;
 	u8 traffic_class;
+	u8 sl;
 };
 
 /* Called by Rust. */
@@ -33,6 +34,8 @@ u32 rmad_shim_port_count(struct ib_device *dev);
 int rmad_shim_port_has_gsi(struct ib_device *dev, u32 port);
 int rmad_shim_query_port(struct ib_device *dev, u32 port, u32 *lid, u8 *lmc, u8 *has_smi);
 int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid);
+int rmad_shim_find_gid(struct ib_device *dev, u32 port, const u8 *gid);
+int rmad_shim_reply_hop_limit(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid);
 int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac);
 int rmad_shim_dev_try_get(struct ib_device *dev);
 void rmad_shim_dev_put(struct ib_device *dev);
@@ -46,7 +49,7 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 			 u8 has_grh, const u8 *dgid, u8 sgid_index, u8 hop_limit,
 			 u8 traffic_class, u32 flow_label, u8 sl, const u8 *dmac);
 int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
-			   u8 *dmac);
+			   u8 *dmac, u8 *hop_limit);
 
 /* Implemented in Rust (src/verbs.rs). */
 void rmad_rust_device_add(struct ib_device *dev);

@@ -11,9 +11,6 @@ use crate::{
     },
 };
 
-/// How many entries of a port's GID table a reply address looks through.
-const GID_SCAN: u8 = 16;
-
 impl Agent {
     /// Prepares `ah` for sends from this agent's port (`rdma_create_ah`'s resolution): on
     /// RoCE, resolves and caches the destination's MAC. Optional: the first transmission to
@@ -24,21 +21,22 @@ impl Agent {
         self.transport.resolve(self.port, ah)
     }
 
-    /// The address that answers a MAD that arrived as `wc` (`ib_create_ah_from_wc`): to its
-    /// source LID, from the LID it was sent to; with a GRH, to its source GID from this port's
-    /// GID it was sent to (on RoCEv2 over IPv4, the IPv4-mapped GIDs of the two addresses),
-    /// with the request's traffic class and flow label, as `ib_init_ah_attr_from_wc` does, and
-    /// hop limit 64 (ib_core takes the route's, 64 on these links). `ENOENT` when the port has
-    /// no longer that GID. Process context (reads the GID table).
+    /// The address that answers a MAD that arrived as `wc` (`ib_create_ah_from_wc`), as
+    /// `ib_init_ah_attr_from_wc` builds it: to its source LID with its SL, from the LID it was
+    /// sent to; with a GRH, to its source GID from this port's GID it was sent to, wherever it
+    /// is in the GID table (on RoCEv2 over IPv4, the IPv4-mapped GIDs of the two addresses),
+    /// with the request's traffic class and flow label, and hop limit 0xFF (on RoCE the
+    /// route's). `ENOENT` when the port has no longer that GID. Process context (reads the
+    /// GID table).
     pub(crate) fn reply_address(&self, wc: &RecvWc) -> Result<Address> {
         let grh = match wc.grh {
             None => None,
             Some((sgid, dgid)) => {
-                let sgid_index = (0..GID_SCAN)
-                    .find(|&i| self.transport.gid(self.port, i) == Some(dgid))
-                    .ok_or(ENOENT)?;
+                let sgid_index = self.transport.find_gid(self.port, &dgid).ok_or(ENOENT)?;
                 Some(GrhAttr {
-                    hop_limit: 64,
+                    hop_limit: self
+                        .transport
+                        .reply_hop_limit(self.port, sgid_index, &sgid)?,
                     traffic_class: wc.grh_fields.traffic_class,
                     flow_label: wc.grh_fields.flow_label,
                     dgid: sgid,
@@ -47,7 +45,7 @@ impl Agent {
             }
         };
         Ok(Address {
-            sl: 0,
+            sl: wc.sl,
             dlid: wc.slid,
             src_path_bits: wc.dlid_path_bits,
             grh,
