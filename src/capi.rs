@@ -178,10 +178,10 @@ pub(crate) struct RmadRecvWc {
 /// `struct rmad_reg_req`.
 #[repr(C)]
 pub(crate) struct RmadRegReq {
-    mgmt_class: u8,
-    mgmt_class_version: u8,
-    oui: [u8; 3],
-    method_mask: [u64; 2],
+    pub(crate) mgmt_class: u8,
+    pub(crate) mgmt_class_version: u8,
+    pub(crate) oui: [u8; 3],
+    pub(crate) method_mask: [u64; 2],
 }
 
 // The layouts `include/rmad.h` promises; `src/capi/exports.c` checks the same numbers in C.
@@ -483,7 +483,7 @@ fn register_impl(
     let registered = Arc::new(handlers, GFP_KERNEL)
         .map_err(Error::from)
         .and_then(|handlers| {
-            Agent::register(
+            Agent::register_with(
                 &engine,
                 &transport,
                 AgentConfig {
@@ -495,22 +495,47 @@ fn register_impl(
                     send_handler: send.then(|| -> Arc<dyn SendHandler> { handlers.clone() }),
                     recv_handler: recv.then(|| -> Arc<dyn RecvHandler> { handlers.clone() }),
                 },
+                // The handle is complete before the first MAD can reach a handler, which gets
+                // it (rmad.h: handlers that run before registration returns receive the
+                // agent's handle already).
+                |agent| {
+                    let agent = agent.clone();
+                    // A vanished reservation is a defect; the registration then fails.
+                    t.agents
+                        .fill(h, CAgent { agent, context })
+                        .map_err(|_| EINVAL)
+                },
             )
         });
-    let agent = match registered {
-        Ok(a) => a,
+    match registered {
+        Ok(_) => {
+            #[cfg(rmad_test)]
+            registered_delay();
+            Ok(h)
+        }
         Err(e) => {
-            let _ = t.agents.release(h);
-            return Err(e);
+            // A filled slot holds the agent, which never became routable: unregister it.
+            if let Ok(c) = t.agents.remove(h, |_| Ok(())) {
+                let _ = c.agent.unregister();
+            } else {
+                let _ = t.agents.release(h);
+            }
+            Err(e)
         }
-    };
-    match t.agents.fill(h, CAgent { agent, context }) {
-        Ok(()) => Ok(h),
-        Err(c) => {
-            // Only reachable if the reservation vanished; leave nothing registered.
-            let _ = c.agent.unregister();
-            Err(EINVAL)
-        }
+    }
+}
+
+/// Test flavour: how long `rmad_register_agent` waits, in milliseconds, once its agent is
+/// routable and before it returns, so that a suite can make requests reach the agent then.
+#[cfg(rmad_test)]
+pub(crate) static REGISTERED_DELAY_MS: Atomic<u32> = Atomic::new(0);
+
+/// Test flavour: waits [`REGISTERED_DELAY_MS`].
+#[cfg(rmad_test)]
+fn registered_delay() {
+    let ms = REGISTERED_DELAY_MS.load(kernel::sync::atomic::Relaxed);
+    if ms != 0 {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(i64::from(ms)));
     }
 }
 

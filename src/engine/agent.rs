@@ -345,10 +345,26 @@ fn ms_to_ns(ms: u32) -> i64 {
 impl Agent {
     /// `ib_register_mad_agent`: validates the request in the C layer's order
     /// (Documentation/behaviour.md §1.3), allocates a `hi_tid` and publishes the agent.
+    #[cfg_attr(
+        not(rmad_test),
+        allow(dead_code, reason = "the Rust API's common case; the C API needs the hook")
+    )]
     pub(crate) fn register(
         engine: &Arc<Engine>,
         transport: &Arc<dyn Transport>,
         cfg: AgentConfig,
+    ) -> Result<Arc<Agent>> {
+        Self::register_with(engine, transport, cfg, |_| Ok(()))
+    }
+
+    /// [`Agent::register`], calling `before_routable` with the new agent before any MAD can
+    /// reach it (or its handlers): what its handlers need of the caller (the C API's handle)
+    /// is in place when the first one runs. Its error fails the registration.
+    pub(crate) fn register_with(
+        engine: &Arc<Engine>,
+        transport: &Arc<dyn Transport>,
+        cfg: AgentConfig,
+        before_routable: impl FnOnce(&Arc<Agent>) -> Result,
     ) -> Result<Arc<Agent>> {
         let attr = transport.port_attr(cfg.port);
         // 1. Port capability (an unknown port is checked in step 6).
@@ -409,7 +425,7 @@ impl Agent {
         );
         // 8./9. `hi_tid` and the registration table.
         let agent = engine.publish(cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
-            Arc::pin_init(
+            let agent = Arc::pin_init(
                 pin_init!(Agent {
                     hi_tid,
                     engine: engine.clone(),
@@ -446,7 +462,9 @@ impl Agent {
                     work <- new_delayed_work!("Agent::work"),
                 }),
                 GFP_KERNEL,
-            )
+            )?;
+            before_routable(&agent)?;
+            Ok(agent)
         });
         if agent.is_err() && forward_key != 0 {
             transport.stop_forwarding(forward_key);

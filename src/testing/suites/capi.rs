@@ -11,6 +11,7 @@
 
 use crate::{
     capi::{
+        devices,
         rmad_agent_context,
         rmad_agent_hi_tid,
         rmad_cancel_mad,
@@ -23,12 +24,18 @@ use crate::{
         rmad_post_send_mad,
         rmad_recv_buf_ah,
         rmad_recv_buf_mad,
+        rmad_register_agent,
         rmad_resolve_ah,
         rmad_send_buf_mad,
         rmad_send_buf_set,
         rmad_unregister_agent,
-        RmadAh, //
+        RmadAh,
+        RmadRecvWc,
+        RmadRegReq,
+        RmadSendWc, //
+        REGISTERED_DELAY_MS,
     },
+    mad::wire,
     testing::{
         atomic_calls::{
             call_from,
@@ -50,6 +57,12 @@ use crate::{
             CBehaviour,
             CRecorder, //
         },
+        lb0,
+        post,
+        register_gsi,
+        request,
+        Behaviour,
+        Recorder, //
     },
 };
 use core::ffi::c_void;
@@ -76,6 +89,44 @@ const WC_FLUSH: i32 = 5;
 /// Methods used: GET is answered by ib_core (status 0x000C), SEND never is.
 const GET: u8 = 0x01;
 const SEND: u8 = 0x03;
+
+/// What the receive handlers of [`register_race_recv`]'s agents saw.
+struct RegisterRace {
+    /// Requests received.
+    seen: Atomic<u32>,
+    /// Of those, requests whose agent handle `rmad_agent_context` did not know.
+    unknown: Atomic<u32>,
+}
+
+/// The send handler of the register-race agents (they send nothing).
+///
+/// # Safety
+///
+/// Called by rmad with a valid completion.
+unsafe extern "C" fn register_race_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
+    // SAFETY: rmad passes a valid completion for the duration of the call.
+    let _ = rmad_free_send_mad(unsafe { (*wc).send_buf });
+}
+
+/// The receive handler of the register-race agents: is the handle it got already the
+/// agent's?
+///
+/// # Safety
+///
+/// Called by rmad with a valid receive completion whose context is a live [`RegisterRace`].
+unsafe extern "C" fn register_race_recv(
+    agent: *mut c_void,
+    _buf: *mut c_void,
+    wc: *const RmadRecvWc,
+) {
+    // SAFETY: rmad passes a valid receive completion for the duration of the call; its context
+    // is the `RegisterRace` the test keeps alive until every agent is unregistered.
+    let r = unsafe { &*(*wc).context.cast::<RegisterRace>() };
+    r.seen.add(1, Relaxed);
+    if rmad_agent_context(agent).is_null() {
+        r.unknown.add(1, Relaxed);
+    }
+}
 
 #[kernel::prelude::kunit_tests(rmad_capi)]
 mod tests {
@@ -635,6 +686,104 @@ mod tests {
         assert_eq!(gone, [true, true]);
         assert_eq!(unreg, 0);
         assert_eq!(hi_tid, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn handlers_see_a_finished_handle() -> Result {
+        // A request that reaches an agent while `rmad_register_agent` is still running must
+        // already find the handle its handler gets usable (rmad.h: handlers that run before
+        // registration returns "receive the agent's handle already"). A flood of requests for
+        // the class races a loop that registers and unregisters the agent on lb0.
+        const ROUNDS: usize = 100;
+        let class = wire::IB_MGMT_CLASS_DEVICE_MGMT;
+        let (engine, transport) = devices::find(lb0::NAME, 2).ok_or(ENODEV)?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let sender = register_gsi(&engine, &transport, 2, &rec, None)?;
+        let race = Arc::new(
+            RegisterRace {
+                seen: Atomic::new(0),
+                unknown: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let stop = Arc::new(Atomic::<bool>::new(false), GFP_KERNEL)?;
+        let flooded = Arc::new(Atomic::<u32>::new(0), GFP_KERNEL)?;
+        let (s2, stop2, flooded2) = (sender.clone(), stop.clone(), flooded.clone());
+        kernel::workqueue::system_unbound()
+            .try_spawn(GFP_KERNEL, move || {
+                let mut tag = 0usize;
+                // Bounded: the loop stops at the test's signal or after 200 000 requests.
+                while !stop2.load(Acquire) && tag < 200_000 {
+                    // Timeout 0: each request completes when the fabric took it.
+                    if let Ok(b) = request(&s2, class, tag, 1, 0, 0) {
+                        if post(b).is_ok() {
+                            flooded2.add(1, Relaxed);
+                        }
+                    }
+                    tag += 1;
+                    if tag % 64 == 0 {
+                        crate::sys::sched::cond_resched();
+                    }
+                }
+                stop2.store(true, Release);
+            })
+            .map_err(|_| ENOMEM)?;
+        let reg = RmadRegReq {
+            mgmt_class: class,
+            mgmt_class_version: 1,
+            oui: [0; 3],
+            method_mask: [1 << wire::IB_MGMT_METHOD_GET, 0],
+        };
+        let (mut registered, mut unregistered) = (0usize, 0usize);
+        // Each registration lingers once its agent is routable, before it returns.
+        REGISTERED_DELAY_MS.store(2, Relaxed);
+        for _ in 0..ROUNDS {
+            // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
+            // prototypes; the context outlives the agent (unregistered below).
+            let a = unsafe {
+                rmad_register_agent(
+                    lb0::NAME.as_char_ptr(),
+                    1,
+                    1,
+                    &reg,
+                    0,
+                    Some(register_race_send),
+                    Some(register_race_recv),
+                    Arc::as_ptr(&race).cast_mut().cast(),
+                    0,
+                )
+            };
+            if is_err(a) {
+                continue;
+            }
+            registered += 1;
+            unregistered += usize::from(rmad_unregister_agent(a) == 0);
+        }
+        REGISTERED_DELAY_MS.store(0, Relaxed);
+        stop.store(true, Release);
+        // The flood ends within one request of the signal; its sends then complete.
+        let start = Instant::<Monotonic>::now();
+        while start.elapsed().as_millis() < crate::testing::WAIT_MS
+            && u64::from(flooded.load(Relaxed)) > u64::try_from(rec.send_count()).unwrap_or(0)
+        {
+            crate::testing::sleep_ms(10);
+        }
+        let unreg = sender.unregister();
+        let (seen, unknown) = (race.seen.load(Relaxed), race.unknown.load(Relaxed));
+        pr_info!(
+            "capi: {} registrations, {} requests flooded, {} reached an agent, {} with an unknown handle\n",
+            registered,
+            flooded.load(Relaxed),
+            seen,
+            unknown
+        );
+        assert_eq!(registered, ROUNDS);
+        assert_eq!(unregistered, ROUNDS);
+        assert!(unreg.is_ok());
+        // The race happened: requests reached the agents while they came and went.
+        assert!(seen > 0);
+        assert_eq!(unknown, 0);
         Ok(())
     }
 }
