@@ -347,7 +347,10 @@ impl Agent {
     /// (Documentation/behaviour.md §1.3), allocates a `hi_tid` and publishes the agent.
     #[cfg_attr(
         not(rmad_test),
-        allow(dead_code, reason = "the Rust API's common case; the C API needs the hook")
+        allow(
+            dead_code,
+            reason = "the Rust API's common case; the C API needs the hook"
+        )
     )]
     pub(crate) fn register(
         engine: &Arc<Engine>,
