@@ -341,6 +341,11 @@ mod tests {
     }
 
     #[test]
+    fn q_equal_timeouts_and_cancels_in_order() -> Result {
+        lifecycle::q_equal_timeouts_and_cancels_in_order()
+    }
+
+    #[test]
     fn s25_cancel_in_wait_resp_flushes() -> Result {
         cancel_modify::s25_cancel_in_wait_resp_flushes()
     }

@@ -341,3 +341,45 @@ pub(super) fn s24_timeouts_in_expiry_order_then_cancels() -> Result {
     );
     Ok(())
 }
+
+/// The order behaviour reference §8.19 describes: sends posted back to back with the same
+/// timeout expire in post order (rmad compares expiries in nanoseconds; C, in ticks, reports
+/// sends expiring in one tick last in, first out), and several cancels are reported in the
+/// order of cancellation (C reports them in reverse).
+pub(super) fn q_equal_timeouts_and_cancels_in_order() -> Result {
+    let (env, rec, a) = setup(Behaviour::default())?;
+    // The agent's queue is busy while the first three expire and the last three are
+    // cancelled, so one run of the agent's work reports all six.
+    block_completions(&env, 1500)?;
+    let mut handles = KVec::new();
+    for tag in 1..=3 {
+        handles.push(post(request(&a, CLASS, tag, B, 50, 0)?)?, GFP_KERNEL)?;
+    }
+    for tag in 4..=6 {
+        handles.push(post(request(&a, CLASS, tag, B, 60_000, 0)?)?, GFP_KERNEL)?;
+    }
+    let waiting = handles
+        .iter()
+        .skip(3)
+        .all(|h| wait_state(&a, h, SendState::WaitResp));
+    // Cancelled as 6, 4, 5.
+    let cancels = [5usize, 3, 4].map(|i| handles.get(i).map(|h| h.cancel().is_ok()));
+    let done = rec.wait_sends(6);
+    let sends = rec.sends()?;
+    finish(&env, &[&rec], &[&a])?;
+    assert!(waiting);
+    assert_eq!(cancels, [Some(true); 3]);
+    assert!(done);
+    assert_eq!(
+        &sends[..],
+        &[
+            (1, WcStatus::RespTimeoutErr, 0),
+            (2, WcStatus::RespTimeoutErr, 0),
+            (3, WcStatus::RespTimeoutErr, 0),
+            (6, WcStatus::WrFlushErr, 0),
+            (4, WcStatus::WrFlushErr, 0),
+            (5, WcStatus::WrFlushErr, 0)
+        ][..]
+    );
+    Ok(())
+}
