@@ -19,6 +19,7 @@ use crate::{
         rmad_free_recv_mad,
         rmad_free_send_mad,
         rmad_keep_recv_mad,
+        rmad_modify_mad,
         rmad_modify_post,
         rmad_post_send,
         rmad_post_send_mad,
@@ -784,6 +785,21 @@ mod tests {
         // The race happened: requests reached the agents while they came and went.
         assert!(seen > 0);
         assert_eq!(unknown, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn s32_modify_and_cancel_null_einval() -> Result {
+        // Scenario 32: `ib_modify_mad(NULL, x)` is -EINVAL; so are rmad's other calls that
+        // name a post, on a NULL buffer.
+        let null = core::ptr::null_mut();
+        let results = [
+            rmad_modify_mad(null, 10),
+            rmad_cancel_mad(null),
+            rmad_modify_post(null, 1, 10),
+            rmad_cancel_post(null, 1),
+        ];
+        assert_eq!(results, [EINVAL.to_errno(); 4]);
         Ok(())
     }
 }

@@ -69,7 +69,7 @@ mod tests {
     }
 
     #[test]
-    fn race_cancel_vs_send_completion() -> Result {
+    fn s39_cancel_vs_send_completion() -> Result {
         let out = race("cancel vs send completion", 0, false, WcStatus::Success)?;
         assert!(out.exactly_once);
         assert!(out.cancel_won >= MIN);
@@ -87,7 +87,7 @@ mod tests {
     }
 
     #[test]
-    fn race_cancel_vs_last_timeout() -> Result {
+    fn s38_cancel_vs_last_timeout() -> Result {
         let out = race("cancel vs timeout", 1, false, WcStatus::RespTimeoutErr)?;
         assert!(out.exactly_once);
         assert!(out.cancel_won >= MIN);
