@@ -142,11 +142,12 @@ use queues::{
 };
 
 /// Cancelled sends waiting for the timeout work (where C puts them: the head of its wait list),
-/// FIFO: reported in the order of cancellation, where C reports them in reverse (behaviour
-/// reference §8.19).
+/// FIFO: reported in the order of cancellation, where C reports them in reverse
+/// (Documentation/behaviour.md §8.19).
 const Q_CANCEL: u8 = 0;
 /// Sends waiting for a response, by expiry (in nanoseconds: sends C would see expire in one
-/// tick, and report last in first out, keep their order here; behaviour reference §8.19).
+/// tick, and report last in first out, keep their order here; Documentation/behaviour.md
+/// §8.19).
 const Q_WAIT: u8 = 1;
 /// The flow-control backlog, FIFO.
 const Q_BACKLOG: u8 = 2;

@@ -342,7 +342,7 @@ pub(super) fn s24_timeouts_in_expiry_order_then_cancels() -> Result {
     Ok(())
 }
 
-/// The order behaviour reference §8.19 describes: sends posted back to back with the same
+/// The order Documentation/behaviour.md §8.19 describes: sends posted back to back with the same
 /// timeout expire in post order (rmad compares expiries in nanoseconds; C, in ticks, reports
 /// sends expiring in one tick last in, first out), and several cancels are reported in the
 /// order of cancellation (C reports them in reverse).
