@@ -126,7 +126,8 @@ struct rmad_send_wc {
  * struct rmad_recv_wc - a received MAD, as given to the receive handler
  * @mad: the MAD bytes
  * @context: the agent's context, as given to rmad_register_agent()
- * @mad_len: their number
+ * @mad_len: their number: a whole MAD, 256 bytes (a shorter datagram is no MAD;
+ *           rmad drops it and counts it in debugfs rmad/ports)
  * @src_qp: source QP number (where a response goes: rmad_create_send_mad()'s @remote_qpn)
  * @slid: source LID
  * @pkey_index: P_Key index it arrived with (a response's @pkey_index)

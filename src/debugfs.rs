@@ -2,7 +2,8 @@
 
 //! Observability: `/sys/kernel/debug/rmad/agents` lists every agent on the RDMA devices with
 //! its counters (outstanding, backlogged, sent, retried, timed out, cancelled, early
-//! responses), one line per agent.
+//! responses), one line per agent; `rmad/ports` lists every RDMA port rmad opened, with its
+//! private QP's number and what arrived there that rmad dropped.
 
 use crate::verbs;
 use kernel::{
@@ -15,8 +16,9 @@ use kernel::{
 
 /// The debugfs directory and its file; dropping it removes them.
 pub(crate) struct Debugfs {
-    // Fields drop in declaration order: the file before its directory.
+    // Fields drop in declaration order: the files before their directory.
     _agents: Pin<KBox<File<()>>>,
+    _ports: Pin<KBox<File<()>>>,
     _dir: Dir,
 }
 
@@ -64,8 +66,29 @@ pub(crate) fn create() -> Result<Debugfs> {
         }),
         GFP_KERNEL,
     )?;
+    let ports = KBox::pin_init(
+        dir.read_callback_file(c"ports", (), &|(): &(), f| {
+            let Ok(ports) = verbs::ports() else {
+                return writeln!(f, "(out of memory)");
+            };
+            for p in ports.iter() {
+                let (name, port) = p.id();
+                writeln!(
+                    f,
+                    "device {} port {} qpn {} short_dropped {}",
+                    name.to_str().unwrap_or("?"),
+                    port,
+                    p.qp_num().unwrap_or(0),
+                    p.drops().short
+                )?;
+            }
+            Ok(())
+        }),
+        GFP_KERNEL,
+    )?;
     Ok(Debugfs {
         _agents: agents,
+        _ports: ports,
         _dir: dir,
     })
 }

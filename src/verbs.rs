@@ -32,6 +32,7 @@ use crate::{
     },
     mad::{
         state::WcStatus,
+        wire,
         Gid, //
     },
 };
@@ -44,6 +45,10 @@ use kernel::{
     new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     str::CString,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
     sync::ArcBorrow,
     sync::{
         Arc,
@@ -120,6 +125,7 @@ extern "C" {
     fn rmad_shim_dev_put(dev: *mut IbDevice);
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
+    fn rmad_shim_vport_qp_num(vp: *mut Vport) -> u32;
     fn rmad_shim_forward_start(
         dev: *mut IbDevice,
         port: u32,
@@ -199,6 +205,15 @@ pub(crate) struct VerbsPort {
     /// Resolved destination MACs (see `verbs/neigh.rs`).
     #[pin]
     neigh: Mutex<neigh::Neighbours>,
+    /// Datagrams that arrived at the private QP shorter than a MAD, dropped.
+    short_dropped: Atomic<u64>,
+}
+
+/// What a verbs port dropped, for debugfs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PortDrops {
+    /// Datagrams shorter than a MAD (256 bytes).
+    pub(crate) short: u64,
 }
 
 // SAFETY: The raw pointers are handles to kernel objects usable from any thread (under the
@@ -283,6 +298,18 @@ pub(crate) fn verbs_engine() -> Option<Arc<Engine>> {
     VERBS.lock().as_ref().map(|s| s.engine.clone())
 }
 
+/// The open ports, for debugfs.
+pub(crate) fn ports() -> Result<KVec<Arc<VerbsPort>>> {
+    let g = VERBS.lock();
+    let mut v = KVec::new();
+    if let Some(s) = g.as_ref() {
+        for p in s.ports.iter() {
+            v.push(p.clone(), GFP_KERNEL)?;
+        }
+    }
+    Ok(v)
+}
+
 /// The open port `port` of the device named `name`.
 pub(crate) fn find_port(name: &CStr, port: u8) -> Option<Arc<VerbsPort>> {
     let g = VERBS.lock();
@@ -326,6 +353,7 @@ impl VerbsPort {
                 tx_work <- new_work!("VerbsPort::tx_work"),
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
                 neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),
+                short_dropped: Atomic::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -354,6 +382,26 @@ impl VerbsPort {
         // keeps alive for the borrow.
         let b = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(self)) };
         Arc::from(b)
+    }
+
+    /// The number of the private QP, while the port is open.
+    pub(crate) fn qp_num(&self) -> Option<u32> {
+        let vp = self.vp.lock();
+        // SAFETY: A non-null `vp` is the shim's open port (type invariant), valid while its
+        // lock is held: closing it nulls the pointer under the lock first.
+        (!vp.is_null()).then(|| unsafe { rmad_shim_vport_qp_num(*vp) })
+    }
+
+    /// What the port dropped.
+    pub(crate) fn drops(&self) -> PortDrops {
+        PortDrops {
+            short: self.short_dropped.load(Relaxed),
+        }
+    }
+
+    /// The device's name and the port's number.
+    pub(crate) fn id(&self) -> (&CStr, u8) {
+        (&self.name, self.port)
     }
 
     /// Runs `f` with the port's device while the port is open, holding a registration
@@ -590,6 +638,13 @@ unsafe extern "C" fn rmad_rust_recv(
             &*info,
         )
     };
+    // A MAD is 256 bytes on IB and RoCE: a shorter datagram is no MAD (a client reading the
+    // 256 bytes it expects would read past the end). Dropped and counted, as the C layer's
+    // receive path should (rmad.h).
+    if bytes.len() < wire::IB_MGMT_MAD_SIZE {
+        port.short_dropped.add(1, Relaxed);
+        return;
+    }
     let mut v = KVec::new();
     if v.extend_from_slice(bytes, GFP_KERNEL).is_err() {
         return;

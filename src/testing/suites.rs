@@ -11,6 +11,7 @@
 //! | `rmad_unregister` | unregistration from inside handlers | [`unregister`] |
 //! | `rmad_conformance` | Documentation/behaviour.md §6, on the loopback fabric | [`conformance`] |
 //! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
+//! | `rmad_peer` | what a hostile peer sends rmad's private QP is dropped and counted | [`peer`] |
 //! | `rmad_reply` | the reply address is `ib_init_ah_attr_from_wc`'s | [`reply`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
@@ -19,6 +20,7 @@ pub(crate) mod capi;
 pub(crate) mod conformance;
 pub(crate) mod engine;
 pub(crate) mod handles;
+pub(crate) mod peer;
 pub(crate) mod races;
 pub(crate) mod reply;
 pub(crate) mod rxe;

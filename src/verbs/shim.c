@@ -176,6 +176,12 @@ int rmad_shim_find_gid(struct ib_device *dev, u32 port, const u8 *gid)
 	return -ENOENT;
 }
 
+/* The number of the private QP (what a peer that learnt it would send to). */
+u32 rmad_shim_vport_qp_num(struct rmad_vport *vp)
+{
+	return vp->qp->qp_num;
+}
+
 /* The MAC of the port's netdev (RoCE), for address handles to this port. */
 /* Takes a registration reference: the device's unregistration waits for it. */
 int rmad_shim_dev_try_get(struct ib_device *dev)

@@ -41,6 +41,7 @@ int rmad_shim_dev_try_get(struct ib_device *dev);
 void rmad_shim_dev_put(struct ib_device *dev);
 struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx);
 void rmad_shim_vport_close(struct rmad_vport *vp);
+u32 rmad_shim_vport_qp_num(struct rmad_vport *vp);
 void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
 			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);
 void rmad_shim_forward_stop(void *fwd);

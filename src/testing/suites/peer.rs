@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_peer`: a hostile peer on `rxe0` sends rmad's private QP datagrams no MAD
+//! layer should take (through [`crate::testing::peer::Peer`], a UD QP of its own), while an
+//! agent waits for a real answer. Each case counts what rmad dropped and checks that the real
+//! answer, sent last, is still matched exactly once.
+
+#[kernel::prelude::kunit_tests(rmad_peer)]
+mod tests {
+    use crate::{
+        engine::{
+            agent::Agent,
+            send::SendHandle,
+            transport::Transport, //
+        },
+        mad::{
+            state::{
+                SendState,
+                WcStatus, //
+            },
+            wire::{
+                self,
+                MadHdr, //
+            },
+            Gid, //
+        },
+        testing::{
+            peer::Peer,
+            post,
+            rxe_agent,
+            rxe_request,
+            sleep_ms,
+            wait_state,
+            Behaviour,
+            Call,
+            Recorder,
+            WAIT_MS, //
+        },
+        verbs::VerbsPort, //
+    };
+    use kernel::{
+        prelude::*,
+        sync::Arc, //
+    };
+
+    /// rxe0 port 1, an agent on it with a SEND (unanswered by ib_core, timeout 60 s) waiting
+    /// for its response, the peer (sending from the GID the SEND went to, so that its
+    /// answers pass the address check), rmad's private QP number and that GID.
+    struct World {
+        port: Arc<VerbsPort>,
+        agent: Arc<Agent>,
+        rec: Arc<Recorder>,
+        send: SendHandle,
+        tid: u64,
+        peer: Peer,
+        qpn: u32,
+        gid: Gid,
+    }
+
+    fn world() -> Result<World> {
+        let rec = Recorder::new(Behaviour::default())?;
+        let (port, agent) = rxe_agent(&rec)?.ok_or(ENODEV)?;
+        let send = post(rxe_request(
+            &port,
+            &agent,
+            1,
+            wire::IB_MGMT_METHOD_SEND,
+            60_000,
+            0,
+        )?)?;
+        let tid = wire::make_tid(agent.hi_tid, 1);
+        if !wait_state(&agent, &send, SendState::WaitResp) {
+            return Err(ETIMEDOUT);
+        }
+        let peer = Peer::open(&port, 1).ok_or(ENODEV)?;
+        let qpn = port.qp_num().ok_or(ENODEV)?;
+        let gid = port.gid(1, 1).ok_or(ENODEV)?;
+        Ok(World {
+            port,
+            agent,
+            rec,
+            send,
+            tid,
+            peer,
+            qpn,
+            gid,
+        })
+    }
+
+    /// The 256 bytes of a response to `tid` (class 0x04, method SEND with the response bit).
+    fn response(tid: u64) -> Result<[u8; wire::IB_MGMT_MAD_SIZE]> {
+        let mut mad = [0u8; wire::IB_MGMT_MAD_SIZE];
+        MadHdr {
+            base_version: 1,
+            mgmt_class: wire::IB_MGMT_CLASS_PERF_MGMT,
+            class_version: 1,
+            method: wire::IB_MGMT_METHOD_SEND | wire::IB_MGMT_METHOD_RESP,
+            tid,
+            ..MadHdr::default()
+        }
+        .write(&mut mad)
+        .map_err(|_| EINVAL)?;
+        Ok(mad)
+    }
+
+    /// Waits (at most [`WAIT_MS`]) until `cond` holds.
+    fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+        for _ in 0..WAIT_MS / 10 {
+            if cond() {
+                return true;
+            }
+            sleep_ms(10);
+        }
+        cond()
+    }
+
+    #[test]
+    fn short_datagrams_are_dropped_and_counted() -> Result {
+        let w = world()?;
+        let full = response(w.tid)?;
+        let before = w.port.drops().short;
+        // A valid response header, cut short: 0 to 255 bytes.
+        let lens = [0usize, 1, 23, 24, 100, 255];
+        let mut sent = 0usize;
+        for len in lens {
+            let part = full.get(..len).ok_or(EINVAL)?;
+            sent += usize::from(w.peer.send(w.qpn, &w.gid, part).is_ok());
+        }
+        let dropped = wait_for(|| w.port.drops().short - before >= 6);
+        // Then the real answer, whole.
+        let answered = w.peer.send(w.qpn, &w.gid, &full).is_ok() && w.rec.wait_sends(1);
+        let calls = w.rec.calls()?;
+        let short = w.port.drops().short - before;
+        let unreg = w.agent.unregister();
+        drop(w.send);
+        pr_info!("peer: {} short datagrams sent, {} dropped\n", sent, short);
+        assert_eq!(sent, lens.len());
+        assert!(dropped);
+        assert_eq!(short, 6);
+        assert!(answered);
+        // Exactly one receive-handler call, for the whole answer, and then its send handler.
+        let recvs = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Recv { .. }))
+            .count();
+        let matched = calls
+            .iter()
+            .any(|c| matches!(c, Call::Recv { tag: Some(1), .. }));
+        let success = calls
+            .iter()
+            .any(|c| matches!(c, Call::Send { tag: 1, wc, .. } if wc.status == WcStatus::Success));
+        assert_eq!(recvs, 1);
+        assert!(matched);
+        assert!(success);
+        assert!(unreg.is_ok());
+        Ok(())
+    }
+}
