@@ -75,11 +75,12 @@ pub(crate) fn create() -> Result<Debugfs> {
                 let (name, port) = p.id();
                 writeln!(
                     f,
-                    "device {} port {} qpn {} short_dropped {}",
+                    "device {} port {} qpn {} short_dropped {} requests_dropped {}",
                     name.to_str().unwrap_or("?"),
                     port,
                     p.qp_num().unwrap_or(0),
-                    p.drops().short
+                    p.drops().short,
+                    p.drops().requests
                 )?;
             }
             Ok(())

@@ -259,11 +259,16 @@ fn oui_of(mad: &[u8]) -> [u8; 3] {
         .unwrap_or([0; 3])
 }
 
-/// The receive-side validation of Documentation/behaviour.md §2.4.4 step 1.
+/// The receive-side validation of Documentation/behaviour.md §2.4.4 step 1 (`validate_mad`):
+/// the base version, SMPs on QP0 only and the rest on QP1 only, and CM MADs other than
+/// ClassPortInfo with method SEND only.
 fn mad_is_valid(hdr: &MadHdr, qp: QpType) -> bool {
     let smp = hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
         || hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE;
-    hdr.base_version == wire::IB_MGMT_BASE_VERSION && smp == (qp == QpType::Smi)
+    let cm_rule = hdr.mgmt_class != wire::IB_MGMT_CLASS_CM
+        || hdr.attr_id == wire::IB_MGMT_CLASSPORTINFO_ATTR_ID
+        || hdr.method == wire::IB_MGMT_METHOD_SEND;
+    hdr.base_version == wire::IB_MGMT_BASE_VERSION && smp == (qp == QpType::Smi) && cm_rule
 }
 
 /// The first unused `hi_tid` at or after `start`, wrapping around once within

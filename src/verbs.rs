@@ -84,6 +84,7 @@ pub(crate) struct VerbsRecvInfo {
     hop_limit: u8,
     traffic_class: u8,
     sl: u8,
+    via_qp1: u8,
 }
 
 // The layout of `struct rmad_recv_info` in `src/verbs/shim.h`; `src/verbs/shim.c` checks the
@@ -97,6 +98,7 @@ const _: () = {
     assert!(core::mem::offset_of!(VerbsRecvInfo, flow_label) == 44);
     assert!(core::mem::offset_of!(VerbsRecvInfo, traffic_class) == 49);
     assert!(core::mem::offset_of!(VerbsRecvInfo, sl) == 50);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, via_qp1) == 51);
 };
 
 extern "C" {
@@ -207,6 +209,8 @@ pub(crate) struct VerbsPort {
     neigh: Mutex<neigh::Neighbours>,
     /// Datagrams that arrived at the private QP shorter than a MAD, dropped.
     short_dropped: Atomic<u64>,
+    /// Requests that arrived at the private QP (requests belong on QP0 and QP1), dropped.
+    requests_dropped: Atomic<u64>,
 }
 
 /// What a verbs port dropped, for debugfs.
@@ -214,6 +218,8 @@ pub(crate) struct VerbsPort {
 pub(crate) struct PortDrops {
     /// Datagrams shorter than a MAD (256 bytes).
     pub(crate) short: u64,
+    /// Requests (a MAD that is no response) that arrived at the private QP.
+    pub(crate) requests: u64,
 }
 
 // SAFETY: The raw pointers are handles to kernel objects usable from any thread (under the
@@ -354,6 +360,7 @@ impl VerbsPort {
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
                 neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),
                 short_dropped: Atomic::new(0),
+                requests_dropped: Atomic::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -396,6 +403,7 @@ impl VerbsPort {
     pub(crate) fn drops(&self) -> PortDrops {
         PortDrops {
             short: self.short_dropped.load(Relaxed),
+            requests: self.requests_dropped.load(Relaxed),
         }
     }
 
@@ -643,6 +651,13 @@ unsafe extern "C" fn rmad_rust_recv(
     // receive path should (rmad.h).
     if bytes.len() < wire::IB_MGMT_MAD_SIZE {
         port.short_dropped.add(1, Relaxed);
+        return;
+    }
+    // Only responses belong at the private QP: requests come through QP0/QP1, where ib_core
+    // checks them (P_Keys, security, `process_mad`) before forwarding them. A peer that
+    // learnt the private QP's number must not reach responders around those checks.
+    if info.via_qp1 == 0 && !wire::MadHdr::parse(bytes).is_ok_and(|h| h.is_response()) {
+        port.requests_dropped.add(1, Relaxed);
         return;
     }
     let mut v = KVec::new();

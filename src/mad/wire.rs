@@ -76,6 +76,9 @@ pub(crate) const IB_MGMT_METHOD_SET: u8 = 0x02;
 pub(crate) const IB_MGMT_METHOD_GET_RESP: u8 = 0x81;
 /// Send (`IB_MGMT_METHOD_SEND`).
 pub(crate) const IB_MGMT_METHOD_SEND: u8 = 0x03;
+
+/// Attribute ID of ClassPortInfo (`IB_MGMT_CLASSPORTINFO_ATTR_ID`, 0x0001 on the wire).
+pub(crate) const IB_MGMT_CLASSPORTINFO_ATTR_ID: u16 = 0x0001;
 /// Trap (`IB_MGMT_METHOD_TRAP`).
 pub(crate) const IB_MGMT_METHOD_TRAP: u8 = 0x05;
 /// Report (`IB_MGMT_METHOD_REPORT`).

@@ -37,6 +37,7 @@ static_assert(offsetof(struct rmad_recv_info, dgid) == 28);
 static_assert(offsetof(struct rmad_recv_info, flow_label) == 44);
 static_assert(offsetof(struct rmad_recv_info, traffic_class) == 49);
 static_assert(offsetof(struct rmad_recv_info, sl) == 50);
+static_assert(offsetof(struct rmad_recv_info, via_qp1) == 51);
 
 #define RMAD_SQ 128
 /* Receive buffers posted per port: as many as the C MAD layer's recv_queue_size. */
@@ -640,6 +641,7 @@ static void rmad_forward_recv(struct ib_mad_agent *agent, struct ib_mad_send_buf
 	struct rmad_recv_info info = {};
 
 	rmad_fill_info(rwc->wc, rwc->recv_buf.grh, &info);
+	info.via_qp1 = 1;
 	rmad_rust_recv(agent->context, (const u8 *)rwc->recv_buf.mad,
 		       min_t(size_t, rwc->mad_len, RMAD_MAD_SIZE), &info);
 	ib_free_recv_mad(rwc);

@@ -24,6 +24,8 @@ struct rmad_recv_info {
 	u8 hop_limit;
 	u8 traffic_class;
 	u8 sl;
+	/* 1: a request ib_core received on QP1 and forwarded; 0: arrived at the private QP. */
+	u8 via_qp1;
 };
 
 /* Called by Rust. */

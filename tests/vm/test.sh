@@ -80,7 +80,7 @@ vm_case template_client_runs sh -c 'insmod /modules/rmad_client.ko && rmmod rmad
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
-	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0$" /sys/kernel/debug/rmad/ports'
+	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0$" /sys/kernel/debug/rmad/ports'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 

@@ -6,10 +6,19 @@
 mod tests {
     use crate::{
         engine::agent::Agent,
-        mad::wire,
+        mad::{
+            wire::{
+                self,
+                MadHdr, //
+            },
+            RegReq, //
+        },
         testing::{
+            post,
             reg,
+            request,
             Behaviour,
+            Call,
             Env,
             Recorder, //
         },
@@ -118,6 +127,70 @@ mod tests {
         assert_eq!(two, 0);
         assert_eq!(none, 0);
         assert_eq!(one, ROUNDS);
+        Ok(())
+    }
+
+    #[test]
+    fn cm_requests_only_send_or_class_port_info() -> Result {
+        // `validate_mad`: a CM MAD other than ClassPortInfo is dropped unless its method is
+        // SEND. A responder for CM GETs and SENDs gets the SEND and the ClassPortInfo GET, not
+        // the GET of another attribute.
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(1, &rec, None)?;
+        let peer_rec = Recorder::new(Behaviour::default())?;
+        let methods = (1u128 << wire::IB_MGMT_METHOD_GET) | (1u128 << wire::IB_MGMT_METHOD_SEND);
+        let b = env.agent(
+            2,
+            &peer_rec,
+            Some(RegReq {
+                methods,
+                ..reg(wire::IB_MGMT_CLASS_CM)
+            }),
+        )?;
+        let cases = [
+            (wire::IB_MGMT_METHOD_GET, 0x0010u16),
+            (wire::IB_MGMT_METHOD_SEND, 0x0010),
+            (
+                wire::IB_MGMT_METHOD_GET,
+                wire::IB_MGMT_CLASSPORTINFO_ATTR_ID,
+            ),
+        ];
+        let mut posted = 0;
+        for (tag, (method, attr)) in cases.iter().enumerate() {
+            let mut buf = request(&a, wire::IB_MGMT_CLASS_CM, tag, 2, 0, 0)?;
+            let hdr = MadHdr {
+                method: *method,
+                attr_id: *attr,
+                ..MadHdr::parse(buf.mad()).map_err(|_| EINVAL)?
+            };
+            hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
+            posted += usize::from(post(buf).is_ok());
+        }
+        let sent = rec.wait_sends(3);
+        let got = peer_rec.wait_recvs(2);
+        // Time for a third, which must not come.
+        crate::testing::sleep_ms(200);
+        let recvs = peer_rec.recv_count();
+        let calls = peer_rec.calls()?;
+        let tids: KVec<u64> = {
+            let mut v = KVec::new();
+            for c in calls.iter() {
+                if let Call::Recv { tid, .. } = c {
+                    v.push(*tid, GFP_KERNEL)?;
+                }
+            }
+            v
+        };
+        let unreg = (a.unregister(), b.unregister());
+        assert_eq!(posted, 3);
+        assert!(sent && got);
+        assert_eq!(recvs, 2);
+        assert!(tids
+            .iter()
+            .copied()
+            .eq([1u32, 2].map(|lo| wire::make_tid(a.hi_tid, lo))));
+        assert!(unreg.0.is_ok() && unreg.1.is_ok());
         Ok(())
     }
 }

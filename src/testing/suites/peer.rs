@@ -27,6 +27,8 @@ mod tests {
         testing::{
             peer::Peer,
             post,
+            reg,
+            register_gsi,
             rxe_agent,
             rxe_request,
             sleep_ms,
@@ -152,6 +154,52 @@ mod tests {
         assert_eq!(recvs, 1);
         assert!(matched);
         assert!(success);
+        assert!(unreg.is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn requests_at_the_private_qp_are_dropped_and_counted() -> Result {
+        // A responder for class 0x06 GETs on rxe0: requests reach it through QP1, where ib_core
+        // checks them and forwards them. The same request sent straight to rmad's private QP
+        // must not reach it.
+        let rec = Recorder::new(Behaviour::default())?;
+        let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let class = wire::IB_MGMT_CLASS_DEVICE_MGMT;
+        let responder = register_gsi(&engine, &transport, 1, &rec, Some(reg(class)))?;
+        let peer = Peer::open(&port, 1).ok_or(ENODEV)?;
+        let qpn = port.qp_num().ok_or(ENODEV)?;
+        let gid = port.gid(1, 1).ok_or(ENODEV)?;
+        let mut mad = [0u8; wire::IB_MGMT_MAD_SIZE];
+        MadHdr {
+            base_version: 1,
+            mgmt_class: class,
+            class_version: 1,
+            method: wire::IB_MGMT_METHOD_GET,
+            tid: 0x1234_0000_0001,
+            ..MadHdr::default()
+        }
+        .write(&mut mad)
+        .map_err(|_| EINVAL)?;
+        let before = port.drops().requests;
+        let to_private = peer.send(qpn, &gid, &mad).is_ok();
+        let dropped = wait_for(|| port.drops().requests > before);
+        // Through QP1, as requests travel: the responder gets it.
+        let to_qp1 = peer.send(1, &gid, &mad).is_ok();
+        let served = rec.wait_recvs(1);
+        // Time for a second delivery, which must not come.
+        sleep_ms(200);
+        let recvs = rec.recv_count();
+        let requests = port.drops().requests - before;
+        let unreg = responder.unregister();
+        drop(peer);
+        assert!(to_private && to_qp1);
+        assert!(dropped);
+        assert_eq!(requests, 1);
+        assert!(served);
+        assert_eq!(recvs, 1);
         assert!(unreg.is_ok());
         Ok(())
     }
