@@ -23,7 +23,8 @@ use crate::mad::{
 /// # Invariants
 ///
 /// Each pointer in `live` was returned by `rmad_shim_forward_start` for this port and is
-/// stopped exactly once, when it leaves `live`. Once `closed` is set, `live` stays empty.
+/// stopped exactly once, after it leaves `live` (by whoever removed it). Once `closed` is set,
+/// `live` stays empty.
 pub(crate) struct Forwards {
     closed: bool,
     next_key: u64,
@@ -91,23 +92,37 @@ impl VerbsPort {
     }
 
     /// [`Transport::stop_forwarding`] for a verbs port.
+    ///
+    /// The forward leaves the list under the lock and is stopped after it is released:
+    /// stopping waits for a receive in progress, whose handler may itself start or stop a
+    /// forward on this port (as in C, where `ib_unregister_mad_agent` waits with no
+    /// registration lock held).
     pub(super) fn stop_forward(&self, key: u64) {
-        let mut f = self.forwards.lock();
-        let Some(i) = f.live.iter().position(|(k, _)| *k == key) else {
-            return;
+        let fwd = {
+            let mut f = self.forwards.lock();
+            let Some(i) = f.live.iter().position(|(k, _)| *k == key) else {
+                return;
+            };
+            f.live.remove(i).ok()
         };
-        if let Ok((_, fwd)) = f.live.remove(i) {
-            // SAFETY: `fwd` left `live` just now: stopped once (type invariant).
+        if let Some((_, fwd)) = fwd {
+            // SAFETY: `fwd` left `live` just now, so nothing else stops it: stopped once
+            // (type invariant).
             unsafe { rmad_shim_forward_stop(fwd) };
         }
     }
 
-    /// Stops every forward for good (the port is closing).
+    /// Stops every forward for good (the port is closing). As in [`VerbsPort::stop_forward`],
+    /// the stops wait with the lock released.
     pub(super) fn stop_all_forwards(&self) {
-        let mut f = self.forwards.lock();
-        f.closed = true;
-        while let Some((_, fwd)) = f.live.pop() {
-            // SAFETY: As in `stop_forward`.
+        let live = {
+            let mut f = self.forwards.lock();
+            // INVARIANT: Closed, and `live` is empty from here on.
+            f.closed = true;
+            core::mem::replace(&mut f.live, KVec::new())
+        };
+        for (_, fwd) in live {
+            // SAFETY: As in `stop_forward`: each left `live` once.
             unsafe { rmad_shim_forward_stop(fwd) };
         }
     }

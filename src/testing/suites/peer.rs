@@ -5,8 +5,98 @@
 //! agent waits for a real answer. Each case counts what rmad dropped and checks that the real
 //! answer, sent last, is still matched exactly once.
 
+use crate::{
+    engine::{
+        agent::{
+            Agent,
+            RecvHandler,
+            SendHandler, //
+        },
+        send::{
+            SendBuf,
+            SendCompletion,
+            SendHandle, //
+        },
+        transport::{
+            RecvMad,
+            Transport, //
+        },
+        Engine, //
+    },
+    mad::wire,
+    testing::{
+        reg,
+        register_gsi,
+        sleep_ms,
+        Recorder,
+        WAIT_MS, //
+    },
+};
+use kernel::sync::{
+    atomic::{
+        Acquire,
+        Atomic,
+        Relaxed,
+        Release, //
+    },
+    Arc, //
+};
+
+/// A responder whose receive handler, once its agent is being unregistered, registers (and
+/// unregisters) an agent for another class on the same port.
+struct Reentrant {
+    /// Where the handler registers.
+    engine: Arc<Engine>,
+    transport: Arc<dyn Transport>,
+    /// The handlers of the agent it registers.
+    other: Arc<Recorder>,
+    /// The handler has started.
+    entered: Atomic<bool>,
+    /// The test thread is about to unregister the responder.
+    unregistering: Atomic<bool>,
+    /// What the handler's registration returned (0: success, else the errno), once done.
+    result: Atomic<i32>,
+    /// The handler has returned.
+    done: Atomic<bool>,
+}
+
+impl SendHandler for Reentrant {
+    fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, _wc: SendCompletion) {
+        drop(buf);
+    }
+}
+
+impl RecvHandler for Reentrant {
+    fn recv(&self, agent: &Arc<Agent>, _send: Option<&SendHandle>, _mad: RecvMad) {
+        self.entered.store(true, Release);
+        // Bounded: a test that went wrong must not hang the handler forever.
+        for _ in 0..WAIT_MS {
+            if self.unregistering.load(Acquire) {
+                break;
+            }
+            sleep_ms(1);
+        }
+        // Long enough for the unregistration to wait for this very handler.
+        sleep_ms(300);
+        let r = register_gsi(
+            &self.engine,
+            &self.transport,
+            agent.port(),
+            &self.other,
+            Some(reg(wire::IB_MGMT_CLASS_BM)),
+        );
+        let code = match r {
+            Ok(a) => a.unregister().map_or_else(|e| e.to_errno(), |()| 0),
+            Err(e) => e.to_errno(),
+        };
+        self.result.store(code, Relaxed);
+        self.done.store(true, Release);
+    }
+}
+
 #[kernel::prelude::kunit_tests(rmad_peer)]
 mod tests {
+    use super::Reentrant;
     use crate::{
         engine::{
             agent::Agent,
@@ -42,7 +132,15 @@ mod tests {
     };
     use kernel::{
         prelude::*,
-        sync::Arc, //
+        sync::{
+            atomic::{
+                Acquire,
+                Atomic,
+                Relaxed,
+                Release, //
+            },
+            Arc, //
+        },
     };
 
     /// rxe0 port 1, an agent on it with a SEND (unanswered by ib_core, timeout 60 s) waiting
@@ -201,6 +299,55 @@ mod tests {
         assert!(served);
         assert_eq!(recvs, 1);
         assert!(unreg.is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn handler_registers_while_its_agent_unregisters() -> Result {
+        // Unregistering a responder waits for its receive handler in progress; that handler
+        // registers an agent of another class on the same port meanwhile. Both must complete
+        // (in C they do: ib_core drops its registration lock before the wait).
+        let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let r = Arc::new(
+            Reentrant {
+                engine: engine.clone(),
+                transport: transport.clone(),
+                other: Recorder::new(Behaviour::default())?,
+                entered: Atomic::new(false),
+                unregistering: Atomic::new(false),
+                result: Atomic::new(EINPROGRESS.to_errno()),
+                done: Atomic::new(false),
+            },
+            GFP_KERNEL,
+        )?;
+        let class = wire::IB_MGMT_CLASS_DEVICE_MGMT;
+        let responder = register_gsi(&engine, &transport, 1, &r, Some(reg(class)))?;
+        let peer = Peer::open(&port, 1).ok_or(ENODEV)?;
+        let gid = port.gid(1, 1).ok_or(ENODEV)?;
+        let mut mad = [0u8; wire::IB_MGMT_MAD_SIZE];
+        MadHdr {
+            base_version: 1,
+            mgmt_class: class,
+            class_version: 1,
+            method: wire::IB_MGMT_METHOD_GET,
+            tid: 0x1234_0000_0002,
+            ..MadHdr::default()
+        }
+        .write(&mut mad)
+        .map_err(|_| EINVAL)?;
+        let sent = peer.send(1, &gid, &mad).is_ok();
+        let entered = wait_for(|| r.entered.load(Acquire));
+        r.unregistering.store(true, Release);
+        let unreg = responder.unregister();
+        let done = r.done.load(Acquire);
+        drop(peer);
+        assert!(sent && entered);
+        assert!(unreg.is_ok());
+        // The unregistration returned after the handler, whose registration succeeded.
+        assert!(done);
+        assert_eq!(r.result.load(Relaxed), 0);
         Ok(())
     }
 }
