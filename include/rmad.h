@@ -277,7 +277,8 @@ int rmad_resolve_ah(struct rmad_agent *agent, const struct rmad_ah *ah);
  * @rmpp_active: the buffer carries an RMPP transfer
  * @hdr_len: header bytes
  * @data_len: payload bytes
- * @gfp_mask: allocation flags; atomic-safe with GFP_ATOMIC
+ * @gfp_mask: allocation flags, honoured as given: atomic-safe with GFP_ATOMIC;
+ *             GFP_NOIO and GFP_NOFS hold for every allocation of the call
  * @base_version: MAD base version
  *
  * Return: the buffer, owned by the caller, or an ERR_PTR: -EINVAL for a bad

@@ -67,6 +67,7 @@ use crate::{
         QpType,
         RegReq, //
     },
+    sys::memalloc,
     verbs, //
 };
 use core::ffi::c_void;
@@ -525,6 +526,11 @@ fn register_impl(
     }
 }
 
+/// Test flavour: the mask a `GFP_KERNEL` allocation got in the last `rmad_create_send_mad`,
+/// as its allocations ran: what the caller's `gfp_t` made of it.
+#[cfg(rmad_test)]
+pub(crate) static CREATE_GFP_SEEN: Atomic<u32> = Atomic::new(0);
+
 /// Test flavour: how long `rmad_register_agent` waits, in milliseconds, once its agent is
 /// routable and before it returns, so that a suite can make requests reach the agent then.
 #[cfg(rmad_test)]
@@ -595,13 +601,25 @@ pub(crate) unsafe extern "C" fn rmad_resolve_ah(agent: *mut c_void, ah: *const R
     code(agent_of(agent).and_then(|a| a.resolve_address(&ah.address())))
 }
 
-/// The allocation flags that match a caller's `gfp_t`: it may sleep exactly when it allows
-/// direct reclaim.
+/// The allocation flags that match a caller's `gfp_t`, as far as the kernel crate names
+/// them: it may sleep exactly when it allows direct reclaim, and it is accounted to the
+/// caller's memory cgroup when it asks to be. What the crate cannot name, a mask without IO
+/// or filesystem reclaim, the caller gets through a [`memalloc::Scope`] around the
+/// allocations.
 fn flags_of(gfp_mask: kernel::bindings::gfp_t) -> Flags {
-    if gfp_mask & (1 << kernel::bindings::___GFP_DIRECT_RECLAIM_BIT) != 0 {
-        GFP_KERNEL
+    let bit = |b: u32| gfp_mask & (1 << b) != 0;
+    let base = match (
+        bit(kernel::bindings::___GFP_DIRECT_RECLAIM_BIT),
+        bit(kernel::bindings::___GFP_ACCOUNT_BIT),
+    ) {
+        (true, true) => kernel::alloc::flags::GFP_KERNEL_ACCOUNT,
+        (true, false) => GFP_KERNEL,
+        (false, _) => GFP_ATOMIC,
+    };
+    if bit(kernel::bindings::___GFP_NOWARN_BIT) {
+        base | kernel::alloc::flags::__GFP_NOWARN
     } else {
-        GFP_ATOMIC
+        base
     }
 }
 
@@ -618,6 +636,8 @@ pub(crate) extern "C" fn rmad_create_send_mad(
     base_version: u8,
 ) -> *mut c_void {
     let gfp = flags_of(gfp_mask);
+    // `GFP_NOIO` and `GFP_NOFS` hold for every allocation below, until the scope is left.
+    let _scope = memalloc::Scope::enter(gfp_mask);
     (|| {
         let t = tables()?;
         let a = agent_of(agent)?;
@@ -629,6 +649,11 @@ pub(crate) extern "C" fn rmad_create_send_mad(
             data_len,
             base_version,
         };
+        #[cfg(rmad_test)]
+        CREATE_GFP_SEEN.store(
+            crate::sys::memalloc::effective(kernel::bindings::GFP_KERNEL),
+            kernel::sync::atomic::Relaxed,
+        );
         let mut buf = a.create_send(spec, gfp)?;
         let h = t.bufs.reserve(gfp)?;
         // The buffer names its handle, so that its send handler can find its slot.

@@ -5,8 +5,10 @@
 //!
 //! - [`workqueue`] has owned ordered workqueues, re-armable and cancellable delayed work;
 //! - [`trace`] fires rmad's tracepoints (defined in C, where the trace macros expand);
-//! - [`sched`] has `cond_resched`.
+//! - [`sched`] has `cond_resched`;
+//! - [`memalloc`] has allocation scopes, for a C caller's `GFP_NOIO` and `GFP_NOFS`.
 
+pub(crate) mod memalloc;
 pub(crate) mod sched;
 pub(crate) mod trace;
 pub(crate) mod workqueue;

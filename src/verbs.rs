@@ -656,7 +656,11 @@ unsafe extern "C" fn rmad_rust_recv(
     // Only responses belong at the private QP: requests come through QP0/QP1, where ib_core
     // checks them (P_Keys, security, `process_mad`) before forwarding them. A peer that
     // learnt the private QP's number must not reach responders around those checks.
-    if info.via_qp1 == 0 && !wire::MadHdr::parse(bytes).is_ok_and(|h| h.is_response()) {
+    // (What is no MAD at all, a base version other than 1, goes on and is dropped with the
+    // engine's other validation, uncounted, as before.)
+    let request = wire::MadHdr::parse(bytes)
+        .is_ok_and(|h| h.base_version == wire::IB_MGMT_BASE_VERSION && !h.is_response());
+    if info.via_qp1 == 0 && request {
         port.requests_dropped.add(1, Relaxed);
         return;
     }

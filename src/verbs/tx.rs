@@ -156,7 +156,8 @@ impl VerbsPort {
             // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
             let tx = unsafe { ListArc::from_raw(wr_id) };
             if r == SQ_FULL {
-                // It waits at the head; a send completion kicks the work again.
+                // It waits at the head; every send completion kicks the work again (see
+                // `tx_done`), including one that freed a slot since this attempt.
                 self.txq.lock().push_front(tx);
                 return;
             }
@@ -255,8 +256,11 @@ impl VerbsPort {
         let rec = tx.into_arc();
         Agent::send_completed(&rec, gen, status, vendor_err);
         drop(rec);
-        if !self.txq.lock().is_empty() {
-            self.kick();
-        }
+        // Always, even with the queue seen empty: the transmit work may have taken the last
+        // queued send and be about to put it back because the send queue was full when it
+        // tried. A work item queued while it runs runs again after it, so the slot this
+        // completion freed is always used; checking the queue here instead would strand that
+        // send until some unrelated post.
+        self.kick();
     }
 }

@@ -34,6 +34,7 @@ use crate::{
         RmadRecvWc,
         RmadRegReq,
         RmadSendWc, //
+        CREATE_GFP_SEEN,
         REGISTERED_DELAY_MS,
     },
     mad::wire,
@@ -800,6 +801,42 @@ mod tests {
             rmad_cancel_post(null, 1),
         ];
         assert_eq!(results, [EINVAL.to_errno(); 4]);
+        Ok(())
+    }
+
+    #[test]
+    fn create_honours_noio_and_nofs() -> Result {
+        // A caller's GFP_NOIO or GFP_NOFS must hold for every allocation of the create: none
+        // may recurse into IO or filesystem reclaim.
+        let io = 1u32 << kernel::bindings::___GFP_IO_BIT;
+        let fs = 1u32 << kernel::bindings::___GFP_FS_BIT;
+        let kernel_mask = kernel::bindings::GFP_KERNEL;
+        let ah = rxe_ah()?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
+        let a = c_agent(&probe)?;
+        let mut seen = [0u32; 3];
+        for (s, mask) in
+            seen.iter_mut()
+                .zip([kernel_mask & !(io | fs), kernel_mask & !fs, kernel_mask])
+        {
+            let b = create_mad(a, mask);
+            *s = CREATE_GFP_SEEN.load(Relaxed);
+            if !is_err(b) {
+                let _ = rmad_free_send_mad(b);
+            }
+        }
+        let unreg = rmad_unregister_agent(a);
+        let [noio, nofs, full] = seen;
+        pr_info!(
+            "capi: allocation masks noio {:#x} nofs {:#x} kernel {:#x}\n",
+            noio,
+            nofs,
+            full
+        );
+        assert_eq!(unreg, 0);
+        assert_eq!(noio & (io | fs), 0);
+        assert_eq!(nofs & (io | fs), io);
+        assert_eq!(full & (io | fs), io | fs);
         Ok(())
     }
 }
