@@ -100,7 +100,8 @@ vm_prepare() {
 		"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
 		"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
 		"$RMAD_OUT/samples/rust/rmad_sample_rust.ko" \
-		"$RMAD_OUT/samples/template/rmad_client.ko"
+		"$RMAD_OUT/samples/template/rmad_client.ko" \
+		"$RMAD_OUT/clients/hrtimer/rmad_hrtimer_client.ko"
 }
 
 # user_kdir: whether the production module is built against a kernel of the

@@ -50,7 +50,7 @@ checkpatch() {
 		failed=1
 	}
 }
-mapfile -t c_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard 'src/*.[ch]' 'samples/c/*.c')
+mapfile -t c_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard 'src/*.[ch]' 'samples/c/*.c' 'tests/clients/*.c')
 for f in "${c_files[@]/#/$RMAD_ROOT/}" "$RMAD_ROOT"/include/rmad.h; do
 	case "${f#"$RMAD_ROOT"/}" in
 	# The exported functions are written in Rust (src/capi.rs): checkpatch

@@ -45,5 +45,12 @@ for s in c rust template; do
 	kmake M="$RMAD_ROOT/samples/$s" MO="$RMAD_OUT/samples/$s" \
 		KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules
 done
+# The test clients of tests/clients/ (make test loads them next to the production module).
+for c in hrtimer; do
+	mkdir -p "$RMAD_OUT/clients/$c"
+	kmake M="$RMAD_ROOT/tests/clients/$c" MO="$RMAD_OUT/clients/$c" \
+		KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules
+done
 step "module: $out/rmad.ko (production), $out_test/rmad.ko (test flavour)"
 step "samples: $RMAD_OUT/samples/{c/rmad_sample_c.ko,rust/rmad_sample_rust.ko,template/rmad_client.ko}"
+step "test clients: $RMAD_OUT/clients/hrtimer/rmad_hrtimer_client.ko"

@@ -77,6 +77,11 @@ done
 vm_case template_client_runs sh -c 'insmod /modules/rmad_client.ko && rmmod rmad_client &&
 	dmesg | grep -q "rmad_client: answer, MAD status 0x000c" &&
 	dmesg | grep -q "rmad_client: send done, status 0" && dmesg | grep -q "rmad_client: done (0)"'
+# rmad.h's contexts, from a client module: the atomic-safe calls from a timer and from a
+# default-mode hrtimer (hard interrupt), with lockdep judging (rmad_vm_run.kernel_log_clean).
+vm_case hrtimer_client_reports_pass sh -c 'insmod /modules/rmad_hrtimer_client.ko &&
+	rmmod rmad_hrtimer_client && dmesg | grep "rmad_hrtimer_client: " | tail -n 1 &&
+	dmesg | grep -q "rmad_hrtimer_client: PASS"'
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
