@@ -13,6 +13,8 @@
 #   make stress   longer stress runs (DURATION=seconds each, default 60), not in make test
 #   make test-kcsan  the suites and stress on a second kernel with KCSAN (not in CI)
 #   make host-test  only the host tests
+#   make fuzz     the long fuzz runs of the pure parts (10 million inputs per target;
+#                 make test runs a short seeded run of each)
 #   make vm MODULES="my.ko ..." [SCRIPT=my.sh]  boot the test VM with rxe0, the
 #                 production rmad.ko and your modules loaded, run SCRIPT, show the log
 #   make lint     clippy, checkpatch --strict, kernel-doc and rustfmt: zero findings
@@ -20,7 +22,7 @@
 #   make clean    remove build/ and what `make -C $KDIR M=$PWD` left in the tree
 #                 (the cache under ~/.cache/rmad stays)
 
-.PHONY: all module modules_install run test test-kcsan stress bench host-test vm lint \
+.PHONY: all module modules_install run test test-kcsan stress bench host-test fuzz vm lint \
 	rust-analyzer clean
 
 # The kernel build tree to build against, as in rust-out-of-tree-module: the running
@@ -61,6 +63,9 @@ bench:
 
 host-test:
 	@scripts/check/host-tests.sh
+
+fuzz:
+	@scripts/check/fuzz.sh
 
 vm:
 	@MODULES="$(MODULES)" SCRIPT="$(SCRIPT)" scripts/vm/vm-client.sh

@@ -476,7 +476,7 @@ const void *rmad_recv_buf_mad(struct rmad_recv_buf *recv_buf, u32 *len);
 
 /**
  * rmad_recv_buf_ah - the address that answers a received MAD (ib_create_ah_from_wc)
- * @agent: the agent that answers (on the port the MAD arrived at)
+ * @agent: the agent that answers (on the device and port the MAD arrived at)
  * @recv_buf: a kept MAD, or wc->recv_buf during its handler
  * @ah: filled in as ib_init_ah_attr_from_wc() does: to the source LID with its
  *      SL, from the LID it was sent to; with a GRH, to its source GID, from this
@@ -488,7 +488,7 @@ const void *rmad_recv_buf_mad(struct rmad_recv_buf *recv_buf, u32 *len);
  * ib_create_ah_from_wc() does, which may wait about a second).
  *
  * Return: 0; -EINVAL for a bad handle, a NULL @ah or a MAD that arrived at
- * another port; -ENOENT when the port no longer has the GID it was sent to.
+ * another port or device; -ENOENT when the port no longer has the GID it was sent to.
  */
 int rmad_recv_buf_ah(struct rmad_agent *agent, struct rmad_recv_buf *recv_buf,
 		     struct rmad_ah *ah);

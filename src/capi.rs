@@ -392,7 +392,7 @@ impl SendHandler for CHandlers {
 }
 
 impl RecvHandler for CHandlers {
-    fn recv(&self, _agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
         let Some(f) = self.recv else {
             return;
         };
@@ -414,7 +414,7 @@ impl RecvHandler for CHandlers {
             sgid: mad.wc.grh.map_or([0; 16], |(sgid, _)| sgid),
             flow_label: mad.wc.grh_fields.flow_label,
         };
-        recv::deliver(f, self.handle, bh, wc, mad);
+        recv::deliver(f, self.handle, bh, wc, mad, agent.device());
     }
 }
 

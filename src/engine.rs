@@ -49,6 +49,9 @@ use kernel::{
 
 /// A registration in the routing table.
 struct Route {
+    /// The transport of the agent's device: its address, which cannot be reused while the
+    /// route exists (the agent holds the transport).
+    device: usize,
     port: u8,
     qp: QpType,
     req: RegReq,
@@ -112,6 +115,7 @@ impl Engine {
     /// registrations that clash can never both succeed.
     pub(crate) fn publish(
         &self,
+        device: *const (),
         port: u8,
         qp: QpType,
         req: Option<RegReq>,
@@ -123,7 +127,8 @@ impl Engine {
             let mut r = self.reg.lock();
             if let Some(q) = req {
                 let clash = r.routes.iter().any(|x| {
-                    x.port == port
+                    x.device == device.addr()
+                        && x.port == port
                         && x.qp == qp
                         && x.req.mgmt_class == q.mgmt_class
                         && x.req.class_version == q.class_version
@@ -138,6 +143,7 @@ impl Engine {
             if let Some(q) = req {
                 r.routes.push(
                     Route {
+                        device: device.addr(),
                         port,
                         qp,
                         req: q,
@@ -196,6 +202,7 @@ impl Engine {
     /// The agent registered for requests of this class and method on `port`.
     fn agent_by_class(
         &self,
+        device: *const (),
         port: u8,
         qp: QpType,
         hdr: &MadHdr,
@@ -204,7 +211,8 @@ impl Engine {
         let r = self.reg.lock();
         let m = u32::from(hdr.method);
         let route = r.routes.iter().find(|x| {
-            x.port == port
+            x.device == device.addr()
+                && x.port == port
                 && x.qp == qp
                 && x.req.mgmt_class == hdr.mgmt_class
                 && x.req.class_version == hdr.class_version
@@ -215,10 +223,11 @@ impl Engine {
         r.agents.get(&route.hi_tid)?.clone()
     }
 
-    /// Routes a received MAD to its agent (`ib_mad_recv_done`): responses by the `hi_tid` in
-    /// their TID, requests by class registration. MADs that fail validation or have no agent
-    /// are dropped.
-    pub(crate) fn receive(&self, recv: RecvMad) {
+    /// Routes a MAD that arrived on `device` (the transport it came through) to its agent
+    /// (`ib_mad_recv_done`): responses by the `hi_tid` in their TID, requests by class
+    /// registration, both on that device and port only, as ib_core keeps agents per port of
+    /// each device. MADs that fail validation or have no agent are dropped.
+    pub(crate) fn receive(&self, device: *const (), recv: RecvMad) {
         let Ok(hdr) = MadHdr::parse(&recv.mad) else {
             return;
         };
@@ -234,12 +243,12 @@ impl Engine {
             self.agent_by_tid(hdr.tid)
         } else {
             let oui = oui_of(&recv.mad);
-            self.agent_by_class(recv.wc.port, qp, &hdr, oui)
+            self.agent_by_class(device, recv.wc.port, qp, &hdr, oui)
         };
         let Some(agent) = agent else {
             return;
         };
-        if agent.port() != recv.wc.port || agent.qp_type() != qp {
+        if !agent.on_device(device) || agent.port() != recv.wc.port || agent.qp_type() != qp {
             return;
         }
         agent.receive(&hdr, recv);

@@ -488,6 +488,12 @@ impl Transport for VerbsPort {
         (r == 0).then_some(gid)
     }
 
+    fn device(&self) -> *const () {
+        // One `VerbsPort` per port of a device: each is a device of its own to the engine,
+        // which tells ports of one device apart by number too.
+        core::ptr::from_ref(self).cast::<()>()
+    }
+
     fn find_gid(&self, port: u8, gid: &Gid) -> Option<u8> {
         if port != self.port {
             return None;
@@ -683,5 +689,8 @@ unsafe extern "C" fn rmad_rust_recv(
             flow_label: info.flow_label,
         },
     };
-    port.engine.receive(RecvMad { mad: v, wc });
+    port.engine.receive(
+        core::ptr::from_ref(port).cast::<()>(),
+        RecvMad { mad: v, wc },
+    );
 }

@@ -18,6 +18,9 @@ use crate::engine::transport::RecvWc;
 pub(crate) struct CRecv {
     /// The MAD and how it arrived.
     mad: RecvMad,
+    /// The device it arrived on ([`Agent::device`](crate::engine::Agent)), by address: a
+    /// kept MAD can outlive its device, so this is compared, never dereferenced.
+    device: usize,
     /// The client keeps it past its handler.
     kept: bool,
 }
@@ -25,20 +28,28 @@ pub(crate) struct CRecv {
 /// Hands `mad` to the C receive handler `f` of the agent `agent` (a handle), with `wc` filled
 /// in except for the MAD and its handle; ends the handle afterwards unless the handler kept
 /// it. Without a free handle (memory, or handles used up), the handler still gets the MAD,
-/// with a NULL `recv_buf` that it cannot keep.
+/// with a NULL `recv_buf` that it cannot keep. `device` is the agent's, where it arrived.
 pub(super) fn deliver(
     f: unsafe extern "C" fn(*mut c_void, *mut c_void, *const RmadRecvWc),
     agent: u64,
     bh: u64,
     mut wc: RmadRecvWc,
     mad: RecvMad,
+    device: *const (),
 ) {
     // The bytes stay where they are when `mad` moves into the table: they are on the heap.
     wc.mad = mad.mad.as_ptr().cast();
     wc.mad_len = u32::try_from(mad.mad.len()).unwrap_or(0);
     let inserted = tables().map_err(|e| (e, None)).and_then(|t| {
         t.recvs
-            .insert(CRecv { mad, kept: false }, GFP_KERNEL)
+            .insert(
+                CRecv {
+                    mad,
+                    device: device.addr(),
+                    kept: false,
+                },
+                GFP_KERNEL,
+            )
             .map(|h| (t, h))
             .map_err(|(e, v)| (e, Some(v)))
     });
@@ -138,8 +149,11 @@ pub(crate) unsafe extern "C" fn rmad_recv_buf_ah(
     };
     code((|| {
         let a = agent_of(agent)?;
-        let wc: RecvWc = tables()?.recvs.with(from_ptr(recv_buf), |r| r.mad.wc)?;
-        if wc.port != a.port() {
+        let (wc, device): (RecvWc, usize) = tables()?
+            .recvs
+            .with(from_ptr(recv_buf), |r| (r.mad.wc, r.device))?;
+        // Only the device and port it arrived on can answer it.
+        if wc.port != a.port() || a.device().addr() != device {
             return Err(EINVAL);
         }
         // The GID table is read outside every lock.

@@ -431,7 +431,8 @@ impl Agent {
             RECV_QUEUE_SIZE,
         );
         // 8./9. `hi_tid` and the registration table.
-        let agent = engine.publish(cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
+        let device = transport.device();
+        let agent = engine.publish(device, cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
             let agent = Arc::pin_init(
                 pin_init!(Agent {
                     hi_tid,

@@ -117,6 +117,11 @@ pub(crate) trait Transport: Send + Sync {
     /// The attributes of `port`, or `None` if the transport has no such port.
     fn port_attr(&self, port: u8) -> Option<PortAttr>;
 
+    /// The device this transport is (part of), as the engine tells devices apart: agents
+    /// are registered, and MADs routed, per port of each device. Its address: the same for
+    /// every port of the device, and distinct from any other live device's.
+    fn device(&self) -> *const ();
+
     /// Entry `index` of the GID table of `port`.
     fn gid(&self, port: u8, index: u8) -> Option<Gid>;
 

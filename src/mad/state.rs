@@ -414,7 +414,10 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
 
         // T24: in flight, the flush comes with the send completion.
         (SendStart, Event::Unregister) => Outcome::to(Canceled(SendCompletion)).fc(fc, -1, 0),
-        (EarlyResp | Canceled(SendCompletion) | Done, Event::Unregister) => Outcome::to(s.state),
+        // An early-answered send is on the send list too, and C's `cancel_mads` marks it
+        // CANCELED: its completion reports the flush, not the CQE's status.
+        (EarlyResp, Event::Unregister) => Outcome::to(Canceled(SendCompletion)),
+        (Canceled(SendCompletion) | Done, Event::Unregister) => Outcome::to(s.state),
         // T25: everything else is flushed now, by the unregistering thread.
         (WaitResp, Event::Unregister) => Outcome::to(Done)
             .place(Place::Nowhere)

@@ -287,10 +287,15 @@ impl Fabric {
                     Agent::send_completed(&rec, gen, status, vendor_err);
                     self.slot_freed();
                 }
-                Some(CqEvent::Recv(mad)) => self.engine.receive(mad),
+                Some(CqEvent::Recv(mad)) => self.engine.receive(self.device(), mad),
                 None => {}
             }
         }
+    }
+
+    /// The identity of the fabric as a device ([`Transport::device`]): its address.
+    fn device(&self) -> *const () {
+        core::ptr::from_ref(self).cast::<()>()
     }
 
     /// A send-queue slot was freed: the oldest overflow transmission goes out.
@@ -476,6 +481,10 @@ impl Loopback {
 }
 
 impl Transport for Loopback {
+    fn device(&self) -> *const () {
+        self.fabric.device()
+    }
+
     fn port_attr(&self, port: u8) -> Option<PortAttr> {
         self.fabric.port_attr(port)
     }

@@ -10,6 +10,7 @@
 //! | `rmad_handles` | the C API's handle table alone | [`handles`] |
 //! | `rmad_unregister` | unregistration from inside handlers | [`unregister`] |
 //! | `rmad_conformance` | Documentation/behaviour.md §6, on the loopback fabric | [`conformance`] |
+//! | `rmad_devices` | two devices on one engine: registrations and matching per device | [`devices`] |
 //! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
 //! | `rmad_peer` | what a hostile peer sends rmad's private QP is dropped and counted | [`peer`] |
 //! | `rmad_reply` | the reply address is `ib_init_ah_attr_from_wc`'s | [`reply`] |
@@ -18,6 +19,7 @@
 
 pub(crate) mod capi;
 pub(crate) mod conformance;
+pub(crate) mod devices;
 pub(crate) mod engine;
 pub(crate) mod handles;
 pub(crate) mod peer;

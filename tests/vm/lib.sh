@@ -49,20 +49,24 @@ emit_vm_suite() {
 	VM_COUNT=0
 }
 
-# Create soft-RoCE device rxe0 on a dummy netdev (rmad0; dummy0 exists already), and wait until its port has
-# the IPv4-mapped GID (index 1) that MADs to the same port are addressed with.
+# Create soft-RoCE device $1 (default rxe0) on dummy netdev $2 (default rmad0; dummy0
+# exists already) with address $3 (default 10.0.0.1/24), and wait until its port has the
+# IPv4-mapped GID (index 1) that MADs to the same port are addressed with.
 setup_rxe() {
+	dev="${1:-rxe0}"
+	netdev="${2:-rmad0}"
+	addr="${3:-10.0.0.1/24}"
 	# rdma_rxe is a module of the test kernel (a no-op once loaded).
 	modprobe rdma_rxe || return 1
-	if ! ip link show rmad0 >/dev/null 2>&1; then
-		ip link add rmad0 type dummy &&
-			ip link set rmad0 up &&
-			ip addr add 10.0.0.1/24 dev rmad0 || return 1
+	if ! ip link show "$netdev" >/dev/null 2>&1; then
+		ip link add "$netdev" type dummy &&
+			ip link set "$netdev" up &&
+			ip addr add "$addr" dev "$netdev" || return 1
 	fi
-	rdma link add rxe0 type rxe netdev rmad0 || return 1
+	rdma link add "$dev" type rxe netdev "$netdev" || return 1
 	i=0
 	while [ $i -lt 100 ]; do
-		gid="$(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null || true)"
+		gid="$(cat "/sys/class/infiniband/$dev/ports/1/gids/1" 2>/dev/null || true)"
 		case "$gid" in
 		"" | 0000:0000:0000:0000:0000:0000:0000:0000) ;;
 		*) return 0 ;;
@@ -71,6 +75,23 @@ setup_rxe() {
 		sleep 0.1
 	done
 	return 1
+}
+
+# Asks the loaded rmad_two_hca_client for action $1, then checks its line with $2 (two_hca_pass).
+two_hca_action() {
+	echo "$1" >/sys/module/rmad_two_hca_client/parameters/action || return 1
+	two_hca_pass "$2"
+}
+
+# Whether the last line of rmad_two_hca_client that has $1 says PASS.
+two_hca_pass() {
+	line="$(dmesg | grep "rmad_two_hca_client: .*$1" | tail -n 1)"
+	echo "$line"
+	dmesg | grep "rmad_two_hca_client: round" | tail -n 3
+	case "$line" in
+	*PASS*) return 0 ;;
+	*) return 1 ;;
+	esac
 }
 
 # Whether the kernel log has the line "probe: ... each once: yes" with all

@@ -89,6 +89,27 @@ vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 
+# 3b. Two RDMA devices (rxe0 and rxe1, on netdevs of their own) and the production module:
+# the same class served on both, every answer from the device asked, and rxe1 removed with
+# sends outstanding while rxe0 goes on working (tests/clients/two_hca).
+vm_case setup_rxe1 setup_rxe rxe1 rmad1 10.0.2.1/24
+vm_case two_hca_insmod_production insmod /modules/rmad.ko
+vm_case two_hca_lists_both_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
+	grep -q "^device rxe0 port 1 " /sys/kernel/debug/rmad/ports &&
+	grep -q "^device rxe1 port 1 " /sys/kernel/debug/rmad/ports'
+vm_case same_class_registered_on_both sh -c 'insmod /modules/rmad_two_hca_client.ko &&
+	dmesg | grep -q "rxe0: class 0x0a responder and requester registered: 0" &&
+	dmesg | grep -q "rxe1: class 0x0a responder and requester registered: 0"'
+vm_case answers_never_cross_devices two_hca_pass "round 1:"
+vm_case sends_parked_on_rxe1 two_hca_action park "parked"
+vm_case remove_rxe1 rdma link delete rxe1
+vm_case removal_flushed_each_rxe1_send_once two_hca_action flushed "parked sends after removal"
+vm_case rxe0_serves_after_rxe1_removed two_hca_action round "round 2:"
+vm_case two_hca_rmmod_client rmmod rmad_two_hca_client
+vm_case two_hca_rmmod_production rmmod rmad
+ip link delete rmad1
+emit_vm_suite rmad_two_hca >"$RESULTS"
+
 # 4. Device removal with sends outstanding: every send completes once, flushed.
 vm_case removal_insmod_probe insmod /modules/test/rmad.ko rxe_probe=8
 # The line names the device and port; "sent" counts what the device took.

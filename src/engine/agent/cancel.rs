@@ -74,4 +74,14 @@ impl Agent {
     pub(crate) fn uses_transport(&self, t: *const ()) -> bool {
         core::ptr::eq(Arc::as_ptr(&self.transport).cast::<()>(), t)
     }
+
+    /// Whether the agent is on `device` ([`Transport::device`]).
+    pub(crate) fn on_device(&self, device: *const ()) -> bool {
+        core::ptr::eq(self.transport.device(), device)
+    }
+
+    /// The agent's device ([`Transport::device`]).
+    pub(crate) fn device(&self) -> *const () {
+        self.transport.device()
+    }
 }

@@ -19,7 +19,7 @@ const SC: SendState = SendState::Canceled(CancelWait::SendCompletion);
 const TW: SendState = SendState::Canceled(CancelWait::TimeoutWork);
 
 /// The states, in the order of the table's rows.
-const STATES: [SendState; 8] = [
+pub(crate) const STATES: [SendState; 8] = [
     SendState::Idle,
     SendState::Queued,
     SendState::SendStart,
@@ -164,7 +164,7 @@ const TABLE: [[Cell; 15]; 8] = [
         Err(X),
         Ok(SC),
         Ok(E),
-        Ok(E),
+        Ok(SC),
         Err(X),
     ],
     // Canceled, waiting for the send completion

@@ -20,6 +20,11 @@ pub(crate) mod mad;
 #[allow(dead_code, unused_imports, unused_macros)]
 mod testing_cases;
 
+/// Fuzzing of the pure parts against reference models (issue 16 item 9): short seeded runs in
+/// `cargo test`, long runs through `scripts/check/fuzz.sh`.
+#[cfg(test)]
+mod fuzz;
+
 /// The part of the test flavour that is kernel-independent, at its path in the crate.
 pub(crate) mod testing {
     pub(crate) use super::testing_cases as cases;

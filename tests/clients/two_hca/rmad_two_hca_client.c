@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rmad_two_hca_client: a client of the production rmad.ko on a host with two
+ * RDMA devices (soft-RoCE rxe0 and rxe1, each on a netdev of its own).
+ *
+ * At load it registers, on port 1 of each device, a responder for GETs of
+ * vendor class 0x0a (the same class on both: ib_core keeps registrations per
+ * port of each device) and a requester, then runs one round. A round sends
+ * N_GET GETs from each live device's requester to QP1 of that device's own
+ * GID and checks that every answer came from the responder of the same device
+ * to the requester of the same device: each responder writes its device's
+ * index into the answer, and each handler counts what it saw by device.
+ *
+ * Writing 1 to the parameter "round" runs another round, and "park" posts
+ * N_PARK SENDs that nobody answers on rxe1 (timeout one minute), so that the
+ * test can delete rxe1 with sends outstanding. Their handlers must report
+ * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working. The last
+ * line of each round or park, "PASS" or "FAIL", is what the test VM checks;
+ * rmmod unregisters every agent, also those of the removed device.
+ */
+
+#include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/err.h>
+#include <linux/module.h>
+#include <linux/unaligned.h>
+
+#include "../../../include/rmad.h"
+
+#define N_DEV 2
+#define N_GET 4
+#define N_PARK 3
+#define SERVICE_CLASS 0x0a
+/* Where the answer carries the request's number plus one, and the responder's device. */
+#define SERVICE_DATA 24
+#define SERVICE_DEVICE 28
+
+static const char *const names[N_DEV] = { "rxe0", "rxe1" };
+
+/* One device's two agents and what their handlers counted. */
+struct dev {
+	int index;
+	u8 gid[16];
+	struct rmad_agent *responder;
+	struct rmad_agent *requester;
+	/* Requests the responder answered, and the other device's agent refused to address. */
+	atomic_t served, foreign_refused;
+	/* Answers at the requester: from this device's responder, from another one. */
+	atomic_t right, crossed;
+	/* Send handler statuses of the requester: success, flushed, anything else. */
+	atomic_t ok, flushed, other;
+	atomic_t done;
+	int expected;
+	struct completion all_done;
+};
+
+static struct dev devs[N_DEV];
+static int rounds;
+
+static void responder_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
+{
+	rmad_free_send_mad(wc->send_buf);
+}
+
+/* Answers a GET at once from the handler: its header, number plus one, our device. */
+static void responder_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
+				   const struct rmad_recv_wc *wc)
+{
+	struct dev *d = wc->context;
+	struct rmad_agent *other = devs[N_DEV - 1 - d->index].responder;
+	struct rmad_send_buf *buf;
+	struct rmad_ah ah;
+	u8 *mad;
+
+	if (send_buf || !wc->recv_buf || wc->mad_len < SERVICE_DEVICE + 1)
+		return;
+	/* Only an agent of the device it arrived on may answer it. */
+	if (!IS_ERR_OR_NULL(other) && rmad_recv_buf_ah(other, wc->recv_buf, &ah) == -EINVAL)
+		atomic_inc(&d->foreign_refused);
+	if (rmad_recv_buf_ah(agent, wc->recv_buf, &ah))
+		return;
+	buf = rmad_create_send_mad(agent, wc->src_qp, wc->pkey_index, 0, RMAD_MGMT_MAD_HDR,
+				   RMAD_MGMT_MAD_DATA, GFP_KERNEL, 1);
+	if (IS_ERR(buf))
+		return;
+	mad = rmad_send_buf_mad(buf);
+	memcpy(mad, wc->mad, 24);
+	mad[3] = RMAD_MGMT_METHOD_GET_RESP;
+	put_unaligned_be32(get_unaligned_be32(wc->mad + SERVICE_DATA) + 1, mad + SERVICE_DATA);
+	mad[SERVICE_DEVICE] = d->index;
+	if (rmad_send_buf_set(buf, &ah, 0, 0, NULL) || rmad_post_send_mad(buf, NULL)) {
+		rmad_free_send_mad(buf);
+		return;
+	}
+	atomic_inc(&d->served);
+}
+
+static void requester_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
+{
+	struct dev *d = wc->context;
+
+	if (wc->status == RMAD_WC_SUCCESS)
+		atomic_inc(&d->ok);
+	else if (wc->status == RMAD_WC_WR_FLUSH_ERR)
+		atomic_inc(&d->flushed);
+	else
+		atomic_inc(&d->other);
+	rmad_free_send_mad(wc->send_buf);
+	if (atomic_inc_return(&d->done) == d->expected)
+		complete(&d->all_done);
+}
+
+static void requester_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
+				   const struct rmad_recv_wc *wc)
+{
+	struct dev *d = wc->context;
+	const u8 *mad = wc->mad;
+
+	if (!send_buf || wc->mad_len < SERVICE_DEVICE + 1 || mad[1] != SERVICE_CLASS)
+		return;
+	if (mad[SERVICE_DEVICE] == d->index)
+		atomic_inc(&d->right);
+	else
+		atomic_inc(&d->crossed);
+}
+
+/* Posts one request of @method to QP1 of the device's own GID; 0 or the error. */
+static int post_request(struct dev *d, u32 lo, u8 method, int timeout_ms)
+{
+	struct rmad_ah ah = { .has_grh = 1, .sgid_index = 1 };
+	struct rmad_send_buf *buf;
+	u8 *mad;
+	int ret;
+
+	buf = rmad_create_send_mad(d->requester, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+				   GFP_KERNEL, 1);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	mad = rmad_send_buf_mad(buf);
+	mad[0] = 1;
+	mad[1] = SERVICE_CLASS;
+	mad[2] = 1;
+	mad[3] = method;
+	put_unaligned_be64(((u64)rmad_agent_hi_tid(d->requester) << 32) | lo, mad + 8);
+	put_unaligned_be32(lo, mad + SERVICE_DATA);
+	memcpy(ah.dgid, d->gid, 16);
+	ret = rmad_send_buf_set(buf, &ah, timeout_ms, 2, NULL);
+	if (!ret)
+		ret = rmad_post_send_mad(buf, NULL);
+	if (ret)
+		rmad_free_send_mad(buf);
+	return ret;
+}
+
+/* Clears a device's counters for a batch of @expected sends. */
+static void reset(struct dev *d, int expected)
+{
+	atomic_set(&d->served, 0);
+	atomic_set(&d->foreign_refused, 0);
+	atomic_set(&d->right, 0);
+	atomic_set(&d->crossed, 0);
+	atomic_set(&d->ok, 0);
+	atomic_set(&d->flushed, 0);
+	atomic_set(&d->other, 0);
+	atomic_set(&d->done, 0);
+	d->expected = expected;
+	reinit_completion(&d->all_done);
+}
+
+/*
+ * One round on the devices whose port still exists: N_GET GETs each, all
+ * answered by the same device. A removed device's post must fail with -ENODEV.
+ */
+static void run_round(void)
+{
+	bool live[N_DEV], pass = true;
+	int i, j, bad = 0;
+
+	rounds++;
+	for (i = 0; i < N_DEV; i++) {
+		u8 gid[16];
+
+		live[i] = !rmad_port_gid(names[i], 1, 1, gid);
+		reset(&devs[i], N_GET);
+	}
+	for (i = 0; i < N_DEV; i++) {
+		for (j = 0; j < N_GET; j++) {
+			int ret = post_request(&devs[i], 1000 * rounds + j, RMAD_MGMT_METHOD_GET,
+					       5000);
+
+			bad += live[i] ? ret != 0 : ret != -ENODEV;
+		}
+	}
+	for (i = 0; i < N_DEV; i++) {
+		struct dev *d = &devs[i];
+		bool want = live[i];
+
+		if (want && !wait_for_completion_timeout(&d->all_done, 60 * HZ))
+			bad++;
+		pr_info("rmad_two_hca_client: round %d: %s %s: served %d (%d refused to the other device), answers %d right %d crossed, send handler %d ok %d flushed %d other\n",
+			rounds, names[i], want ? "live" : "removed", atomic_read(&d->served),
+			atomic_read(&d->foreign_refused), atomic_read(&d->right),
+			atomic_read(&d->crossed), atomic_read(&d->ok), atomic_read(&d->flushed),
+			atomic_read(&d->other));
+		pass &= atomic_read(&d->served) == (want ? N_GET : 0) &&
+			atomic_read(&d->foreign_refused) == (want ? N_GET : 0) &&
+			atomic_read(&d->right) == (want ? N_GET : 0) &&
+			!atomic_read(&d->crossed) && atomic_read(&d->ok) == (want ? N_GET : 0) &&
+			!atomic_read(&d->flushed) && !atomic_read(&d->other);
+	}
+	pr_info("rmad_two_hca_client: round %d: %s (rxe0 %s, rxe1 %s, %d bad posts or waits)\n",
+		rounds, pass && !bad ? "PASS" : "FAIL", live[0] ? "live" : "removed",
+		live[1] ? "live" : "removed", bad);
+}
+
+/* Posts N_PARK unanswered SENDs on rxe1, to be flushed by its removal. */
+static void park(void)
+{
+	struct dev *d = &devs[1];
+	int i, bad = 0;
+
+	reset(d, N_PARK);
+	for (i = 0; i < N_PARK; i++)
+		bad += post_request(d, 900 + i, RMAD_MGMT_METHOD_SEND, 60000) != 0;
+	pr_info("rmad_two_hca_client: parked %d sends on rxe1: %s\n", N_PARK - bad,
+		bad ? "FAIL" : "PASS");
+}
+
+/* Waits for the parked sends: each flushed once, nothing else. */
+static void parked_flushed(void)
+{
+	struct dev *d = &devs[1];
+	bool all = wait_for_completion_timeout(&d->all_done, 60 * HZ);
+
+	pr_info("rmad_two_hca_client: parked sends after removal: %d flushed %d ok %d other: %s\n",
+		atomic_read(&d->flushed), atomic_read(&d->ok), atomic_read(&d->other),
+		all && atomic_read(&d->flushed) == N_PARK && !atomic_read(&d->ok) &&
+		!atomic_read(&d->other) ? "PASS" : "FAIL");
+}
+
+static int action_set(const char *val, const struct kernel_param *kp)
+{
+	if (sysfs_streq(val, "round"))
+		run_round();
+	else if (sysfs_streq(val, "park"))
+		park();
+	else if (sysfs_streq(val, "flushed"))
+		parked_flushed();
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static const struct kernel_param_ops action_ops = {
+	.set = action_set,
+};
+
+module_param_cb(action, &action_ops, NULL, 0200);
+MODULE_PARM_DESC(action, "round: one round of GETs; park: SENDs left on rxe1; flushed: check them");
+
+/* Unregisters what @d has (also on a removed device); logs errors. */
+static void dev_stop(struct dev *d)
+{
+	int ret;
+
+	if (!IS_ERR_OR_NULL(d->requester)) {
+		ret = rmad_unregister_agent(d->requester);
+		if (ret)
+			pr_info("rmad_two_hca_client: %s: unregister requester: %d\n",
+				names[d->index], ret);
+	}
+	if (!IS_ERR_OR_NULL(d->responder)) {
+		ret = rmad_unregister_agent(d->responder);
+		if (ret)
+			pr_info("rmad_two_hca_client: %s: unregister responder: %d\n",
+				names[d->index], ret);
+	}
+	d->requester = NULL;
+	d->responder = NULL;
+}
+
+static int dev_start(struct dev *d, int index)
+{
+	struct rmad_reg_req reg = {
+		.mgmt_class = SERVICE_CLASS,
+		.mgmt_class_version = 1,
+		.method_mask = { BIT_ULL(RMAD_MGMT_METHOD_GET) },
+	};
+	int ret;
+
+	d->index = index;
+	init_completion(&d->all_done);
+	ret = rmad_port_gid(names[index], 1, 1, d->gid);
+	if (ret)
+		return ret;
+	d->responder = rmad_register_agent(names[index], 1, RMAD_QPT_GSI, &reg, 0,
+					   responder_send_handler, responder_recv_handler, d, 0);
+	if (IS_ERR(d->responder))
+		return PTR_ERR(d->responder);
+	d->requester = rmad_register_agent(names[index], 1, RMAD_QPT_GSI, NULL, 0,
+					   requester_send_handler, requester_recv_handler, d, 0);
+	if (IS_ERR(d->requester))
+		return PTR_ERR(d->requester);
+	return 0;
+}
+
+static int __init rmad_two_hca_client_init(void)
+{
+	int i, ret;
+
+	for (i = 0; i < N_DEV; i++) {
+		ret = dev_start(&devs[i], i);
+		pr_info("rmad_two_hca_client: %s: class 0x%02x responder and requester registered: %d\n",
+			names[i], SERVICE_CLASS, ret);
+		if (ret) {
+			while (i >= 0)
+				dev_stop(&devs[i--]);
+			return ret;
+		}
+	}
+	run_round();
+	return 0;
+}
+
+static void __exit rmad_two_hca_client_exit(void)
+{
+	int i;
+
+	for (i = 0; i < N_DEV; i++)
+		dev_stop(&devs[i]);
+	pr_info("rmad_two_hca_client: unloaded\n");
+}
+
+module_init(rmad_two_hca_client_init);
+module_exit(rmad_two_hca_client_exit);
+MODULE_DESCRIPTION("rmad test client: one class served on two RDMA devices, one removed");
+MODULE_LICENSE("GPL");
