@@ -73,14 +73,18 @@ pub(crate) fn create() -> Result<Debugfs> {
             };
             for p in ports.iter() {
                 let (name, port) = p.id();
+                let (resolved, failed) = p.resolutions();
                 writeln!(
                     f,
-                    "device {} port {} qpn {} short_dropped {} requests_dropped {}",
+                    "device {} port {} qpn {} short_dropped {} requests_dropped {} \
+                     resolved {} unresolved {}",
                     name.to_str().unwrap_or("?"),
                     port,
                     p.qp_num().unwrap_or(0),
                     p.drops().short,
-                    p.drops().requests
+                    p.drops().requests,
+                    resolved,
+                    failed
                 )?;
             }
             Ok(())

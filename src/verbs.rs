@@ -35,6 +35,10 @@ use crate::{
         wire,
         Gid, //
     },
+    sys::{
+        trace,
+        workqueue::OwnedQueue, //
+    },
 };
 use core::ffi::c_void;
 use kernel::{
@@ -201,6 +205,11 @@ pub(crate) struct VerbsPort {
     /// Hands queued transmissions to the device (see `verbs/tx.rs`).
     #[pin]
     tx_work: Work<VerbsPort>,
+    /// Transmissions whose destination is being resolved, oldest first (see `verbs/neigh.rs`).
+    #[pin]
+    parked: Mutex<tx::TxQueue>,
+    /// Runs the port's resolutions, several at once; flushed when the port closes.
+    resolve_wq: OwnedQueue,
     /// The ib_core agents that forward requests to rmad's agents (see `verbs/forward.rs`).
     #[pin]
     forwards: Mutex<forward::Forwards>,
@@ -342,7 +351,7 @@ impl VerbsPort {
         let name = CString::try_from(unsafe { CStr::from_char_ptr(rmad_shim_dev_name(dev)) })?;
         let port_num = u8::try_from(port).map_err(|_| EINVAL)?;
         let this = Arc::pin_init(
-            pin_init!(VerbsPort {
+            try_pin_init!(VerbsPort {
                 dev,
                 port: port_num,
                 attr: PortAttr {
@@ -357,6 +366,8 @@ impl VerbsPort {
                 vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
                 txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
                 tx_work <- new_work!("VerbsPort::tx_work"),
+                parked <- new_mutex!(kernel::list::List::new(), "VerbsPort::parked"),
+                resolve_wq: OwnedQueue::new_concurrent(c"rmad_resolve")?,
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
                 neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),
                 short_dropped: Atomic::new(0),
@@ -453,6 +464,10 @@ impl VerbsPort {
         }
         // The transmit work stops using `vp` before the shim's port closes.
         crate::sys::workqueue::disable_work_sync::<VerbsPort, 0>(self);
+        // Only the transmit work starts resolutions. Those under way end now (with `vp` null
+        // they flush what they parked); nothing of them holds the port afterwards.
+        self.resolve_wq.flush();
+        self.flush_parked();
         // SAFETY: `vp` was returned by `rmad_shim_vport_open` and is closed exactly once (it is
         // replaced by null under the lock); nothing uses it any more.
         unsafe { rmad_shim_vport_close(vp) };
@@ -665,9 +680,22 @@ unsafe extern "C" fn rmad_rust_recv(
     // (What is no MAD at all, a base version other than 1, goes on and is dropped with the
     // engine's other validation, uncounted, as before.)
     let request = wire::MadHdr::parse(bytes)
-        .is_ok_and(|h| h.base_version == wire::IB_MGMT_BASE_VERSION && !h.is_response());
-    if info.via_qp1 == 0 && request {
+        .ok()
+        .filter(|h| h.base_version == wire::IB_MGMT_BASE_VERSION && !h.is_response());
+    if let Some(h) = request.filter(|_| info.via_qp1 == 0) {
         port.requests_dropped.add(1, Relaxed);
+        trace::fire(trace::Ev::RequestDropped, || trace::Info {
+            dev: port.name.as_char_ptr(),
+            tid: h.tid,
+            qp_num: info.src_qp,
+            timeout_ms: 0,
+            retries: 0,
+            attr_id: h.attr_id,
+            status: h.status,
+            port: port.port,
+            mgmt_class: h.mgmt_class,
+            method: h.method,
+        });
         return;
     }
     let mut v = KVec::new();

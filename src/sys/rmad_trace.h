@@ -74,6 +74,11 @@ RMAD_EVENT(rmad_response_matched);
 RMAD_EVENT(rmad_response_dropped);
 /* The send handler is called (status: the send's final status). */
 RMAD_EVENT(rmad_send_handler);
+/*
+ * A request arrived at rmad's private QP, where only responses belong (qp: its
+ * source QP), and was dropped.
+ */
+RMAD_EVENT(rmad_request_dropped);
 
 #endif /* _RMAD_TRACE_H */
 

@@ -20,6 +20,7 @@ enum rmad_trace_ev {
 	RMAD_TRACE_RESPONSE_MATCHED,
 	RMAD_TRACE_RESPONSE_DROPPED,
 	RMAD_TRACE_SEND_HANDLER,
+	RMAD_TRACE_REQUEST_DROPPED,
 	RMAD_TRACE_NR,
 };
 
@@ -27,7 +28,7 @@ enum rmad_trace_ev {
  * struct rmad_trace_info - the fields of an rmad trace event
  * @dev: name of the device the agent sends through
  * @tid: transaction ID of the MAD
- * @qp_num: the agent's QP (0 or 1)
+ * @qp_num: the agent's QP (0 or 1); for a dropped request, its source QP
  * @timeout_ms: the send's response timeout
  * @retries: retransmissions performed so far
  * @attr_id: attribute ID of the MAD

@@ -41,6 +41,8 @@ bool rmad_trace_enabled(u32 ev)
 		return trace_rmad_response_dropped_enabled();
 	case RMAD_TRACE_SEND_HANDLER:
 		return trace_rmad_send_handler_enabled();
+	case RMAD_TRACE_REQUEST_DROPPED:
+		return trace_rmad_request_dropped_enabled();
 	default:
 		return false;
 	}
@@ -79,6 +81,9 @@ void rmad_trace_event(u32 ev, const struct rmad_trace_info *i)
 		break;
 	case RMAD_TRACE_SEND_HANDLER:
 		trace_rmad_send_handler(i);
+		break;
+	case RMAD_TRACE_REQUEST_DROPPED:
+		trace_rmad_request_dropped(i);
 		break;
 	default:
 		break;

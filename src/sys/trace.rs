@@ -32,6 +32,8 @@ pub(crate) enum Ev {
     ResponseDropped = 8,
     /// The send handler is called.
     SendHandler = 9,
+    /// A request arrived at the private QP and was dropped.
+    RequestDropped = 10,
 }
 
 /// The fields of an event (`struct rmad_trace_info`).
@@ -42,7 +44,7 @@ pub(crate) struct Info {
     pub(crate) dev: *const c_char,
     /// Transaction ID.
     pub(crate) tid: u64,
-    /// The agent's QP (0 or 1).
+    /// The agent's QP (0 or 1); for a dropped request, its source QP.
     pub(crate) qp_num: u32,
     /// Response timeout in milliseconds.
     pub(crate) timeout_ms: u32,

@@ -34,8 +34,8 @@ use kernel::{
     },
 };
 
-/// An ordered workqueue that rmad allocated: it runs one item at a time, in queueing order,
-/// and is drained and destroyed when dropped.
+/// A workqueue that rmad allocated (ordered: one item at a time, in queueing order; or
+/// unbound, several at once); drained and destroyed when dropped.
 ///
 /// # Invariants
 ///
@@ -56,10 +56,27 @@ impl OwnedQueue {
         let flags = bindings::wq_flags_WQ_UNBOUND
             | bindings::wq_flags___WQ_ORDERED
             | bindings::wq_flags_WQ_MEM_RECLAIM;
+        Self::alloc(name, flags, 1)
+    }
+
+    /// Allocates an unbound queue named `name` whose items run concurrently (up to the
+    /// kernel's default limit): for work that may block, so that one item never waits for
+    /// another.
+    pub(crate) fn new_concurrent(name: &'static CStr) -> Result<Self> {
+        Self::alloc(name, bindings::wq_flags_WQ_UNBOUND, 0)
+    }
+
+    /// `alloc_workqueue(name, flags, max_active)`.
+    fn alloc(name: &'static CStr, flags: bindings::wq_flags, max_active: c_int) -> Result<Self> {
         // SAFETY: The format `"%s"` consumes exactly the one string argument given, which is a
         // NUL-terminated string that outlives the queue (`'static`).
         let ptr = unsafe {
-            bindings::alloc_workqueue_noprof(c"%s".as_char_ptr(), flags, 1, name.as_char_ptr())
+            bindings::alloc_workqueue_noprof(
+                c"%s".as_char_ptr(),
+                flags,
+                max_active,
+                name.as_char_ptr(),
+            )
         };
         // INVARIANT: A non-null result is a freshly allocated workqueue.
         Ok(Self {

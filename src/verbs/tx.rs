@@ -11,7 +11,10 @@
 //! ([`VerbsPort::transmit_pending`]). The queue is also the C layer's overflow list: what the
 //! send queue cannot take waits in it, in order, until a send completion makes room.
 
-use super::*;
+use super::{
+    neigh::Dest,
+    *, //
+};
 use crate::{
     engine::send::SendRecord,
     mad::{
@@ -49,6 +52,13 @@ impl WorkItem for VerbsPort {
 /// the work-request id is the pointer of the record's `ListArc`, taken back exactly once by
 /// the send completion; the record's `tx_gen` names the post being transmitted.
 pub(super) type TxQueue = List<SendRecord>;
+
+/// Completes the transmission `tx` with `WR_FLUSH_ERR`: its port closed.
+fn flushed(tx: ListArc<SendRecord>) {
+    let gen = tx.tx_gen.load(Relaxed);
+    let rec = tx.into_arc();
+    Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
+}
 
 /// The errno the shim returns when the send queue is full.
 const SQ_FULL: c_int = -(kernel::bindings::EBUSY as c_int);
@@ -143,12 +153,30 @@ impl VerbsPort {
                 Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
                 continue;
             };
+            // RoCE: the destination's MAC (this port's own for its own GIDs, where rxe loops
+            // the packet back). One that is not known yet waits aside, so that the next
+            // transmission, to another destination, goes out now.
+            let dmac = match frame.ah.grh {
+                Some(g) if self.is_roce() => match self.dest_for_tx(&g) {
+                    Dest::Mac(mac) => mac,
+                    Dest::Wait => {
+                        self.parked.lock().push_back(tx);
+                        continue;
+                    }
+                    Dest::Unreachable => {
+                        let rec = tx.into_arc();
+                        Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
+                        continue;
+                    }
+                },
+                _ => [0; 6],
+            };
             // The send completion may run as soon as the device has the transmission.
             let rec = tx.clone_arc();
             let wr_id = ListArc::into_raw(tx);
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
             // this work before it closes the shim's port. `wr_id` comes from `into_raw`.
-            let r = unsafe { self.send_raw(vp, &frame, wr_id) };
+            let r = unsafe { self.send_raw(vp, &frame, &dmac, wr_id) };
             if r == 0 {
                 Agent::handed_over(&rec);
                 continue;
@@ -175,7 +203,13 @@ impl VerbsPort {
     ///
     /// `vp` must be this port's open shim port, kept open for the duration of the call;
     /// `wr_id` must come from `ListArc::into_raw`.
-    unsafe fn send_raw(&self, vp: *mut Vport, f: &Frame, wr_id: *const SendRecord) -> c_int {
+    unsafe fn send_raw(
+        &self,
+        vp: *mut Vport,
+        f: &Frame,
+        dmac: &[u8; 6],
+        wr_id: *const SendRecord,
+    ) -> c_int {
         let (has_grh, g) = match f.ah.grh {
             Some(g) => (1u8, g),
             None => (
@@ -188,15 +222,6 @@ impl VerbsPort {
                     flow_label: 0,
                 },
             ),
-        };
-        // RoCE: the destination's MAC (this port's own for its own GIDs, where rxe loops the
-        // packet back).
-        let dmac = match f.ah.grh {
-            Some(g) if self.is_roce() => match self.dmac(&g) {
-                Ok(mac) => mac,
-                Err(e) => return e.to_errno(),
-            },
-            _ => [0; 6],
         };
         // `len <= MAD_MAX` (it was copied into the frame), which fits.
         let len = u32::try_from(f.len).unwrap_or(0);
@@ -232,9 +257,40 @@ impl VerbsPort {
             let Some(tx) = self.txq.lock().pop_front() else {
                 return;
             };
-            let gen = tx.tx_gen.load(Relaxed);
-            let rec = tx.into_arc();
-            Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
+            flushed(tx);
+        }
+    }
+
+    /// Completes every parked transmission with `WR_FLUSH_ERR` (the port is closing, and
+    /// neither its transmit work nor a resolution runs any more).
+    pub(super) fn flush_parked(&self) {
+        let mut parked = core::mem::replace(&mut *self.parked.lock(), List::new());
+        while let Some(tx) = parked.pop_front() {
+            flushed(tx);
+        }
+    }
+
+    /// A resolution ended: every parked transmission goes back to the head of the transmit
+    /// queue, in order (those whose destination is still being resolved are parked again),
+    /// or is flushed if the port has closed meanwhile.
+    pub(super) fn requeue_parked(&self) {
+        let mut parked = core::mem::replace(&mut *self.parked.lock(), List::new());
+        {
+            // Under the port's lock, as in `queue_tx`: a closing port flushes the transmit
+            // queue only after it nulled `vp`.
+            let vp = self.vp.lock();
+            if !vp.is_null() {
+                let mut q = self.txq.lock();
+                while let Some(tx) = parked.pop_back() {
+                    q.push_front(tx);
+                }
+            }
+        }
+        if parked.is_empty() {
+            self.kick();
+        }
+        while let Some(tx) = parked.pop_front() {
+            flushed(tx);
         }
     }
 

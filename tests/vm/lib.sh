@@ -49,18 +49,28 @@ emit_vm_suite() {
 	VM_COUNT=0
 }
 
-# Create soft-RoCE device $1 (default rxe0) on dummy netdev $2 (default rmad0; dummy0
-# exists already) with address $3 (default 10.0.0.1/24), and wait until its port has the
-# IPv4-mapped GID (index 1) that MADs to the same port are addressed with.
+# Create soft-RoCE device $1 (default rxe0) on netdev $2 (default rmad0) of type $4
+# (default dummy; dummy0 exists already; veth: with a peer that is up and has no address,
+# so that nobody answers ARP on the link) with address $3 (default 10.0.0.1/24),
+# and wait until its port has the IPv4-mapped GID (index 1) that MADs to the same port are
+# addressed with.
 setup_rxe() {
 	dev="${1:-rxe0}"
 	netdev="${2:-rmad0}"
 	addr="${3:-10.0.0.1/24}"
+	kind="${4:-dummy}"
 	# rdma_rxe is a module of the test kernel (a no-op once loaded).
 	modprobe rdma_rxe || return 1
 	if ! ip link show "$netdev" >/dev/null 2>&1; then
-		ip link add "$netdev" type dummy &&
-			ip link set "$netdev" up &&
+		if [ "$kind" = veth ]; then
+			# Busybox's ip names the peer itself (vethN), shown as "vethN@$netdev".
+			ip link add "$netdev" type veth || return 1
+			peer="$(ip -o link show | sed -n "s/^[0-9]*: \([^@:]*\)@$netdev:.*/\1/p")"
+			[ -n "$peer" ] && ip link set "$peer" up || return 1
+		else
+			ip link add "$netdev" type dummy || return 1
+		fi
+		ip link set "$netdev" up &&
 			ip addr add "$addr" dev "$netdev" || return 1
 	fi
 	rdma link add "$dev" type rxe netdev "$netdev" || return 1

@@ -85,14 +85,15 @@ vm_case hrtimer_client_reports_pass sh -c 'insmod /modules/rmad_hrtimer_client.k
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
-	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0$" /sys/kernel/debug/rmad/ports'
+	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0$" /sys/kernel/debug/rmad/ports'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 
 # 3b. Two RDMA devices (rxe0 and rxe1, on netdevs of their own) and the production module:
-# the same class served on both, every answer from the device asked, and rxe1 removed with
-# sends outstanding while rxe0 goes on working (tests/clients/two_hca).
-vm_case setup_rxe1 setup_rxe rxe1 rmad1 10.0.2.1/24
+# the same class served on both, every answer from the device asked, an unreachable
+# destination that delays nothing else, and rxe1 removed with sends outstanding while rxe0
+# goes on working (tests/clients/two_hca). rxe1's link is a veth whose peer answers no ARP.
+vm_case setup_rxe1 setup_rxe rxe1 rmad1 10.0.3.1/24 veth
 vm_case two_hca_insmod_production insmod /modules/rmad.ko
 vm_case two_hca_lists_both_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
 	grep -q "^device rxe0 port 1 " /sys/kernel/debug/rmad/ports &&
@@ -101,6 +102,23 @@ vm_case same_class_registered_on_both sh -c 'insmod /modules/rmad_two_hca_client
 	dmesg | grep -q "rxe0: class 0x0a responder and requester registered: 0" &&
 	dmesg | grep -q "rxe1: class 0x0a responder and requester registered: 0"'
 vm_case answers_never_cross_devices two_hca_pass "round 1:"
+vm_case unreachable_destination_delays_no_other two_hca_action unreachable "unreachable: [PF]"
+# One resolution for the ten sends to the unreachable address: the failure is remembered.
+vm_case unreachable_resolved_once sh -c 'cat /sys/kernel/debug/rmad/ports &&
+	grep -q "^device rxe1 port 1 .* resolved 0 unresolved 1$" /sys/kernel/debug/rmad/ports'
+# A request sent straight to rmad's private QP (here by rmad itself, from rxe0 to rxe0) is
+# dropped, counted and traced, and never reaches the responder of its class: the GET and
+# its two retries, three drops.
+vm_case request_at_private_qp_dropped_counted_traced sh -c '
+	qpn="$(sed -n "s/^device rxe0 port 1 qpn \([0-9]*\) .*/\1/p" /sys/kernel/debug/rmad/ports)"
+	t=/sys/kernel/debug/tracing && echo > $t/trace &&
+	echo 1 > $t/events/rmad/rmad_request_dropped/enable &&
+	echo "private $qpn" >/sys/module/rmad_two_hca_client/parameters/action &&
+	echo 0 > $t/events/rmad/rmad_request_dropped/enable &&
+	dmesg | grep "rmad_two_hca_client: GET to the private QP" | tail -n 1 | grep PASS &&
+	grep "rmad_request_dropped: dev=rxe0 port=1 qp=$qpn class=0x0a method=0x01 " $t/trace &&
+	[ "$(grep -c "rmad_request_dropped: dev=rxe0 port=1 qp=$qpn " $t/trace)" = 3 ] &&
+	grep "^device rxe0 port 1 .* requests_dropped 3 " /sys/kernel/debug/rmad/ports'
 vm_case sends_parked_on_rxe1 two_hca_action park "parked"
 vm_case remove_rxe1 rdma link delete rxe1
 vm_case removal_flushed_each_rxe1_send_once two_hca_action flushed "parked sends after removal"

@@ -11,12 +11,18 @@
  * to the requester of the same device: each responder writes its device's
  * index into the answer, and each handler counts what it saw by device.
  *
- * Writing 1 to the parameter "round" runs another round, and "park" posts
- * N_PARK SENDs that nobody answers on rxe1 (timeout one minute), so that the
- * test can delete rxe1 with sends outstanding. Their handlers must report
+ * Writing to the parameter "action": "round" runs another round;
+ * "unreachable" posts N_FAR SENDs from rxe1 to an address on rxe1's link that
+ * nobody answers ARP for, then a GET on rxe1 and one on rxe0, to their own
+ * GIDs: both GETs must complete before any of the N_FAR (whose destination is
+ * being resolved meanwhile), and N_FAR more SENDs to that address fail at once,
+ * from the remembered failure; "private <qpn>" sends a GET of the served class
+ * to rmad's own private QP on rxe0, which must drop it; "park" posts N_PARK
+ * SENDs that nobody answers on rxe1 (timeout one minute), so that the test can
+ * delete rxe1 with sends outstanding, and "flushed" checks that their handlers reported
  * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working. The last
- * line of each round or park, "PASS" or "FAIL", is what the test VM checks;
- * rmmod unregisters every agent, also those of the removed device.
+ * line of each action, "PASS" or "FAIL", is what the test VM checks; rmmod
+ * unregisters every agent, also those of the removed device.
  */
 
 #include <linux/atomic.h>
@@ -30,6 +36,12 @@
 #define N_DEV 2
 #define N_GET 4
 #define N_PARK 3
+#define N_FAR 5
+/* TIDs of the "unreachable" action: the far SENDs, then the two GETs; when each completed. */
+#define FAR_LO 2000
+#define FAR_GET_RXE1 (FAR_LO + 2 * N_FAR)
+#define FAR_GET_RXE0 (FAR_GET_RXE1 + 1)
+#define FAR_N (FAR_GET_RXE0 + 1 - FAR_LO)
 #define SERVICE_CLASS 0x0a
 /* Where the answer carries the request's number plus one, and the responder's device. */
 #define SERVICE_DATA 24
@@ -56,6 +68,9 @@ struct dev {
 
 static struct dev devs[N_DEV];
 static int rounds;
+/* The order in which the sends of the "unreachable" action completed, and their statuses. */
+static atomic_t completions;
+static int completed_as[FAR_N], status_of[FAR_N];
 
 static void responder_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
 {
@@ -98,7 +113,13 @@ static void responder_recv_handler(struct rmad_agent *agent, struct rmad_send_bu
 static void requester_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
 {
 	struct dev *d = wc->context;
+	const u8 *mad = rmad_send_buf_mad(wc->send_buf);
+	u32 lo = mad ? get_unaligned_be32(mad + 12) : 0;
 
+	if (lo >= FAR_LO && lo < FAR_LO + FAR_N) {
+		completed_as[lo - FAR_LO] = atomic_inc_return(&completions);
+		status_of[lo - FAR_LO] = wc->status;
+	}
 	if (wc->status == RMAD_WC_SUCCESS)
 		atomic_inc(&d->ok);
 	else if (wc->status == RMAD_WC_WR_FLUSH_ERR)
@@ -124,15 +145,15 @@ static void requester_recv_handler(struct rmad_agent *agent, struct rmad_send_bu
 		atomic_inc(&d->crossed);
 }
 
-/* Posts one request of @method to QP1 of the device's own GID; 0 or the error. */
-static int post_request(struct dev *d, u32 lo, u8 method, int timeout_ms)
+/* Posts one request of @method to QP @qpn of @gid; 0 or the error. */
+static int post_qp(struct dev *d, const u8 *gid, u32 qpn, u32 lo, u8 method, int timeout_ms)
 {
 	struct rmad_ah ah = { .has_grh = 1, .sgid_index = 1 };
 	struct rmad_send_buf *buf;
 	u8 *mad;
 	int ret;
 
-	buf = rmad_create_send_mad(d->requester, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+	buf = rmad_create_send_mad(d->requester, qpn, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
 				   GFP_KERNEL, 1);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
@@ -143,13 +164,25 @@ static int post_request(struct dev *d, u32 lo, u8 method, int timeout_ms)
 	mad[3] = method;
 	put_unaligned_be64(((u64)rmad_agent_hi_tid(d->requester) << 32) | lo, mad + 8);
 	put_unaligned_be32(lo, mad + SERVICE_DATA);
-	memcpy(ah.dgid, d->gid, 16);
+	memcpy(ah.dgid, gid, 16);
 	ret = rmad_send_buf_set(buf, &ah, timeout_ms, 2, NULL);
 	if (!ret)
 		ret = rmad_post_send_mad(buf, NULL);
 	if (ret)
 		rmad_free_send_mad(buf);
 	return ret;
+}
+
+/* Posts one request of @method to QP1 of @gid; 0 or the error. */
+static int post_to(struct dev *d, const u8 *gid, u32 lo, u8 method, int timeout_ms)
+{
+	return post_qp(d, gid, 1, lo, method, timeout_ms);
+}
+
+/* Posts one request of @method to QP1 of the device's own GID; 0 or the error. */
+static int post_request(struct dev *d, u32 lo, u8 method, int timeout_ms)
+{
+	return post_to(d, d->gid, lo, method, timeout_ms);
 }
 
 /* Clears a device's counters for a batch of @expected sends. */
@@ -213,6 +246,67 @@ static void run_round(void)
 		live[1] ? "live" : "removed", bad);
 }
 
+/*
+ * N_FAR SENDs from rxe1 to 10.0.3.77 (nobody answers ARP for it), then a GET
+ * on rxe1 and one on rxe0: the GETs complete first, the far ones with
+ * LOC_QP_OP_ERR once their destination's resolution failed; then N_FAR more to
+ * the same address, refused from the remembered failure.
+ */
+static void far_round(void)
+{
+	static const u8 far[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 3, 77 };
+	bool pass = true;
+	int i, bad = 0, first_far = INT_MAX, last_get = 0;
+
+	atomic_set(&completions, 0);
+	memset(completed_as, 0, sizeof(completed_as));
+	reset(&devs[0], 1);
+	reset(&devs[1], N_FAR + 1);
+	for (i = 0; i < N_FAR; i++)
+		bad += post_to(&devs[1], far, FAR_LO + i, RMAD_MGMT_METHOD_SEND, 0) != 0;
+	bad += post_request(&devs[1], FAR_GET_RXE1, RMAD_MGMT_METHOD_GET, 20000) != 0;
+	bad += post_request(&devs[0], FAR_GET_RXE0, RMAD_MGMT_METHOD_GET, 20000) != 0;
+	for (i = 0; i < N_DEV; i++)
+		bad += !wait_for_completion_timeout(&devs[i].all_done, 60 * HZ);
+	for (i = 0; i < N_FAR; i++) {
+		first_far = min(first_far, completed_as[i]);
+		pass &= status_of[i] == RMAD_WC_LOC_QP_OP_ERR;
+	}
+	last_get = max(completed_as[FAR_GET_RXE1 - FAR_LO], completed_as[FAR_GET_RXE0 - FAR_LO]);
+	pass &= status_of[FAR_GET_RXE1 - FAR_LO] == RMAD_WC_SUCCESS &&
+		status_of[FAR_GET_RXE0 - FAR_LO] == RMAD_WC_SUCCESS && last_get < first_far;
+	pr_info("rmad_two_hca_client: unreachable: GETs completed as %d (rxe1) and %d (rxe0), the first far send as %d\n",
+		completed_as[FAR_GET_RXE1 - FAR_LO], completed_as[FAR_GET_RXE0 - FAR_LO],
+		first_far);
+	/* The failure is remembered: these complete without another resolution. */
+	reset(&devs[1], N_FAR);
+	for (i = 0; i < N_FAR; i++)
+		bad += post_to(&devs[1], far, FAR_LO + N_FAR + i, RMAD_MGMT_METHOD_SEND, 0) != 0;
+	bad += !wait_for_completion_timeout(&devs[1].all_done, 60 * HZ);
+	for (i = N_FAR; i < 2 * N_FAR; i++)
+		pass &= status_of[i] == RMAD_WC_LOC_QP_OP_ERR;
+	pr_info("rmad_two_hca_client: unreachable: %s (%d bad posts or waits)\n",
+		pass && !bad ? "PASS" : "FAIL", bad);
+}
+
+/*
+ * A GET of the served class straight to rmad's private QP @qpn on rxe0, around
+ * QP1: rmad drops it and its two retries (requests belong on QP1), so the
+ * responder never sees it and the GET times out.
+ */
+static void to_private_qp(u32 qpn)
+{
+	struct dev *d = &devs[0];
+	int bad;
+
+	reset(d, 1);
+	bad = post_qp(d, d->gid, qpn, 3000, RMAD_MGMT_METHOD_GET, 200) != 0;
+	bad += !wait_for_completion_timeout(&d->all_done, 60 * HZ);
+	pr_info("rmad_two_hca_client: GET to the private QP %u: served %d, %d timed out: %s\n",
+		qpn, atomic_read(&d->served), atomic_read(&d->other),
+		!bad && !atomic_read(&d->served) && atomic_read(&d->other) == 1 ? "PASS" : "FAIL");
+}
+
 /* Posts N_PARK unanswered SENDs on rxe1, to be flushed by its removal. */
 static void park(void)
 {
@@ -240,8 +334,14 @@ static void parked_flushed(void)
 
 static int action_set(const char *val, const struct kernel_param *kp)
 {
-	if (sysfs_streq(val, "round"))
+	u32 qpn;
+
+	if (sscanf(val, "private %u", &qpn) == 1)
+		to_private_qp(qpn);
+	else if (sysfs_streq(val, "round"))
 		run_round();
+	else if (sysfs_streq(val, "unreachable"))
+		far_round();
 	else if (sysfs_streq(val, "park"))
 		park();
 	else if (sysfs_streq(val, "flushed"))
@@ -256,7 +356,8 @@ static const struct kernel_param_ops action_ops = {
 };
 
 module_param_cb(action, &action_ops, NULL, 0200);
-MODULE_PARM_DESC(action, "round: one round of GETs; park: SENDs left on rxe1; flushed: check them");
+MODULE_PARM_DESC(action,
+		 "round, unreachable, private <qpn>, park (SENDs left on rxe1) or flushed (check them)");
 
 /* Unregisters what @d has (also on a removed device); logs errors. */
 static void dev_stop(struct dev *d)

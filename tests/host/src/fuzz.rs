@@ -17,8 +17,9 @@
 //!
 //! Input `i` of a run with seed `s` draws from its own generator, so one failing input can be
 //! replayed alone (`RMAD_FUZZ_SEED=s RMAD_FUZZ_FIRST=i RMAD_FUZZ_INPUTS=1`). `cargo test` runs a
-//! short seeded run of each target; `scripts/check/fuzz.sh` runs the `#[ignore]`d long runs in
-//! release mode (`RMAD_FUZZ_INPUTS`, default 10 million per target).
+//! short seeded run of each target; `scripts/check/fuzz.sh` builds the long runs
+//! (`--cfg rmad_fuzz_long`) and runs them in release mode (`RMAD_FUZZ_INPUTS`, default 10 million
+//! per target).
 
 #[path = "fuzz/state.rs"]
 pub(crate) mod state;
@@ -64,7 +65,8 @@ impl core::fmt::Display for Disagreement {
 /// A fuzz target: runs `inputs` inputs from `first` on with `seed`.
 pub(crate) type Target = fn(u64, u64, u64) -> Result<u64, Disagreement>;
 
-/// The targets, by name.
+/// The targets, by name (for the long runs).
+#[cfg(rmad_fuzz_long)]
 pub(crate) const TARGETS: [(&str, Target); 3] = [
     ("wire", wire::run_range),
     ("step", state::run_step_range),
@@ -157,7 +159,7 @@ impl Rng {
 }
 
 /// Reads a number from the environment: decimal, or hexadecimal with `0x`; `_` allowed.
-#[cfg(test)]
+#[cfg(all(test, rmad_fuzz_long))]
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
     let v: String = v.trim().chars().filter(|c| *c != '_').collect();
@@ -251,7 +253,7 @@ mod short {
 
 /// The long runs (`scripts/check/fuzz.sh`): `RMAD_FUZZ_INPUTS` inputs (default 10 million) per
 /// target from `RMAD_FUZZ_FIRST` (default 0) with `RMAD_FUZZ_SEED`; `RMAD_FUZZ_TARGET` picks one.
-#[cfg(test)]
+#[cfg(all(test, rmad_fuzz_long))]
 mod long {
     use super::*;
 
@@ -283,19 +285,16 @@ mod long {
     }
 
     #[test]
-    #[ignore = "long run: scripts/check/fuzz.sh"]
     fn wire() {
         long("wire");
     }
 
     #[test]
-    #[ignore = "long run: scripts/check/fuzz.sh"]
     fn step() {
         long("step");
     }
 
     #[test]
-    #[ignore = "long run: scripts/check/fuzz.sh"]
     fn agent() {
         long("agent");
     }

@@ -160,6 +160,7 @@ const ENGINE_UNREACHABLE: [Tr; 6] = [
 /// send: behaviour §2.3 and §1.4, after C's `cancel_mads`, mark it CANCELED so that its send
 /// completion reports `WR_FLUSH_ERR`; `step` left it EARLY_RESP, so the completion reported the
 /// CQE's status), and `step` was fixed.
+#[cfg(rmad_fuzz_long)]
 pub(crate) const KNOWN: [&str; 0] = [];
 
 std::thread_local! {
