@@ -74,6 +74,8 @@ pub(crate) struct Knobs {
     pub(crate) pass_before_fail: u32,
     /// Refuse the next this many transmissions (the post or dispatch fails).
     pub(crate) fail_posts: u32,
+    /// Refused transmissions fail with `ENODEV`, as a removed device's do (else `EIO`).
+    pub(crate) fail_gone: bool,
     /// Complete the next this many transmissions with [`Knobs::error_status`].
     pub(crate) error_completions: u32,
     /// The status of an erroneous completion, with its vendor error.
@@ -371,7 +373,7 @@ impl Fabric {
                 g.knobs.pass_before_fail -= 1;
             } else {
                 g.knobs.fail_posts -= 1;
-                return Err(EIO);
+                return Err(if g.knobs.fail_gone { ENODEV } else { EIO });
             }
         }
         let src_attr = *g.ports.get(src).ok_or(EINVAL)?;

@@ -11,6 +11,7 @@
  * Rust; this file only moves bytes and completions.
  */
 
+#include <linux/bitmap.h>
 #include <linux/build_bug.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
@@ -379,9 +380,36 @@ static bool rmad_sends_busy(struct rmad_vport *vp)
 }
 
 /*
- * Destroys a port opened by rmad_shim_vport_open. Every send still on the QP
- * completes first, flushed (ib_drain_sq cannot be used: it posts a work request
- * that UD QPs reject), then the receive queue is drained.
+ * Completes, flushed, every send whose completion never came: once the QP and
+ * the CQ are gone (no completion can run any more), a slot still in use is a
+ * send the device did not report, or whose completion the CQ dropped.
+ */
+static void rmad_flush_lost_sends(struct rmad_vport *vp)
+{
+	DECLARE_BITMAP(free, RMAD_SQ);
+	u32 i;
+
+	bitmap_zero(free, RMAD_SQ);
+	for (i = 0; i < vp->nfree; i++)
+		__set_bit(vp->free_send[i], free);
+	for (i = 0; i < vp->nslots; i++) {
+		struct rmad_slot *s = &vp->send[i];
+
+		if (test_bit(i, free))
+			continue;
+		ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+		rmad_put_slot(s);
+		rmad_rust_send_done(vp->ctx, s->wr_id, IB_WC_WR_FLUSH_ERR, 0);
+	}
+}
+
+/*
+ * Destroys a port opened by rmad_shim_vport_open. The sends still on the QP
+ * are flushed by the device, whose completions are waited for a while
+ * (ib_drain_sq cannot be used: it posts a work request that UD QPs reject);
+ * then the receive queue is drained, the QP and CQ destroyed, and any send
+ * whose completion did not come completes flushed here, so that every send
+ * reports exactly once however long the device takes.
  */
 void rmad_shim_vport_close(struct rmad_vport *vp)
 {
@@ -399,6 +427,7 @@ void rmad_shim_vport_close(struct rmad_vport *vp)
 	}
 	if (vp->cq)
 		ib_free_cq(vp->cq);
+	rmad_flush_lost_sends(vp);
 	rmad_free_slots(vp);
 	if (vp->pd)
 		ib_dealloc_pd(vp->pd);

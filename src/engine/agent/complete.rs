@@ -194,10 +194,16 @@ impl Agent {
                         self.trace_send(trace::Ev::Timeout, st, WcStatus::RespTimeoutErr.code());
                     }
                     if o.transmit {
-                        if self.transmit(g, &rec, st).is_ok() {
-                            self.trace_sent(st);
-                        } else {
-                            let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                        match self.transmit(g, &rec, st) {
+                            Ok(()) => self.trace_sent(st),
+                            Err(e) => {
+                                if e == ENODEV {
+                                    // The device went away between two batches of its
+                                    // removal's cancels: flushed like the rest of them.
+                                    st.status = Some((WcStatus::WrFlushErr, 0));
+                                }
+                                let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                            }
                         }
                     }
                 }

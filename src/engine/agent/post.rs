@@ -88,11 +88,19 @@ impl Agent {
             };
             Self::with_state(g, &rec, |g, st| {
                 if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok() {
-                    if self.transmit(g, &rec, st).is_ok() {
-                        self.trace_sent(st);
-                    } else {
-                        let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
-                        st.status = Some((WcStatus::LocQpOpErr, 0));
+                    match self.transmit(g, &rec, st) {
+                        Ok(()) => self.trace_sent(st),
+                        Err(e) => {
+                            let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
+                            // A device that went away (between two batches of its removal's
+                            // cancels) flushes the send, like the rest of them.
+                            let status = if e == ENODEV {
+                                WcStatus::WrFlushErr
+                            } else {
+                                WcStatus::LocQpOpErr
+                            };
+                            st.status = Some((status, 0));
+                        }
                     }
                 }
             });

@@ -461,6 +461,11 @@ mod tests {
     }
 
     #[test]
+    fn s47_backlog_dispatch_into_removed_device_flushed() -> Result {
+        flow_control::s47_backlog_dispatch_into_removed_device_flushed()
+    }
+
+    #[test]
     fn s48_chain_stops_after_queued_element() -> Result {
         flow_control::s48_chain_stops_after_queued_element()
     }

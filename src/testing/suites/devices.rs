@@ -168,4 +168,28 @@ mod tests {
         assert_eq!(&sends[..], &[(7, WcStatus::WrFlushErr, 0)][..]);
         Ok(())
     }
+
+    #[test]
+    fn retry_into_a_removed_device_is_flushed() -> Result {
+        // A device's removal cancels its agents' sends in batches; an expiry between two
+        // batches retransmits into the closed port, which refuses with ENODEV. That send is
+        // flushed like every other send of the removal, not timed out.
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(1, &rec, None)?;
+        // Nobody answers at LID 2: the send waits 50 ms, then retries once.
+        let h = post(request(&a, wire::IB_MGMT_CLASS_PERF_MGMT, 5, 2, 50, 1)?)?;
+        let waiting = wait_state(&a, &h, SendState::WaitResp);
+        env.fabric().set_knobs(|k| {
+            k.fail_posts = 1;
+            k.fail_gone = true;
+        });
+        let done = rec.wait_sends(1);
+        let sends = rec.sends()?;
+        a.unregister()?;
+        assert!(waiting);
+        assert!(done);
+        assert_eq!(sends.first().map(|s| s.1), Some(WcStatus::WrFlushErr));
+        Ok(())
+    }
 }

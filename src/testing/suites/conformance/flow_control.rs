@@ -289,6 +289,19 @@ pub(super) fn s46_queued_time_does_not_count() -> Result {
 }
 
 pub(super) fn s47_backlog_dispatch_failure() -> Result {
+    backlog_dispatch_failure(false, WcStatus::LocQpOpErr)
+}
+
+/// Scenario 47 on a device that went away between two batches of its removal's cancels (the
+/// transport refuses with `ENODEV`): the send is flushed like the others, `WR_FLUSH_ERR`
+/// (Documentation/behaviour.md §8.24).
+pub(super) fn s47_backlog_dispatch_into_removed_device_flushed() -> Result {
+    backlog_dispatch_failure(true, WcStatus::WrFlushErr)
+}
+
+/// Scenario 47, the refused dispatch failing with `ENODEV` if `gone`; the failed send's
+/// handler must report `want`.
+fn backlog_dispatch_failure(gone: bool, want: WcStatus) -> Result {
     let env = Env::new()?;
     let (p, prec) = peer(&env, wire::IB_MGMT_CLASS_SUBN_ADM)?;
     let rec = Recorder::new(Behaviour::default())?;
@@ -299,6 +312,7 @@ pub(super) fn s47_backlog_dispatch_failure() -> Result {
     env.fabric().set_knobs(|k| {
         k.pass_before_fail = 1;
         k.fail_posts = 1;
+        k.fail_gone = gone;
     });
     answer(
         &p,
@@ -316,7 +330,7 @@ pub(super) fn s47_backlog_dispatch_failure() -> Result {
     finish(&env, &[&rec, &prec], &[&a, &p])?;
     assert!(seen);
     assert!(two);
-    assert!(sends.contains(&(16, WcStatus::LocQpOpErr, 0)));
+    assert!(sends.contains(&(16, want, 0)));
     assert!(got17);
     assert_eq!(tags.get(16).copied(), Some(17));
     assert!(all);
