@@ -27,7 +27,10 @@
 #ifndef RMAD_H
 #define RMAD_H
 
+#include <linux/bits.h>
 #include <linux/types.h>
+
+struct module;
 
 struct rmad_agent;
 struct rmad_send_buf;
@@ -194,6 +197,14 @@ typedef void (*rmad_send_handler)(struct rmad_agent *agent, struct rmad_send_wc 
 typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
 				  const struct rmad_recv_wc *wc);
 
+/*
+ * Registration flag: unregistering the agent does not wait for the send
+ * buffers its client still owns. Those become inert: posting one fails with
+ * -ESHUTDOWN, and rmad_free_send_mad() frees it, at any time, also after the
+ * client's module is gone (rmad then frees it at its own unload).
+ */
+#define RMAD_DETACH_BUFFERS BIT(31)
+
 /**
  * rmad_register_agent - register a MAD agent on a port of an RDMA device
  * @device: device name, e.g. "rxe0"
@@ -204,7 +215,7 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  * @send_handler: the send handler
  * @recv_handler: the receive handler, or NULL
  * @context: handed to both handlers (wc->context) and returned by rmad_agent_context()
- * @flags: registration flags (IB_MAD_USER_RMPP)
+ * @flags: registration flags (IB_MAD_USER_RMPP), and RMAD_DETACH_BUFFERS
  *
  * Process context. Handlers may run before this returns (a request that
  * arrives at once); they receive the agent's handle already.
@@ -223,16 +234,41 @@ struct rmad_agent *rmad_register_agent(const char *device, u32 port, int qp_type
  *
  * Process context; delivers the flushes it causes in the calling thread and
  * waits until every handler has returned and every send buffer of the agent
- * is freed. Afterwards @agent is invalid forever. Not from a receive handler
- * of another agent on an RDMA device while @agent has sends on the device:
- * their flushed completions come through the thread that runs that handler,
- * so the call would wait for itself (as ib_unregister_mad_agent() does).
+ * is freed (unless registered with RMAD_DETACH_BUFFERS). Afterwards @agent is
+ * invalid forever. Not from a receive handler of another agent on an RDMA
+ * device while @agent has sends on the device: their flushed completions come
+ * through the thread that runs that handler, so the call would wait for itself
+ * (as ib_unregister_mad_agent() does).
  *
  * Return: 0; -EDEADLK when called from one of @agent's own handlers (nothing
- * is done and nothing waits); -EINVAL for a bad handle or an agent that is
- * already being unregistered.
+ * is done and nothing waits: rmad_unregister_agent_async() works there);
+ * -EINVAL for a bad handle or an agent that is already being unregistered.
  */
 int rmad_unregister_agent(struct rmad_agent *agent);
+
+/**
+ * rmad_unregister_agent_async - unregister later, in rmad's thread
+ * @agent: the agent
+ * @release: called once no handler of @agent runs or will run, or NULL
+ * @arg: handed to @release
+ * @owner: the module that contains @release (THIS_MODULE), or NULL
+ *
+ * For where rmad_unregister_agent() cannot wait, first of all one of @agent's
+ * own handlers. Atomic-safe; never calls a handler. Handlers of @agent may go
+ * on running until the unregistration, which happens in rmad's own thread as
+ * rmad_unregister_agent() does it, once the handler that asked has returned;
+ * then @release(@arg) is called, and @owner, pinned from this call on, is
+ * released: the client's module cannot be unloaded while @agent could still
+ * call into it. After this call succeeds, @agent is refused by
+ * rmad_unregister_agent() and this function (-EINVAL); its other calls work
+ * until the unregistration.
+ *
+ * Return: 0; -EINVAL for a bad handle or an agent already being unregistered;
+ * -EBUSY when @owner is being unloaded (its exit can call
+ * rmad_unregister_agent()); -ENOMEM.
+ */
+int rmad_unregister_agent_async(struct rmad_agent *agent, void (*release)(void *arg), void *arg,
+				struct module *owner);
 
 /**
  * rmad_agent_context - the context given at registration

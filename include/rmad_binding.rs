@@ -34,6 +34,10 @@ use kernel::{
     prelude::*,
 };
 
+/// `RMAD_DETACH_BUFFERS` of `include/rmad.h`: the agent's unregistration does not wait for its
+/// send buffers.
+const RMAD_DETACH_BUFFERS: u32 = 1 << 31;
+
 /// Send completion statuses (`SendDone::status`): the `enum ib_wc_status` values rmad reports
 /// (`RMAD_WC_*` of `include/rmad.h`).
 pub(crate) mod wc_status {
@@ -182,6 +186,15 @@ extern "C" {
         flags: u32,
     ) -> *mut c_void;
     fn rmad_unregister_agent(agent: *mut c_void) -> c_int;
+    fn rmad_unregister_agent_async(
+        agent: *mut c_void,
+        release: Option<unsafe extern "C" fn(*mut c_void)>,
+        arg: *mut c_void,
+        owner: *mut c_void,
+    ) -> c_int;
+    /// This (the client's) module, which every module has (`THIS_MODULE` in C); only its
+    /// address is used.
+    static __this_module: c_char;
     fn rmad_agent_context(agent: *mut c_void) -> *mut c_void;
     fn rmad_agent_hi_tid(agent: *mut c_void) -> u32;
     fn rmad_resolve_ah(agent: *mut c_void, ah: *const Ah) -> c_int;
@@ -222,8 +235,9 @@ fn check(r: c_int) -> Result {
 }
 
 /// What a client does with its agent's completions. Called without rmad locks, in process
-/// context; may sleep.
-pub(crate) trait Client: Sync + 'static {
+/// context; may sleep. Shared by the handlers (`Sync`), and dropped in rmad's thread when its
+/// agent is dropped inside one of its own handlers (`Send`).
+pub(crate) trait Client: Send + Sync + 'static {
     /// A send completed; its buffer is the client's again.
     fn send_done(&self, done: SendDone);
     /// A MAD arrived: a response to one of the client's sends ([`Received::matched`]), or a
@@ -231,12 +245,17 @@ pub(crate) trait Client: Sync + 'static {
     fn recv(&self, _mad: Received<'_>) {}
 }
 
-/// A registered agent; dropping it unregisters it (after every buffer is freed).
+/// A registered agent; dropping it unregisters it: at once, waiting for its handlers; or,
+/// dropped inside one of its own handlers, in rmad's thread once that handler has returned,
+/// which then drops the client (this module stays loaded until then). Never waits for the
+/// agent's send buffers: those that outlive it are inert (posting fails with `ESHUTDOWN`) and
+/// free safely when dropped.
 ///
 /// # Invariants
 ///
 /// `client` is the context rmad hands to this agent's handlers: it stays allocated until
-/// rmad's unregistration has returned successfully, and is leaked if it never does.
+/// rmad's unregistration has returned successfully, or until rmad's asynchronous
+/// unregistration releases it, and is leaked if neither happens.
 pub(crate) struct Agent<C: Client> {
     raw: *mut c_void,
     client: *mut C,
@@ -343,7 +362,8 @@ impl<C: Client> Agent<C> {
                 Some(send_tramp::<C>),
                 Some(recv_tramp::<C>),
                 ctx,
-                0,
+                // Dropping the agent must not wait for buffers the client drops later.
+                RMAD_DETACH_BUFFERS,
             )
         };
         match from_err_ptr(raw) {
@@ -415,30 +435,56 @@ impl<C: Client> Agent<C> {
 }
 
 // SAFETY: An `Agent` is a handle that rmad checks on every call, from any thread, and a
-// pointer to its client, which is only read as `&C` (`C: Sync`) until `drop` frees it, from the
-// dropping thread: sending the agent sends the client, hence `C: Send`.
-unsafe impl<C: Client + Send> Send for Agent<C> {}
+// pointer to its client, which handlers read as `&C` (`C: Sync`) on rmad's threads and which is
+// dropped either by the thread that drops the agent or by rmad's (`C: Send`, a bound of
+// `Client`): sending the agent moves nothing that is tied to a thread.
+unsafe impl<C: Client> Send for Agent<C> {}
 
 // SAFETY: Every method taking `&self` is a call into rmad, which is safe from several threads at
 // once, or hands out `&C`, which is `Sync`.
 unsafe impl<C: Client> Sync for Agent<C> {}
 
+/// Drops the client of an agent that rmad unregistered asynchronously.
+///
+/// # Safety
+///
+/// `client` must be the `C` of an [`Agent`] whose handlers can no longer run, given up by it.
+unsafe extern "C" fn release_client<C: Client>(client: *mut c_void) {
+    // SAFETY: The caller's promise: the client is ours alone, from `KBox::into_raw`.
+    drop(unsafe { KBox::from_raw(client.cast::<C>()) });
+}
+
 impl<C: Client> Drop for Agent<C> {
     fn drop(&mut self) {
         // SAFETY: rmad validates the handle; on success it returns once no handler can run
-        // any more.
+        // any more (it does not wait for buffers: `RMAD_DETACH_BUFFERS`).
         let r = unsafe { rmad_unregister_agent(self.raw) };
         if r == 0 {
             // SAFETY: No handler runs any more (see above): the client is ours alone again.
             drop(unsafe { KBox::from_raw(self.client) });
-        } else {
-            // Dropped inside one of its own handlers (-EDEADLK): the handlers may still run, so
-            // the client must stay; it is leaked, never freed under them.
-            pr_warn!(
-                "rmad: agent dropped from its own handler ({}); client leaked\n",
-                r
-            );
+            return;
         }
+        if r == EDEADLK.to_errno() {
+            // Inside one of its own handlers: rmad unregisters it in its own thread once this
+            // handler returns, then drops the client there, with this module pinned until
+            // then, so that no handler ever calls into this module once it is gone.
+            // SAFETY: rmad validates the handle; `release_client::<C>` gets the client once
+            // no handler can run (the client is `Send`); `__this_module` is this module,
+            // which contains `release_client`.
+            let r = unsafe {
+                rmad_unregister_agent_async(
+                    self.raw,
+                    Some(release_client::<C>),
+                    self.client.cast(),
+                    core::ptr::addr_of!(__this_module).cast_mut().cast(),
+                )
+            };
+            if r == 0 {
+                return;
+            }
+        }
+        // The handlers may still run, so the client must stay: leaked, never freed under them.
+        pr_warn!("rmad: agent not unregistered ({}); client leaked\n", r);
     }
 }
 

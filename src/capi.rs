@@ -23,6 +23,7 @@
 pub(crate) mod devices;
 pub(crate) mod handles;
 mod recv;
+mod unregister;
 
 #[cfg(rmad_test)]
 pub(crate) use recv::{
@@ -67,7 +68,10 @@ use crate::{
         QpType,
         RegReq, //
     },
-    sys::memalloc,
+    sys::{
+        memalloc,
+        workqueue::OwnedQueue, //
+    },
     verbs, //
 };
 use core::ffi::c_void;
@@ -217,6 +221,12 @@ pub(crate) type RecvFn =
 pub(crate) struct CAgent {
     agent: Arc<Agent>,
     context: usize,
+    /// Registered with `RMAD_DETACH_BUFFERS`: unregistration does not wait for the client's
+    /// buffers.
+    detach_buffers: bool,
+    /// An unregistration has started (`rmad_unregister_agent_async`): a second one is
+    /// refused.
+    closing: bool,
 }
 
 /// What a send-buffer handle stands for.
@@ -235,6 +245,8 @@ pub(crate) struct CBuf {
 /// The handle tables, made at load and dropped at unload.
 #[pin_data]
 pub(crate) struct Tables {
+    /// Runs the unregistrations of `rmad_unregister_agent_async`; drained at [`exit`].
+    unregistering: OwnedQueue,
     #[pin]
     agents: HandleTable<CAgent>,
     #[pin]
@@ -242,6 +254,10 @@ pub(crate) struct Tables {
     #[pin]
     recvs: HandleTable<recv::CRecv>,
 }
+
+/// `RMAD_DETACH_BUFFERS` of `include/rmad.h` (`src/capi/exports.c` asserts the value): the
+/// agent's unregistration does not wait for the send buffers its client still owns.
+const RMAD_DETACH_BUFFERS: u32 = 1 << 31;
 
 /// The tables, between [`init`] and [`exit`].
 ///
@@ -277,7 +293,8 @@ impl Drop for Api {
 /// Makes the handle tables; called once, through [`Api::new`].
 fn init() -> Result {
     let t = KBox::pin_init(
-        pin_init!(Tables {
+        try_pin_init!(Tables {
+            unregistering: OwnedQueue::new_concurrent(c"rmad_unregister")?,
             agents <- HandleTable::new(KIND_AGENT, static_lock_class!(), static_lock_class!()),
             bufs <- HandleTable::new(KIND_BUF, static_lock_class!(), static_lock_class!()),
             recvs <- HandleTable::new(KIND_RECV, static_lock_class!(), static_lock_class!()),
@@ -295,6 +312,10 @@ fn init() -> Result {
 /// no client module is loaded (each holds a reference on rmad) and rmad's own completion work
 /// has stopped.
 fn exit() {
+    // An unregistration that released its client may still be returning: its code is ours.
+    if let Ok(t) = tables() {
+        t.unregistering.flush();
+    }
     let raw = TABLES.xchg(core::ptr::null_mut(), Acquire);
     if !raw.is_null() {
         // SAFETY: `raw` came from `KBox::into_raw` in `init` and is unpublished now; nothing can
@@ -475,6 +496,9 @@ fn register_impl(
         _ => return Err(EINVAL),
     };
     let port = u8::try_from(port).map_err(|_| ENODEV)?;
+    let detach_buffers = flags & RMAD_DETACH_BUFFERS != 0;
+    // The engine sees the C MAD layer's flags only.
+    let flags = flags & !RMAD_DETACH_BUFFERS;
     let t = tables()?;
     let (engine, transport) = find_transport(name, port)?;
     let h = t.agents.reserve(GFP_KERNEL)?;
@@ -503,7 +527,15 @@ fn register_impl(
                     let agent = agent.clone();
                     // A vanished reservation is a defect; the registration then fails.
                     t.agents
-                        .fill(h, CAgent { agent, context })
+                        .fill(
+                            h,
+                            CAgent {
+                                agent,
+                                context,
+                                detach_buffers,
+                                closing: false,
+                            },
+                        )
                         .map_err(|_| EINVAL)
                 },
             )
@@ -564,8 +596,14 @@ fn agent_of(h: *mut c_void) -> Result<Arc<Agent>> {
 #[no_mangle]
 pub(crate) extern "C" fn rmad_unregister_agent(agent: *mut c_void) -> c_int {
     code((|| {
-        let a = agent_of(agent)?;
-        a.unregister()?;
+        let (a, detach) = tables()?.agents.with(from_ptr(agent), |c| {
+            if c.closing {
+                Err(EINVAL)
+            } else {
+                Ok((c.agent.clone(), c.detach_buffers))
+            }
+        })??;
+        a.unregister_with(!detach)?;
         // The handle goes stale now; the agent is dropped outside the table's lock.
         let left = tables()?.agents.remove(from_ptr(agent), |_| Ok(()))?;
         drop(left);

@@ -16,6 +16,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "../../include/rmad.h"
+#include "exports.h"
 
 /* rmad.h's constants are ib_core's. */
 static_assert((int)RMAD_QPT_SMI == (int)IB_QPT_SMI && (int)RMAD_QPT_GSI == (int)IB_QPT_GSI);
@@ -37,6 +38,8 @@ static_assert(RMAD_MGMT_METHOD_RESP == IB_MGMT_METHOD_RESP);
 static_assert(RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB ==
 	      IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB);
 static_assert(RMAD_MGMT_MAD_HDR == IB_MGMT_MAD_HDR && RMAD_MGMT_MAD_DATA == IB_MGMT_MAD_DATA);
+/* src/capi.rs has the same value; it must not collide with ib_core's flags. */
+static_assert(RMAD_DETACH_BUFFERS == 1UL << 31 && !(RMAD_DETACH_BUFFERS & IB_MAD_USER_RMPP));
 
 static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
 static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);
@@ -62,6 +65,17 @@ static_assert(sizeof(struct rmad_reg_req) == 24 && offsetof(struct rmad_reg_req,
 
 EXPORT_SYMBOL_GPL(rmad_register_agent);
 EXPORT_SYMBOL_GPL(rmad_unregister_agent);
+EXPORT_SYMBOL_GPL(rmad_unregister_agent_async);
+
+bool rmad_capi_module_get(struct module *owner)
+{
+	return try_module_get(owner);
+}
+
+void rmad_capi_module_put(struct module *owner)
+{
+	module_put(owner);
+}
 EXPORT_SYMBOL_GPL(rmad_agent_context);
 EXPORT_SYMBOL_GPL(rmad_agent_hi_tid);
 EXPORT_SYMBOL_GPL(rmad_resolve_ah);

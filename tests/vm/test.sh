@@ -82,6 +82,13 @@ vm_case template_client_runs sh -c 'insmod /modules/rmad_client.ko && rmmod rmad
 vm_case hrtimer_client_reports_pass sh -c 'insmod /modules/rmad_hrtimer_client.ko &&
 	rmmod rmad_hrtimer_client && dmesg | grep "rmad_hrtimer_client: " | tail -n 1 &&
 	dmesg | grep -q "rmad_hrtimer_client: PASS"'
+# The safe Rust binding, from a Rust client module: an agent dropped inside its own handler
+# is unregistered once the handler returns (its class then answered by ib_core, 0x000C) and
+# its client dropped; an agent dropped before a buffer of it returns, and the buffer is
+# inert (tests/clients/rust_drop).
+vm_case rust_drop_client_reports_pass sh -c 'insmod /modules/rmad_rust_drop_client.ko &&
+	dmesg | grep "rmad_rust_drop_client: " | tail -n 1 &&
+	dmesg | grep -q "rmad_rust_drop_client: PASS" && rmmod rmad_rust_drop_client'
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&

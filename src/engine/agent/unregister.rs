@@ -15,6 +15,14 @@ impl Agent {
     /// itself forever: it warns and returns `EDEADLK` at once instead, whatever other handlers
     /// of the agent run at the time (handler calls are tracked per call, see `frames.rs`).
     pub(crate) fn unregister(self: &Arc<Self>) -> Result {
+        self.unregister_with(true)
+    }
+
+    /// [`Agent::unregister`], waiting for the agent's send buffers to be dropped only if
+    /// `wait_buffers`. Without that wait, buffers still held are inert afterwards: the agent
+    /// is dead, so a post fails (`ESHUTDOWN`) and no handler runs; dropping one is safe
+    /// whenever its owner likes (each holds the agent's memory, none of its client's).
+    pub(crate) fn unregister_with(self: &Arc<Self>, wait_buffers: bool) -> Result {
         let me = frames::current_task();
         {
             let mut g = self.lock();
@@ -53,7 +61,7 @@ impl Agent {
                 self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
                 continue;
             }
-            if g.outstanding == 0 && g.buffers == 0 && g.in_recv == 0 {
+            if g.outstanding == 0 && (g.buffers == 0 || !wait_buffers) && g.in_recv == 0 {
                 return Ok(());
             }
             g.wait(&self.idle);
