@@ -94,7 +94,10 @@ enum rmad_qp_type {
  * @flow_label: flow label of the GRH (20 bits)
  *
  * The P_Key index is the send buffer's (rmad_create_send_mad()), as in the C
- * MAD layer. On RoCE the destination MAC is resolved from @dgid by ib_core's
+ * MAD layer: a post whose index the port's P_Key table lacks fails with
+ * -EINVAL. On an RDMA device rmad sends in the partition of P_Key index 0
+ * only: another index whose P_Key differs from index 0's fails the post with
+ * -EOPNOTSUPP. On RoCE the destination MAC is resolved from @dgid by ib_core's
  * neighbour resolution: by rmad_resolve_ah(), or at the first transmission.
  */
 struct rmad_ah {

@@ -119,6 +119,7 @@ extern "C" {
         has_smi: *mut u8,
     ) -> c_int;
     fn rmad_shim_query_gid(dev: *mut IbDevice, port: u32, index: c_int, gid: *mut u8) -> c_int;
+    fn rmad_shim_query_pkey(dev: *mut IbDevice, port: u32, index: u16, pkey: *mut u16) -> c_int;
     fn rmad_shim_find_gid(dev: *mut IbDevice, port: u32, gid: *const u8) -> c_int;
     fn rmad_shim_reply_hop_limit(
         dev: *mut IbDevice,
@@ -501,6 +502,19 @@ impl Transport for VerbsPort {
             }
         })?;
         (r == 0).then_some(gid)
+    }
+
+    fn pkey(&self, port: u8, index: u16) -> Option<u16> {
+        if port != self.port {
+            return None;
+        }
+        let mut pkey = 0u16;
+        // SAFETY: `with_device` holds a registration reference on `dev`; `pkey` is valid for a
+        // write.
+        let r = self.with_device(|dev| unsafe {
+            rmad_shim_query_pkey(dev, u32::from(port), index, &mut pkey)
+        })?;
+        (r == 0 && pkey & 0x7fff != 0).then_some(pkey)
     }
 
     fn device(&self) -> *const () {

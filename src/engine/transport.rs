@@ -56,11 +56,7 @@ pub(crate) struct SendWr<'a> {
         expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
     )]
     pub(crate) src_qpn: u32,
-    /// P_Key index.
-    #[cfg_attr(
-        not(rmad_test),
-        expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
-    )]
+    /// P_Key index: its entry of the port's P_Key table must be valid.
     pub(crate) pkey_index: u16,
     /// The send, to name in the completion.
     pub(crate) rec: &'a Arc<SendRecord>,
@@ -124,6 +120,10 @@ pub(crate) trait Transport: Send + Sync {
 
     /// Entry `index` of the GID table of `port`.
     fn gid(&self, port: u8, index: u8) -> Option<Gid>;
+
+    /// Entry `index` of the P_Key table of `port`, if the table has it and it is valid (a
+    /// partition key with some of its low 15 bits set).
+    fn pkey(&self, port: u8, index: u16) -> Option<u16>;
 
     /// The index of `gid` in the GID table of `port`, searching the whole table (its first
     /// 256 entries: an address names its source GID with a `u8`). The default asks

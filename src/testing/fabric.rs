@@ -572,7 +572,7 @@ impl RecvHandler for Responder {
         let answer = || -> Result {
             let ah = agent.reply_address(&mad.wc)?;
             let req = MadHdr { status: 0, ..req };
-            let buf = requests::answer(agent, &req, mad.wc.src_qp, ah)?;
+            let buf = requests::answer(agent, &req, mad.wc.src_qp, mad.wc.pkey_index, ah)?;
             Agent::post(buf).map(|_| ()).map_err(|e| e.err)
         };
         if let Err(e) = answer() {

@@ -113,10 +113,31 @@ pub(crate) struct FabricStats {
     pub(crate) delivered: u64,
     /// Packets lost on purpose.
     pub(crate) lost: u64,
+    /// Packets dropped at their destination port, which is no member of their partition.
+    pub(crate) pkey_dropped: u64,
+}
+
+/// Entries of each port's P_Key table.
+pub(crate) const PKEYS: usize = 4;
+
+/// The default P_Key table: the full-member default partition at index 0, nothing else.
+const DEFAULT_PKEYS: [u16; PKEYS] = [0xffff, 0, 0, 0];
+
+/// Whether a P_Key table entry is a partition key (some of its low 15 bits set).
+fn pkey_valid(p: u16) -> bool {
+    p & 0x7fff != 0
+}
+
+/// Whether a packet with P_Key `p` may be received by a port that has `q`: the same partition
+/// (low 15 bits), and not two limited members (IBA 10.9.3).
+fn pkey_matches(p: u16, q: u16) -> bool {
+    pkey_valid(p) && p & 0x7fff == q & 0x7fff && (p | q) & 0x8000 != 0
 }
 
 struct FabricInner {
     ports: [PortAttr; PORTS],
+    /// Each port's P_Key table ([`DEFAULT_PKEYS`] unless a test sets one).
+    pkeys: [[u16; PKEYS]; PORTS],
     knobs: Knobs,
     cq: Fifo<CqEvent>,
     /// Events that may be processed while `knobs.hold` is set.
@@ -195,6 +216,7 @@ impl Fabric {
                 inner <- new_spinlock_irq!(
                     FabricInner {
                         ports,
+                        pkeys: [DEFAULT_PKEYS; PORTS],
                         knobs: Knobs::default(),
                         cq: Fifo::new(),
                         released: 0,
@@ -345,6 +367,26 @@ impl Fabric {
 }
 
 impl Fabric {
+    /// Replaces the P_Key table of `port` (numbered from 1).
+    pub(crate) fn set_pkeys(&self, port: u8, table: [u16; PKEYS]) {
+        let mut g = self.inner.lock();
+        if let Some(t) = usize::from(port)
+            .checked_sub(1)
+            .and_then(|i| g.pkeys.get_mut(i))
+        {
+            *t = table;
+        }
+    }
+
+    /// Entry `index` of the P_Key table of `port`, if valid.
+    pub(crate) fn pkey(&self, port: u8, index: u16) -> Option<u16> {
+        let g = self.inner.lock();
+        let t = g.pkeys.get(usize::from(port).checked_sub(1)?)?;
+        t.get(usize::from(index))
+            .copied()
+            .filter(|p| pkey_valid(*p))
+    }
+
     /// The attributes of `port` (numbered from 1).
     pub(crate) fn port_attr(&self, port: u8) -> Option<PortAttr> {
         let i = usize::from(port).checked_sub(1)?;
@@ -377,6 +419,15 @@ impl Fabric {
             }
         }
         let src_attr = *g.ports.get(src).ok_or(EINVAL)?;
+        // The packet's P_Key: the sender's table must have the index (as a device refuses a
+        // work request with a bad P_Key index).
+        let pkey = g
+            .pkeys
+            .get(src)
+            .and_then(|t| t.get(usize::from(wr.pkey_index)))
+            .copied()
+            .filter(|p| pkey_valid(*p))
+            .ok_or(EINVAL)?;
         let (status, vendor_err) = match (g.knobs.error_completions, g.knobs.error_status) {
             (n, Some(s)) if n > 0 => {
                 g.knobs.error_completions = n - 1;
@@ -385,6 +436,15 @@ impl Fabric {
             _ => (WcStatus::Success, 0),
         };
         g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+        // Where the packet goes, and whether that port is a member of its partition (then
+        // with the index of the P_Key in the receiver's table).
+        let dest = Self::port_of_lid(&g.ports, wr.ah.dlid).filter(|_| mad.len() == wr.mad.len());
+        let member = dest.and_then(|(dst, _)| {
+            g.pkeys
+                .get(dst)
+                .and_then(|t| t.iter().position(|q| pkey_matches(pkey, *q)))
+                .and_then(|i| u16::try_from(i).ok())
+        });
         let mut packets = KVec::new();
         let lost = if is_response {
             g.knobs.drop_responses > 0
@@ -398,9 +458,9 @@ impl Fabric {
                 g.knobs.drop_requests -= 1;
             }
             g.stats.lost = g.stats.lost.saturating_add(1);
-        } else if let Some((dst, base)) =
-            Self::port_of_lid(&g.ports, wr.ah.dlid).filter(|_| mad.len() == wr.mad.len())
-        {
+        } else if dest.is_some() && member.is_none() {
+            g.stats.pkey_dropped = g.stats.pkey_dropped.saturating_add(1);
+        } else if let (Some((dst, base)), Some(rx_pkey_index)) = (dest, member) {
             let grh = wr.ah.grh.map(|h| {
                 (
                     port_gid(src_attr.lid, h.sgid_index).unwrap_or([0; 16]),
@@ -414,7 +474,7 @@ impl Fabric {
                 dlid_path_bits: u8::try_from(wr.ah.dlid - base).unwrap_or(0),
                 src_qp: wr.src_qpn,
                 dst_qp: wr.remote_qpn,
-                pkey_index: wr.pkey_index,
+                pkey_index: rx_pkey_index,
                 sl: wr.ah.sl,
                 grh,
                 // What the packet carries: the sender's address, untouched by a router.
@@ -493,6 +553,10 @@ impl Transport for Loopback {
 
     fn gid(&self, port: u8, index: u8) -> Option<Gid> {
         port_gid(self.fabric.port_attr(port)?.lid, index)
+    }
+
+    fn pkey(&self, port: u8, index: u16) -> Option<u16> {
+        self.fabric.pkey(port, index)
     }
 
     fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result {

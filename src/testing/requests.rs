@@ -4,7 +4,10 @@
 
 use crate::{
     engine::{
-        agent::Agent,
+        agent::{
+            Agent,
+            SendSpec, //
+        },
         send::SendBuf,
         transport::{
             RecvMad,
@@ -30,7 +33,24 @@ use kernel::{
 /// A send buffer of `agent` for QP1 with a request header: base version 1, `class` version
 /// 1, `method`, TID `hi_tid:lo`. Every request the tests send starts here.
 pub(crate) fn mad(agent: &Arc<Agent>, class: u8, method: u8, lo: u32) -> Result<SendBuf> {
-    let mut buf = agent.create_mad(1, GFP_KERNEL)?;
+    mad_in(agent, class, method, lo, 0)
+}
+
+/// [`mad`], sent with P_Key index `pkey_index`.
+pub(crate) fn mad_in(
+    agent: &Arc<Agent>,
+    class: u8,
+    method: u8,
+    lo: u32,
+    pkey_index: u16,
+) -> Result<SendBuf> {
+    let mut buf = agent.create_send(
+        SendSpec {
+            pkey_index,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    )?;
     let hdr = MadHdr {
         base_version: 1,
         mgmt_class: class,
@@ -103,15 +123,23 @@ pub(crate) fn rxe_request(
     Ok(buf)
 }
 
-/// The answer of `agent` to the request `req` that came from QP `src_qp`: a GET_RESP with the
-/// request's header otherwise, to `ah`.
+/// The answer of `agent` to the request `req` that came from QP `src_qp` with P_Key index
+/// `pkey_index`: a GET_RESP with the request's header otherwise, to `ah`, in the request's
+/// partition (as C responders do with `wc->pkey_index`).
 pub(crate) fn answer(
     agent: &Arc<Agent>,
     req: &MadHdr,
     src_qp: u32,
+    pkey_index: u16,
     ah: Address,
 ) -> Result<SendBuf> {
-    let mut buf = agent.create_mad(src_qp, GFP_KERNEL)?;
+    let mut buf = agent.create_send(
+        SendSpec {
+            pkey_index,
+            ..SendSpec::mad(src_qp)
+        },
+        GFP_KERNEL,
+    )?;
     let hdr = MadHdr {
         method: wire::IB_MGMT_METHOD_GET_RESP,
         ..*req
@@ -129,7 +157,7 @@ pub(crate) fn respond(agent: &Arc<Agent>, req: &MadHdr, mad: &RecvMad) -> Result
         src_path_bits: mad.wc.dlid_path_bits,
         grh: None,
     };
-    let mut buf = answer(agent, req, mad.wc.src_qp, ah)?;
+    let mut buf = answer(agent, req, mad.wc.src_qp, mad.wc.pkey_index, ah)?;
     buf.set_context([usize::MAX, 0]);
     Agent::post(buf).map(|_| ()).map_err(|e| e.err)
 }

@@ -11,6 +11,7 @@
 //! | `rmad_unregister` | unregistration from inside handlers | [`unregister`] |
 //! | `rmad_conformance` | Documentation/behaviour.md §6, on the loopback fabric | [`conformance`] |
 //! | `rmad_devices` | two devices on one engine: registrations and matching per device | [`devices`] |
+//! | `rmad_partitions` | P_Keys: a send reaches members of its partition only | [`partitions`] |
 //! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
 //! | `rmad_peer` | what a hostile peer sends rmad's private QP is dropped and counted | [`peer`] |
 //! | `rmad_reply` | the reply address is `ib_init_ah_attr_from_wc`'s | [`reply`] |
@@ -22,6 +23,7 @@ pub(crate) mod conformance;
 pub(crate) mod devices;
 pub(crate) mod engine;
 pub(crate) mod handles;
+pub(crate) mod partitions;
 pub(crate) mod peer;
 pub(crate) mod races;
 pub(crate) mod reply;

@@ -158,6 +158,12 @@ int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid)
 	return ret;
 }
 
+/* Entry @index of the P_Key table of (@dev, @port), from ib_core's cache (atomic-safe). */
+int rmad_shim_query_pkey(struct ib_device *dev, u32 port, u16 index, u16 *pkey)
+{
+	return ib_get_cached_pkey(dev, port, index, pkey);
+}
+
 /*
  * The index of @gid in the GID table of (@dev, @port), among its first 256
  * entries (an address handle names its source GID with a u8), or -ENOENT.

@@ -36,6 +36,7 @@ u32 rmad_shim_port_count(struct ib_device *dev);
 int rmad_shim_port_has_gsi(struct ib_device *dev, u32 port);
 int rmad_shim_query_port(struct ib_device *dev, u32 port, u32 *lid, u8 *lmc, u8 *has_smi);
 int rmad_shim_query_gid(struct ib_device *dev, u32 port, int index, u8 *gid);
+int rmad_shim_query_pkey(struct ib_device *dev, u32 port, u16 index, u16 *pkey);
 int rmad_shim_find_gid(struct ib_device *dev, u32 port, const u8 *gid);
 int rmad_shim_reply_hop_limit(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid);
 int rmad_shim_port_mac(struct ib_device *dev, u32 port, u8 *mac);

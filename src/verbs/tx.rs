@@ -80,6 +80,16 @@ impl VerbsPort {
         if wr.mad.len() > MAD_MAX {
             return Err(EINVAL);
         }
+        // A P_Key index the port's table lacks fails the post, as the device fails a work
+        // request with it in the C layer. The private QP sends in the partition of index 0:
+        // another partition is not carried yet (one QP per partition in use would be).
+        match self.pkey(self.port, wr.pkey_index) {
+            None => return Err(EINVAL),
+            Some(p) if wr.pkey_index != 0 && self.pkey(self.port, 0) != Some(p) => {
+                return Err(EOPNOTSUPP)
+            }
+            Some(_) => {}
+        }
         // An address the device cannot make a handle for fails the post now, as it does in
         // the C layer (whose client creates the handle first): its source GID must exist.
         if let Some(g) = wr.ah.grh {

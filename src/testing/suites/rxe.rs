@@ -6,7 +6,10 @@
 #[kernel::prelude::kunit_tests(rmad_rxe)]
 mod tests {
     use crate::{
-        engine::agent::Agent,
+        engine::{
+            agent::Agent,
+            transport::Transport, //
+        },
         mad::{
             state::{
                 SendState,
@@ -18,6 +21,10 @@ mod tests {
             ib_responder::IbResponder,
             post,
             race_cancel,
+            requests::{
+                gid_address,
+                mad_in, //
+            },
             rxe_agent,
             rxe_request,
             sleep_ms,
@@ -201,6 +208,36 @@ mod tests {
         assert!(cancel.is_ok());
         assert!(done);
         assert_eq!(&sends[..], &[(3, WcStatus::WrFlushErr, 0)][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_pkey_index_beyond_the_table_refused() -> Result {
+        // rxe0's P_Key table has the default partition at index 0 only: a send with index 1
+        // fails its post, as the device would fail the work request; nothing is sent.
+        let s = setup()?;
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let gid = port.gid(1, 1).ok_or(ENODEV)?;
+        let mut buf = mad_in(
+            &a,
+            wire::IB_MGMT_CLASS_PERF_MGMT,
+            wire::IB_MGMT_METHOD_GET,
+            9,
+            1,
+        )?;
+        buf.set_ah(Some(gid_address(gid, 1)));
+        buf.set_timeout_ms(1000);
+        let refused = post(buf).err();
+        let stats = a.stats();
+        a.unregister()?;
+        assert_eq!(port.pkey(1, 0), Some(0xffff));
+        assert_eq!(port.pkey(1, 1), None);
+        assert_eq!(refused, Some(EINVAL));
+        assert_eq!(stats.transmitted, 0);
+        assert_eq!(rec.send_count(), 0);
         Ok(())
     }
 
