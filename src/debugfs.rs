@@ -87,6 +87,10 @@ pub(crate) fn create() -> Result<Debugfs> {
                     failed
                 )?;
             }
+            // What reached no agent: no MAD, invalid, or for nobody.
+            if let Some(e) = verbs::verbs_engine() {
+                writeln!(f, "unrouted {}", e.unrouted())?;
+            }
             Ok(())
         }),
         GFP_KERNEL,

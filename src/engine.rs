@@ -42,6 +42,10 @@ use kernel::{
         RBTreeNodeReservation, //
     },
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         SpinLockIrq, //
     },
@@ -84,6 +88,9 @@ pub(crate) struct Engine {
     pub(crate) cq_wq: OwnedQueue,
     #[pin]
     reg: SpinLockIrq<Registry>,
+    /// MADs dropped before reaching an agent: no MAD header, invalid (`validate_mad`), no
+    /// agent for them, or one on another device, port or QP type.
+    unrouted: Atomic<u64>,
 }
 
 impl Engine {
@@ -93,6 +100,7 @@ impl Engine {
             try_pin_init!(Self {
                 wq: OwnedQueue::new_ordered(name)?,
                 cq_wq: OwnedQueue::new_ordered(cq_name)?,
+                unrouted: Atomic::new(0),
                 reg <- new_spinlock_irq!(
                     Registry {
                         agents: RBTree::new(),
@@ -228,30 +236,38 @@ impl Engine {
     /// registration, both on that device and port only, as ib_core keeps agents per port of
     /// each device. MADs that fail validation or have no agent are dropped.
     pub(crate) fn receive(&self, device: *const (), recv: RecvMad) {
-        let Ok(hdr) = MadHdr::parse(&recv.mad) else {
-            return;
-        };
+        match self.route(device, &recv) {
+            Some((agent, hdr)) => agent.receive(&hdr, recv),
+            None => {
+                self.unrouted.add(1, Relaxed);
+            }
+        }
+    }
+
+    /// The agent `recv` goes to, and its parsed header; `None` if it is dropped.
+    fn route(&self, device: *const (), recv: &RecvMad) -> Option<(Arc<Agent>, MadHdr)> {
+        let hdr = MadHdr::parse(&recv.mad).ok()?;
         let qp = if recv.wc.dst_qp == 0 {
             QpType::Smi
         } else {
             QpType::Gsi
         };
         if !mad_is_valid(&hdr, qp) {
-            return;
+            return None;
         }
         let agent = if hdr.is_response() {
             self.agent_by_tid(hdr.tid)
         } else {
             let oui = oui_of(&recv.mad);
             self.agent_by_class(device, recv.wc.port, qp, &hdr, oui)
-        };
-        let Some(agent) = agent else {
-            return;
-        };
-        if !agent.on_device(device) || agent.port() != recv.wc.port || agent.qp_type() != qp {
-            return;
-        }
-        agent.receive(&hdr, recv);
+        }?;
+        (agent.on_device(device) && agent.port() == recv.wc.port && agent.qp_type() == qp)
+            .then_some((agent, hdr))
+    }
+
+    /// MADs dropped before reaching an agent, since the engine was made.
+    pub(crate) fn unrouted(&self) -> u64 {
+        self.unrouted.load(Relaxed)
     }
 }
 

@@ -256,6 +256,139 @@ mod tests {
         Ok(())
     }
 
+    /// A seeded xorshift64 step: the "random bytes" of the hostile peer.
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    #[test]
+    fn hostile_kinds_are_dropped_and_counted_exactly() -> Result {
+        // While the agent's SEND (tag 1) waits and its SEND tag 2 is cancelled, the peer sends
+        // rmad's private QP every kind of datagram below, then the real answer, then that
+        // answer again. Each kind is dropped where the C layer drops it, and counted: by the
+        // engine (nothing routes it), by the agent (a response it cannot match) or by the port
+        // (a request). The real answer is matched exactly once.
+        const RANDOM: usize = 40;
+        const FLOOD: usize = 200;
+        let w = world()?;
+        let cancelled = post(rxe_request(
+            &w.port,
+            &w.agent,
+            2,
+            wire::IB_MGMT_METHOD_SEND,
+            60_000,
+            0,
+        )?)?;
+        let waiting2 = wait_state(&w.agent, &cancelled, SendState::WaitResp);
+        let cancel2 = cancelled.cancel().is_ok() && w.rec.wait_sends(1);
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let (unrouted0, dropped0, requests0) = (
+            engine.unrouted(),
+            w.agent.stats().dropped_responses,
+            w.port.drops().requests,
+        );
+        let full = response(w.tid)?;
+        let mut sent = 0usize;
+        let mut send = |m: &[u8]| sent += usize::from(w.peer.send(w.qpn, &w.gid, m).is_ok());
+        // Engine: seeded random bytes whose base version is not 1, a bad base version on a
+        // real response, and responses whose TID names no agent.
+        let mut x = 0x0016_0008_5eed_0001u64;
+        for _ in 0..RANDOM {
+            let mut m = [0u8; wire::IB_MGMT_MAD_SIZE];
+            for c in m.chunks_mut(8) {
+                let r = xorshift(&mut x).to_le_bytes();
+                c.copy_from_slice(r.get(..c.len()).unwrap_or(&[]));
+            }
+            if m[0] == wire::IB_MGMT_BASE_VERSION {
+                m[0] = 2;
+            }
+            send(&m);
+        }
+        let mut bad_base = full;
+        bad_base[0] = 2;
+        send(&bad_base);
+        let mut unknown = full;
+        unknown[8..12].copy_from_slice(&0x7fff_fff0u32.to_be_bytes());
+        send(&unknown);
+        let engine_kinds = RANDOM + 2;
+        // Agent: the right hi_tid with a TID no send has (the flood of unsolicited responses
+        // among them), the right TID with the wrong class, with RMPP flags on a class that has
+        // no RMPP, and the cancelled send's TID.
+        for i in 0..FLOOD {
+            let mut m = full;
+            let lo = 0x1000u32 + u32::try_from(i).unwrap_or(0);
+            m[12..16].copy_from_slice(&lo.to_be_bytes());
+            send(&m);
+        }
+        let mut wrong_class = full;
+        wrong_class[1] = wire::IB_MGMT_CLASS_DEVICE_MGMT;
+        send(&wrong_class);
+        let mut rmpp = full;
+        rmpp[12..16].copy_from_slice(&0x0fffu32.to_be_bytes());
+        rmpp[24] = 1;
+        rmpp[26] = wire::IB_MGMT_RMPP_FLAG_ACTIVE;
+        send(&rmpp);
+        send(&response(wire::make_tid(w.agent.hi_tid, 2))?);
+        let agent_kinds = FLOOD + 3;
+        // Port: the right TID as a request.
+        let mut request = full;
+        request[3] = wire::IB_MGMT_METHOD_GET;
+        send(&request);
+        // The real answer, then again (a response to a completed send).
+        let counted = wait_for(|| {
+            w.agent.stats().dropped_responses - dropped0 >= u64::try_from(agent_kinds).unwrap_or(0)
+                && w.port.drops().requests > requests0
+        });
+        send(&full);
+        let answered = w.rec.wait_sends(2);
+        send(&full);
+        let again = wait_for(|| {
+            w.agent.stats().dropped_responses - dropped0 > u64::try_from(agent_kinds).unwrap_or(0)
+        });
+        // Time for anything that would still, wrongly, reach the handler.
+        sleep_ms(200);
+        let calls = w.rec.calls()?;
+        let unrouted = engine.unrouted() - unrouted0;
+        let dropped = w.agent.stats().dropped_responses - dropped0;
+        let requests = w.port.drops().requests - requests0;
+        let responses = w.agent.stats().responses;
+        let unreg = w.agent.unregister();
+        drop(w.send);
+        pr_info!(
+            "peer: {} hostile datagrams and 2 answers sent; dropped by the engine {}, by the agent {}, as requests {}; {} responses matched\n",
+            sent - 2,
+            unrouted,
+            dropped,
+            requests,
+            responses
+        );
+        assert!(waiting2 && cancel2);
+        assert_eq!(sent, engine_kinds + agent_kinds + 1 + 2);
+        assert!(counted && answered && again);
+        // At least: a stray datagram of the VM's own may reach the engine meanwhile.
+        assert!(unrouted >= u64::try_from(engine_kinds).unwrap_or(u64::MAX));
+        assert_eq!(dropped, u64::try_from(agent_kinds + 1).unwrap_or(0));
+        assert_eq!(requests, 1);
+        assert_eq!(responses, 1);
+        let recvs = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Recv { .. }))
+            .count();
+        let success = calls
+            .iter()
+            .any(|c| matches!(c, Call::Send { tag: 1, wc, .. } if wc.status == WcStatus::Success));
+        let flushed = calls.iter().any(
+            |c| matches!(c, Call::Send { tag: 2, wc, .. } if wc.status == WcStatus::WrFlushErr),
+        );
+        assert_eq!(recvs, 1);
+        assert!(success && flushed);
+        assert!(unreg.is_ok());
+        Ok(())
+    }
+
     #[test]
     fn requests_at_the_private_qp_are_dropped_and_counted() -> Result {
         // A responder for class 0x06 GETs on rxe0: requests reach it through QP1, where ib_core
