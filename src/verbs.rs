@@ -132,6 +132,7 @@ extern "C" {
     fn rmad_shim_dev_put(dev: *mut IbDevice);
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
+    fn rmad_shim_vport_sweep(vp: *mut Vport);
     fn rmad_shim_vport_qp_num(vp: *mut Vport) -> u32;
     fn rmad_shim_forward_start(
         dev: *mut IbDevice,
@@ -656,6 +657,21 @@ unsafe extern "C" fn rmad_rust_send_done(
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
     // SAFETY: The shim reports each transmission it took once, with its id (caller's promise).
     unsafe { port.tx_done(wr_id, status, vendor_err) };
+}
+
+/// The shim's report that the port's GID table changed: the transmit work sweeps the address
+/// handles that reference deleted GID entries (`rmad_shim_vport_sweep`).
+///
+/// # Safety
+///
+/// Only called by the shim, with `ctx` the port given to `rmad_shim_vport_open`.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_port_changed(ctx: *mut c_void) {
+    // SAFETY: `ctx` is the shim's counted reference to the port (type invariant of
+    // `VerbsPort`), held until `rmad_shim_vport_close` returns, which first unregisters the
+    // event handler that calls this.
+    let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    port.kick();
 }
 
 /// The shim's report that a MAD arrived at a private QP.

@@ -87,6 +87,9 @@ struct rmad_vport {
 	u32 nslots;
 	/* Only the port's transmit work and close touch the cache's entries. */
 	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
+	/* GID table changes of the port, which make the transmit work sweep the cache. */
+	struct ib_event_handler events;
+	atomic_t gid_changed;
 	struct rmad_slot send[RMAD_SQ];
 	struct rmad_slot recv[RMAD_RQ];
 };
@@ -374,6 +377,67 @@ static int rmad_qp_to_rts(struct ib_qp *qp)
 	return ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_SQ_PSN);
 }
 
+/*
+ * Whether the address handle of @e still references the GID entry its source
+ * GID index has now (an address handle holds its source GID entry until it is
+ * destroyed; a deleted entry stays allocated while referenced).
+ */
+static bool rmad_ah_current(struct rmad_vport *vp, const struct rmad_ah_entry *e)
+{
+	const struct ib_gid_attr *had = e->ah->sgid_attr, *now;
+	bool same;
+
+	if (!had)
+		return true;
+	now = rdma_get_gid_attr(vp->dev, vp->port, had->index);
+	if (IS_ERR(now))
+		return false;
+	same = now == had;
+	rdma_put_gid_attr(now);
+	return same;
+}
+
+/*
+ * After a GID table change (an address removed or replaced): destroys the
+ * cached address handles that no send uses and whose source GID entry is gone
+ * or replaced, so that none keeps a deleted GID entry allocated. The transmit
+ * work calls it first in every run: only it adds users to the cache's entries,
+ * so an entry seen unused here stays unused.
+ */
+void rmad_shim_vport_sweep(struct rmad_vport *vp)
+{
+	unsigned long flags;
+	bool unused;
+	int i;
+
+	if (!atomic_xchg(&vp->gid_changed, 0))
+		return;
+	for (i = 0; i < RMAD_AH_CACHE; i++) {
+		struct rmad_ah_entry *e = &vp->ahs[i];
+
+		if (!e->ah)
+			continue;
+		spin_lock_irqsave(&vp->lock, flags);
+		unused = !e->users;
+		spin_unlock_irqrestore(&vp->lock, flags);
+		if (!unused || rmad_ah_current(vp, e))
+			continue;
+		rdma_destroy_ah(e->ah, RDMA_DESTROY_AH_SLEEPABLE);
+		e->ah = NULL;
+		memset(&e->attr, 0, sizeof(e->attr));
+	}
+}
+
+static void rmad_port_event(struct ib_event_handler *h, struct ib_event *ev)
+{
+	struct rmad_vport *vp = container_of(h, struct rmad_vport, events);
+
+	if (ev->event != IB_EVENT_GID_CHANGE || ev->element.port_num != vp->port)
+		return;
+	atomic_set(&vp->gid_changed, 1);
+	rmad_rust_port_changed(vp->ctx);
+}
+
 static bool rmad_sends_busy(struct rmad_vport *vp)
 {
 	unsigned long flags;
@@ -424,6 +488,8 @@ void rmad_shim_vport_close(struct rmad_vport *vp)
 
 	if (!vp)
 		return;
+	if (vp->events.device)
+		ib_unregister_event_handler(&vp->events);
 	if (vp->qp) {
 		ib_modify_qp(vp->qp, &attr, IB_QP_STATE);
 		for (i = 0; i < 10000 && rmad_sends_busy(vp); i++)
@@ -520,6 +586,8 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 		if (ret)
 			goto err;
 	}
+	INIT_IB_EVENT_HANDLER(&vp->events, dev, rmad_port_event);
+	ib_register_event_handler(&vp->events);
 	return vp;
 err:
 	rmad_shim_vport_close(vp);

@@ -44,6 +44,7 @@ int rmad_shim_dev_try_get(struct ib_device *dev);
 void rmad_shim_dev_put(struct ib_device *dev);
 struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx);
 void rmad_shim_vport_close(struct rmad_vport *vp);
+void rmad_shim_vport_sweep(struct rmad_vport *vp);
 u32 rmad_shim_vport_qp_num(struct rmad_vport *vp);
 void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
 			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);
@@ -59,6 +60,7 @@ int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const
 void rmad_rust_device_add(struct ib_device *dev);
 void rmad_rust_device_remove(struct ib_device *dev);
 void rmad_rust_send_done(void *ctx, u64 wr_id, int status, u32 vendor_err);
+void rmad_rust_port_changed(void *ctx);
 void rmad_rust_recv(void *ctx, const u8 *mad, u32 len, const struct rmad_recv_info *info);
 
 #endif /* RMAD_VERBS_SHIM_H */

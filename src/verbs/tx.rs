@@ -84,6 +84,8 @@ impl VerbsPort {
         // request with it in the C layer. The private QP sends in the partition of index 0:
         // another partition is not carried yet (one QP per partition in use would be).
         match self.pkey(self.port, wr.pkey_index) {
+            // A closed port reads no table: the post fails as every post there does.
+            None if self.vp.lock().is_null() => return Err(ENODEV),
             None => return Err(EINVAL),
             Some(p) if wr.pkey_index != 0 && self.pkey(self.port, 0) != Some(p) => {
                 return Err(EOPNOTSUPP)
@@ -146,6 +148,14 @@ impl VerbsPort {
     /// The transmit work: hands queued transmissions to the device, oldest first, until the
     /// queue is empty or the send queue is full. Process context, no rmad lock held.
     fn transmit_pending(self: &Arc<Self>) {
+        {
+            let vp = *self.vp.lock();
+            if !vp.is_null() {
+                // SAFETY: As below: `vp` stays open while this work runs; the sweep is the
+                // transmit work's to call.
+                unsafe { rmad_shim_vport_sweep(vp) };
+            }
+        }
         loop {
             let Some(tx) = self.txq.lock().pop_front() else {
                 return;

@@ -126,6 +126,8 @@ vm_case request_at_private_qp_dropped_counted_traced sh -c '
 	grep "rmad_request_dropped: dev=rxe0 port=1 qp=$qpn class=0x0a method=0x01 " $t/trace &&
 	[ "$(grep -c "rmad_request_dropped: dev=rxe0 port=1 qp=$qpn " $t/trace)" = 3 ] &&
 	grep "^device rxe0 port 1 .* requests_dropped 3 " /sys/kernel/debug/rmad/ports'
+# RoCE address churn: an address handle must not keep a deleted address's GID entry.
+vm_case deleted_gid_entry_not_kept_by_address_handles gid_churn
 vm_case sends_parked_on_rxe1 two_hca_action park "parked"
 vm_case remove_rxe1 rdma link delete rxe1
 vm_case removal_flushed_each_rxe1_send_once two_hca_action flushed "parked sends after removal"

@@ -17,7 +17,8 @@
  * GIDs: both GETs must complete before any of the N_FAR (whose destination is
  * being resolved meanwhile), and N_FAR more SENDs to that address fail at once,
  * from the remembered failure; "private <qpn>" sends a GET of the served class
- * to rmad's own private QP on rxe0, which must drop it; "park" posts N_PARK
+ * to rmad's own private QP on rxe0, which must drop it; "from <index>" sends
+ * a GET from rxe0's GID at that index to itself; "park" posts N_PARK
  * SENDs that nobody answers on rxe1 (timeout one minute), so that the test can
  * delete rxe1 with sends outstanding, and "flushed" checks that their handlers reported
  * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working. The last
@@ -145,10 +146,11 @@ static void requester_recv_handler(struct rmad_agent *agent, struct rmad_send_bu
 		atomic_inc(&d->crossed);
 }
 
-/* Posts one request of @method to QP @qpn of @gid; 0 or the error. */
-static int post_qp(struct dev *d, const u8 *gid, u32 qpn, u32 lo, u8 method, int timeout_ms)
+/* Posts one request of @method from GID @sgid_index to QP @qpn of @gid; 0 or the error. */
+static int post_from(struct dev *d, u8 sgid_index, const u8 *gid, u32 qpn, u32 lo, u8 method,
+		     int timeout_ms)
 {
-	struct rmad_ah ah = { .has_grh = 1, .sgid_index = 1 };
+	struct rmad_ah ah = { .has_grh = 1, .sgid_index = sgid_index };
 	struct rmad_send_buf *buf;
 	u8 *mad;
 	int ret;
@@ -171,6 +173,12 @@ static int post_qp(struct dev *d, const u8 *gid, u32 qpn, u32 lo, u8 method, int
 	if (ret)
 		rmad_free_send_mad(buf);
 	return ret;
+}
+
+/* Posts one request of @method to QP @qpn of @gid; 0 or the error. */
+static int post_qp(struct dev *d, const u8 *gid, u32 qpn, u32 lo, u8 method, int timeout_ms)
+{
+	return post_from(d, 1, gid, qpn, lo, method, timeout_ms);
 }
 
 /* Posts one request of @method to QP1 of @gid; 0 or the error. */
@@ -307,6 +315,25 @@ static void to_private_qp(u32 qpn)
 		!bad && !atomic_read(&d->served) && atomic_read(&d->other) == 1 ? "PASS" : "FAIL");
 }
 
+/*
+ * A GET from rxe0's GID @index to that same GID, answered by the responder
+ * (both address handles, request and answer, use GID entry @index).
+ */
+static void from_gid(u32 index)
+{
+	struct dev *d = &devs[0];
+	u8 gid[16];
+	int bad;
+
+	reset(d, 1);
+	bad = index > 255 || rmad_port_gid(names[0], 1, index, gid) != 0;
+	bad = bad || post_from(d, index, gid, 1, 4000, RMAD_MGMT_METHOD_GET, 5000) != 0;
+	bad = bad || !wait_for_completion_timeout(&d->all_done, 60 * HZ);
+	pr_info("rmad_two_hca_client: GET from GID %u: served %d, %d ok: %s\n", index,
+		atomic_read(&d->served), atomic_read(&d->ok),
+		!bad && atomic_read(&d->served) == 1 && atomic_read(&d->ok) == 1 ? "PASS" : "FAIL");
+}
+
 /* Posts N_PARK unanswered SENDs on rxe1, to be flushed by its removal. */
 static void park(void)
 {
@@ -338,6 +365,8 @@ static int action_set(const char *val, const struct kernel_param *kp)
 
 	if (sscanf(val, "private %u", &qpn) == 1)
 		to_private_qp(qpn);
+	else if (sscanf(val, "from %u", &qpn) == 1)
+		from_gid(qpn);
 	else if (sysfs_streq(val, "round"))
 		run_round();
 	else if (sysfs_streq(val, "unreachable"))
@@ -357,7 +386,7 @@ static const struct kernel_param_ops action_ops = {
 
 module_param_cb(action, &action_ops, NULL, 0200);
 MODULE_PARM_DESC(action,
-		 "round, unreachable, private <qpn>, park (SENDs left on rxe1) or flushed (check them)");
+		 "round, unreachable, private <qpn>, from <gid index>, park or flushed");
 
 /* Unregisters what @d has (also on a removed device); logs errors. */
 static void dev_stop(struct dev *d)
