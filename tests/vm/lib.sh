@@ -87,13 +87,12 @@ setup_rxe() {
 	return 1
 }
 
-# The index of IPv4 address $1's GID in rxe0's GID table (empty if none).
+# The index of IPv4 address $1's GID in rxe0's GID table (empty if none). One grep
+# reads the whole table (a process per entry would take minutes under emulation).
 gid_index_of() {
 	want="$(echo "$1" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')"
-	for f in /sys/class/infiniband/rxe0/ports/1/gids/*; do
-		[ "$(cat "$f" 2>/dev/null)" = "$want" ] && basename "$f"
-	done
-	return 0
+	f="$(grep -lx "$want" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | head -n 1)"
+	[ -z "$f" ] || basename "$f"
 }
 
 # Adds IPv4 address $1 to rmad0 and prints its GID's index once rxe0 has it.
