@@ -110,15 +110,22 @@ add_address_gid() {
 # RoCE address churn: an address's GID is used by rmad (a GET from and to it, so that a
 # cached address handle references its GID entry), then the address is deleted and added
 # again. Its GID gets its old index back only if nothing kept the deleted entry allocated.
+# The GID change event, rmad's sweep and ib_core's deferred free of the entry take a moment:
+# the address is added again, up to 20 times a second apart, until its old index is free
+# (with a handle keeping the entry, it never is).
 gid_churn() {
 	k1="$(add_address_gid 10.0.0.50)" || return 1
 	two_hca_action "from $k1" "GET from GID $k1:" || return 1
 	ip addr del 10.0.0.50/24 dev rmad0 || return 1
-	# The GID change event, rmad's sweep and ib_core's deferred free of the entry.
-	sleep 3
-	k2="$(add_address_gid 10.0.0.50)" || return 1
-	ip addr del 10.0.0.50/24 dev rmad0
-	echo "GID index before $k1, after $k2"
+	i=0
+	while [ $i -lt 20 ]; do
+		sleep 1
+		k2="$(add_address_gid 10.0.0.50)" || return 1
+		ip addr del 10.0.0.50/24 dev rmad0 || return 1
+		[ "$k1" = "$k2" ] && break
+		i=$((i + 1))
+	done
+	echo "GID index before $k1, after $k2 (attempt $((i + 1)))"
 	[ "$k1" = "$k2" ]
 }
 
