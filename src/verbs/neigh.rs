@@ -211,6 +211,15 @@ impl VerbsPort {
         Dest::Wait
     }
 
+    /// Whether a resolution of `grh`'s destination is under way.
+    pub(super) fn is_resolving(&self, grh: &GrhAttr) -> bool {
+        self.neigh
+            .lock()
+            .entries
+            .iter()
+            .any(|e| e.is(grh) && e.mac == Mac::Resolving)
+    }
+
     /// The destination MAC for `grh` from this port, for a client that creates an address:
     /// this port's own for one of its GIDs, a cached MAC, or a new resolution, waited for
     /// here (a failure remembered by the transmit path is tried again). Process context; may

@@ -181,6 +181,12 @@ impl VerbsPort {
                     Dest::Mac(mac) => mac,
                     Dest::Wait => {
                         self.parked.lock().push_back(tx);
+                        // The resolution may have ended between `dest_for_tx` and the push,
+                        // and found nothing parked: then this one goes back now. (One that
+                        // ends after this check requeues what is parked, this one included.)
+                        if !self.is_resolving(&g) {
+                            self.requeue_parked();
+                        }
                         continue;
                     }
                     Dest::Unreachable => {
