@@ -224,8 +224,8 @@ pub(crate) struct CAgent {
     /// Registered with `RMAD_DETACH_BUFFERS`: unregistration does not wait for the client's
     /// buffers.
     detach_buffers: bool,
-    /// An unregistration has started (`rmad_unregister_agent_async`): a second one is
-    /// refused.
+    /// An unregistration has started (`rmad_unregister_agent`, for the length of the call,
+    /// or `rmad_unregister_agent_async`): a second one is refused (`EINVAL`).
     closing: bool,
 }
 
@@ -596,14 +596,24 @@ fn agent_of(h: *mut c_void) -> Result<Arc<Agent>> {
 #[no_mangle]
 pub(crate) extern "C" fn rmad_unregister_agent(agent: *mut c_void) -> c_int {
     code((|| {
-        let (a, detach) = tables()?.agents.with(from_ptr(agent), |c| {
+        let t = tables()?;
+        let h = from_ptr(agent);
+        // Claimed for the length of the call, so that an asynchronous unregistration asked
+        // meanwhile (by a handler this call waits for) is refused instead of releasing the
+        // client while that handler still runs.
+        let (a, detach) = t.agents.with(h, |c| {
             if c.closing {
                 Err(EINVAL)
             } else {
+                c.closing = true;
                 Ok((c.agent.clone(), c.detach_buffers))
             }
         })??;
-        a.unregister_with(!detach)?;
+        if let Err(e) = a.unregister_with(!detach) {
+            // Nothing was done (from one of its own handlers, `EDEADLK`): the claim goes.
+            let _ = t.agents.with(h, |c| c.closing = false);
+            return Err(e);
+        }
         // The handle goes stale now; the agent is dropped outside the table's lock.
         let left = tables()?.agents.remove(from_ptr(agent), |_| Ok(()))?;
         drop(left);
