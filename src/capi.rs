@@ -26,6 +26,9 @@ mod recv;
 mod unregister;
 
 #[cfg(rmad_test)]
+pub(crate) use unregister::rmad_unregister_agent_async;
+
+#[cfg(rmad_test)]
 pub(crate) use recv::{
     rmad_free_recv_mad,
     rmad_keep_recv_mad,

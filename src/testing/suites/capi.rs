@@ -839,4 +839,89 @@ mod tests {
         assert_eq!(full & (io | fs), io | fs);
         Ok(())
     }
+
+    /// What [`async_release`] saw: that it ran, and the sends the probe had seen by then.
+    static ASYNC_RELEASED: Atomic<bool> = Atomic::new(false);
+    static ASYNC_SENDS_AT_RELEASE: Atomic<usize> = Atomic::new(usize::MAX);
+
+    /// The release function of [`unregister_async_pins_its_owner_until_release`]; `arg` is
+    /// an `Arc<CRecorder>` from `Arc::into_raw`.
+    unsafe extern "C" fn async_release(arg: *mut c_void) {
+        // SAFETY: `arg` is the reference the test leaked for this call, taken back once.
+        let probe = unsafe { Arc::from_raw(arg.cast::<CRecorder>()) };
+        let sends = probe.sends().map_or(usize::MAX, |s| s.len());
+        ASYNC_SENDS_AT_RELEASE.store(sends, Relaxed);
+        ASYNC_RELEASED.store(true, Release);
+    }
+
+    #[test]
+    fn unregister_async_pins_its_owner_until_release() -> Result {
+        // rmad.h: rmad_unregister_agent_async is atomic-safe and calls no handler; the agent
+        // is refused by both unregistrations afterwards; it is unregistered in rmad's thread
+        // (its outstanding send flushed), then `release` runs, with `owner` pinned until
+        // then. Here `owner` is rmad itself and the call is made with interrupts off.
+        let own = rxe_ah()?;
+        let probe = CRecorder::new(
+            CBehaviour {
+                free: true,
+                ..CBehaviour::default()
+            },
+            own,
+        )?;
+        let a = c_agent(&probe)?;
+        let b = c_request(a, &own, 1, SEND, 60_000)?;
+        // SAFETY: Plain call.
+        let posted = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) } == 0;
+        let owner = <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
+        // SAFETY: `owner` is this module, live.
+        let before = unsafe { kernel::bindings::module_refcount(owner) };
+        ASYNC_RELEASED.store(false, Relaxed);
+        let arg = Arc::into_raw(probe.clone()).cast_mut().cast::<c_void>();
+        let lock = KBox::pin_init(kernel::new_spinlock_irq!(()), GFP_KERNEL)?;
+        let (r, sends_in, released_in) = {
+            let _g = lock.lock();
+            let sends = probe.sends()?.len();
+            // SAFETY: `async_release` takes `arg` once; `owner` contains it (it is rmad).
+            let r = unsafe {
+                crate::capi::rmad_unregister_agent_async(a, Some(async_release), arg, owner.cast())
+            };
+            let after = probe.sends()?.len();
+            (r, after == sends, ASYNC_RELEASED.load(Acquire))
+        };
+        // SAFETY: As above.
+        let pinned = unsafe { kernel::bindings::module_refcount(owner) };
+        let again = rmad_unregister_agent(a);
+        // SAFETY: As above; nothing is queued when this fails.
+        let async_again = unsafe {
+            crate::capi::rmad_unregister_agent_async(a, None, core::ptr::null_mut(), owner.cast())
+        };
+        let mut released = false;
+        let mut unpinned = false;
+        for _ in 0..crate::testing::WAIT_MS / 10 {
+            released = ASYNC_RELEASED.load(Acquire);
+            // SAFETY: As above.
+            unpinned = unsafe { kernel::bindings::module_refcount(owner) } == before;
+            if released && unpinned {
+                break;
+            }
+            crate::testing::sleep_ms(10);
+        }
+        if r != 0 {
+            // Not queued: `arg` is still ours.
+            // SAFETY: `arg` came from `Arc::into_raw` above and was not taken.
+            drop(unsafe { Arc::from_raw(arg.cast::<CRecorder>()) });
+        }
+        let sends = probe.sends()?;
+        assert!(posted);
+        assert_eq!(r, 0);
+        assert!(sends_in && !released_in);
+        assert_eq!(pinned, before + 1);
+        assert_eq!(again, EINVAL.to_errno());
+        assert_eq!(async_again, EINVAL.to_errno());
+        assert!(released && unpinned);
+        // The flush reached the send handler before the release.
+        assert_eq!(ASYNC_SENDS_AT_RELEASE.load(Relaxed), 1);
+        assert_eq!(sends.first().map(|s| s.2), Some(WC_FLUSH));
+        Ok(())
+    }
 }
