@@ -844,8 +844,11 @@ mod tests {
     static ASYNC_RELEASED: Atomic<bool> = Atomic::new(false);
     static ASYNC_SENDS_AT_RELEASE: Atomic<usize> = Atomic::new(usize::MAX);
 
-    /// The release function of [`unregister_async_pins_its_owner_until_release`]; `arg` is
-    /// an `Arc<CRecorder>` from `Arc::into_raw`.
+    /// The release function of [`unregister_async_pins_its_owner_until_release`].
+    ///
+    /// # Safety
+    ///
+    /// `arg` must be an `Arc<CRecorder>` from `Arc::into_raw`, given up to this call.
     unsafe extern "C" fn async_release(arg: *mut c_void) {
         // SAFETY: `arg` is the reference the test leaked for this call, taken back once.
         let probe = unsafe { Arc::from_raw(arg.cast::<CRecorder>()) };
