@@ -238,10 +238,10 @@ struct rmad_agent *rmad_register_agent(const char *device, u32 port, int qp_type
  * Process context; delivers the flushes it causes in the calling thread and
  * waits until every handler has returned and every send buffer of the agent
  * is freed (unless registered with RMAD_DETACH_BUFFERS). Afterwards @agent is
- * invalid forever. Not from a receive handler of another agent on an RDMA
- * device while @agent has sends on the device: their flushed completions come
- * through the thread that runs that handler, so the call would wait for itself
- * (as ib_unregister_mad_agent() does).
+ * invalid forever. A handler of another agent may call it, also a receive
+ * handler while @agent has sends in the device (where
+ * ib_unregister_mad_agent() waits for itself: rmad polls send completions in
+ * a thread of their own).
  *
  * Return: 0; -EDEADLK when called from one of @agent's own handlers (nothing
  * is done and nothing waits: rmad_unregister_agent_async() works there);

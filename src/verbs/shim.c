@@ -77,7 +77,13 @@ struct rmad_vport {
 	u32 port;
 	void *ctx;
 	struct ib_pd *pd;
-	struct ib_cq *cq;
+	/*
+	 * Send and receive completions are polled by two works, so a receive
+	 * handler that waits for a send's completion (unregistering another
+	 * agent) does not wait for itself.
+	 */
+	struct ib_cq *send_cq;
+	struct ib_cq *recv_cq;
 	struct ib_qp *qp;
 	spinlock_t lock; /* protects free_send, nfree and the users counts */
 	/* Indexes of the send slots that are free: a stack, O(1) both ways. */
@@ -497,8 +503,10 @@ void rmad_shim_vport_close(struct rmad_vport *vp)
 		ib_drain_rq(vp->qp);
 		ib_destroy_qp(vp->qp);
 	}
-	if (vp->cq)
-		ib_free_cq(vp->cq);
+	if (vp->send_cq)
+		ib_free_cq(vp->send_cq);
+	if (vp->recv_cq)
+		ib_free_cq(vp->recv_cq);
 	rmad_flush_lost_sends(vp);
 	rmad_free_slots(vp);
 	if (vp->pd)
@@ -528,14 +536,20 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 		vp->pd = NULL;
 		goto err;
 	}
-	vp->cq = ib_alloc_cq(dev, vp, RMAD_SQ + RMAD_RQ, 0, IB_POLL_WORKQUEUE);
-	if (IS_ERR(vp->cq)) {
-		ret = PTR_ERR(vp->cq);
-		vp->cq = NULL;
+	vp->send_cq = ib_alloc_cq(dev, vp, RMAD_SQ, 0, IB_POLL_WORKQUEUE);
+	if (IS_ERR(vp->send_cq)) {
+		ret = PTR_ERR(vp->send_cq);
+		vp->send_cq = NULL;
 		goto err;
 	}
-	init.send_cq = vp->cq;
-	init.recv_cq = vp->cq;
+	vp->recv_cq = ib_alloc_cq(dev, vp, RMAD_RQ, 0, IB_POLL_WORKQUEUE);
+	if (IS_ERR(vp->recv_cq)) {
+		ret = PTR_ERR(vp->recv_cq);
+		vp->recv_cq = NULL;
+		goto err;
+	}
+	init.send_cq = vp->send_cq;
+	init.recv_cq = vp->recv_cq;
 	init.sq_sig_type = IB_SIGNAL_ALL_WR;
 	init.cap.max_send_wr = RMAD_SQ;
 	init.cap.max_recv_wr = RMAD_RQ;

@@ -126,6 +126,9 @@ vm_case request_at_private_qp_dropped_counted_traced sh -c '
 	grep "rmad_request_dropped: dev=rxe0 port=1 qp=$qpn class=0x0a method=0x01 " $t/trace &&
 	[ "$(grep -c "rmad_request_dropped: dev=rxe0 port=1 qp=$qpn " $t/trace)" = 3 ] &&
 	grep "^device rxe0 port 1 .* requests_dropped 3 " /sys/kernel/debug/rmad/ports'
+# A receive handler (in rmad's receive completion thread) unregisters another agent whose
+# send is in the device: it returns, the send flushed (ib_unregister_mad_agent hangs there).
+vm_case recv_handler_unregisters_a_sibling two_hca_action sibling "sibling unregistered"
 # RoCE address churn: an address handle must not keep a deleted address's GID entry.
 vm_case deleted_gid_entry_not_kept_by_address_handles gid_churn
 vm_case sends_parked_on_rxe1 two_hca_action park "parked"

@@ -7,8 +7,19 @@
 mod tests {
     use crate::{
         engine::{
-            agent::Agent,
-            transport::Transport, //
+            agent::{
+                Agent,
+                AgentConfig,
+                RecvHandler, //
+            },
+            send::{
+                SendBuf,
+                SendHandle, //
+            },
+            transport::{
+                RecvMad,
+                Transport, //
+            },
         },
         mad::{
             state::{
@@ -35,9 +46,18 @@ mod tests {
         },
         verbs::VerbsPort, //
     };
+    use core::sync::atomic::{
+        AtomicI32,
+        AtomicU64,
+        Ordering::SeqCst, //
+    };
     use kernel::{
+        new_mutex,
         prelude::*,
-        sync::Arc,
+        sync::{
+            Arc,
+            Mutex, //
+        },
         time::{
             Instant,
             Monotonic, //
@@ -309,6 +329,109 @@ mod tests {
         assert!(out.exactly_once);
         assert!(out.cancel_won >= 25);
         assert!(out.cancel_lost >= 25);
+        Ok(())
+    }
+
+    /// A receive handler that, on its first MAD, posts `other`'s send and unregisters
+    /// `other` once that send is in the device, as a client tearing down a sibling agent on
+    /// an answer would.
+    #[pin_data]
+    struct UnregisterOther {
+        /// The other agent and the send to post for it, taken by the first MAD.
+        #[pin]
+        other: Mutex<Option<(Arc<Agent>, SendBuf)>>,
+        /// Transmissions of the other agent when the unregistration began.
+        transmitted: AtomicU64,
+        /// The result of the post (0 or an errno); 1 until the handler ran.
+        posted: AtomicI32,
+        /// The result of the unregistration (0 or an errno); 1 until it returned.
+        unregistered: AtomicI32,
+    }
+
+    impl RecvHandler for UnregisterOther {
+        fn recv(&self, _agent: &Arc<Agent>, _send: Option<&SendHandle>, _mad: RecvMad) {
+            let Some((other, buf)) = self.other.lock().take() else {
+                return;
+            };
+            let posted = post(buf).map_or_else(|e| e.to_errno(), |_| 0);
+            self.posted.store(posted, SeqCst);
+            // Until the transmit work handed the send to the QP, then a little longer for
+            // rxe to complete it: its completion is then queued behind this very handler if
+            // both share the thread that runs it.
+            let mut waited = 0;
+            while other.stats().transmitted == 0 && waited < 5000 {
+                sleep_ms(5);
+                waited += 5;
+            }
+            sleep_ms(200);
+            self.transmitted.store(other.stats().transmitted, SeqCst);
+            let r = other.unregister().map_or_else(|e| e.to_errno(), |()| 0);
+            self.unregistered.store(r, SeqCst);
+        }
+    }
+
+    #[test]
+    fn rxe_recv_handler_unregisters_another_agent_with_a_send_in_the_device() -> Result {
+        // Defect 11 of issue 16: a receive handler running in the private QP's completion
+        // thread unregisters another agent whose send is in the QP. That send's completion
+        // must not wait for the thread the handler blocks (ib_unregister_mad_agent hangs so
+        // in C, and the hung-task detector would fire here).
+        let port = crate::verbs::find_port(c"rxe0", 1);
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(port.is_some());
+        let Some(port) = port else {
+            return Ok(());
+        };
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let rec_a = Recorder::new(Behaviour::default())?;
+        let rec_b = Recorder::new(Behaviour::default())?;
+        let b = crate::testing::register_gsi(&engine, &transport, 1, &rec_b, None)?;
+        let b_send = rxe_request(&port, &b, 9, wire::IB_MGMT_METHOD_GET, 20_000, 0)?;
+        let handler = Arc::pin_init(
+            pin_init!(UnregisterOther {
+                other <- new_mutex!(Some((b.clone(), b_send))),
+                transmitted: AtomicU64::new(0),
+                posted: AtomicI32::new(1),
+                unregistered: AtomicI32::new(1),
+            }),
+            GFP_KERNEL,
+        )?;
+        let a = Agent::register(
+            &engine,
+            &transport,
+            AgentConfig {
+                port: 1,
+                qp_type: crate::mad::QpType::Gsi,
+                reg: None,
+                rmpp_version: 0,
+                flags: 0,
+                send_handler: Some(rec_a.clone()),
+                recv_handler: Some(handler.clone()),
+            },
+        )?;
+        // The answer to this GET runs the handler, in the private QP's receive thread.
+        let posted = post(rxe_request(
+            &port,
+            &a,
+            1,
+            wire::IB_MGMT_METHOD_GET,
+            20_000,
+            0,
+        )?)
+        .is_ok();
+        let a_done = rec_a.wait_sends(1);
+        let b_done = rec_b.wait_sends(1);
+        let b_sends = rec_b.sends()?;
+        a.unregister()?;
+        assert!(posted);
+        assert!(a_done);
+        assert_eq!(handler.posted.load(SeqCst), 0);
+        // The send was in the device when the unregistration began.
+        assert_eq!(handler.transmitted.load(SeqCst), 1);
+        assert_eq!(handler.unregistered.load(SeqCst), 0);
+        assert!(b_done);
+        assert_eq!(&b_sends[..], &[(9, WcStatus::WrFlushErr, 0)][..]);
         Ok(())
     }
 }

@@ -21,13 +21,17 @@
  * a GET from rxe0's GID at that index to itself; "park" posts N_PARK
  * SENDs that nobody answers on rxe1 (timeout one minute), so that the test can
  * delete rxe1 with sends outstanding, and "flushed" checks that their handlers reported
- * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working. The last
+ * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working;
+ * "sibling" registers a second requester on rxe0 and has the first one's
+ * receive handler post a send of it and unregister it, which must return
+ * with that send flushed (in C the same call waits for itself). The last
  * line of each action, "PASS" or "FAIL", is what the test VM checks; rmmod
  * unregisters every agent, also those of the removed device.
  */
 
 #include <linux/atomic.h>
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/module.h>
 #include <linux/unaligned.h>
@@ -43,6 +47,8 @@
 #define FAR_GET_RXE1 (FAR_LO + 2 * N_FAR)
 #define FAR_GET_RXE0 (FAR_GET_RXE1 + 1)
 #define FAR_N (FAR_GET_RXE0 + 1 - FAR_LO)
+/* TID of the "sibling" action's GET, whose answer unregisters the sibling. */
+#define SIBLING_LO 5000
 #define SERVICE_CLASS 0x0a
 /* Where the answer carries the request's number plus one, and the responder's device. */
 #define SERVICE_DATA 24
@@ -72,6 +78,9 @@ static int rounds;
 /* The order in which the sends of the "unreachable" action completed, and their statuses. */
 static atomic_t completions;
 static int completed_as[FAR_N], status_of[FAR_N];
+/* The "sibling" action's second requester on rxe0, and its unregistration's result. */
+static struct dev sibling;
+static int sibling_unregistered;
 
 static void responder_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
 {
@@ -132,6 +141,22 @@ static void requester_send_handler(struct rmad_agent *agent, struct rmad_send_wc
 		complete(&d->all_done);
 }
 
+static int post_request(struct dev *d, u32 lo, u8 method, int timeout_ms);
+
+/*
+ * From a receive handler, which runs in rmad's receive completion thread:
+ * posts an unanswered SEND of the sibling, gives the device time to take it
+ * (its completion is then pending), and unregisters the sibling.
+ */
+static void unregister_sibling(void)
+{
+	if (post_request(&sibling, SIBLING_LO + 1, RMAD_MGMT_METHOD_SEND, 60000))
+		return;
+	msleep(500);
+	sibling_unregistered = rmad_unregister_agent(sibling.requester);
+	sibling.requester = NULL;
+}
+
 static void requester_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
 				   const struct rmad_recv_wc *wc)
 {
@@ -140,6 +165,10 @@ static void requester_recv_handler(struct rmad_agent *agent, struct rmad_send_bu
 
 	if (!send_buf || wc->mad_len < SERVICE_DEVICE + 1 || mad[1] != SERVICE_CLASS)
 		return;
+	if (get_unaligned_be32(mad + 12) == SIBLING_LO && sibling.requester) {
+		unregister_sibling();
+		return;
+	}
 	if (mad[SERVICE_DEVICE] == d->index)
 		atomic_inc(&d->right);
 	else
@@ -359,6 +388,39 @@ static void parked_flushed(void)
 		!atomic_read(&d->other) ? "PASS" : "FAIL");
 }
 
+/* A receive handler of rxe0's requester unregisters a sibling with a send in the device. */
+static void unregister_from_handler(void)
+{
+	struct dev *d = &devs[0];
+	bool pass;
+	int bad;
+
+	sibling.index = 0;
+	memcpy(sibling.gid, d->gid, sizeof(sibling.gid));
+	init_completion(&sibling.all_done);
+	reset(&sibling, 1);
+	reset(d, 1);
+	sibling_unregistered = 1;
+	sibling.requester = rmad_register_agent(names[0], 1, RMAD_QPT_GSI, NULL, 0,
+						requester_send_handler, requester_recv_handler,
+						&sibling, 0);
+	bad = IS_ERR(sibling.requester);
+	if (bad)
+		sibling.requester = NULL;
+	bad = bad || post_request(d, SIBLING_LO, RMAD_MGMT_METHOD_GET, 20000) != 0;
+	bad = bad || !wait_for_completion_timeout(&d->all_done, 60 * HZ);
+	bad = bad || !wait_for_completion_timeout(&sibling.all_done, 60 * HZ);
+	pass = !bad && sibling_unregistered == 0 && atomic_read(&sibling.flushed) == 1 &&
+	       atomic_read(&sibling.done) == 1 && atomic_read(&d->ok) == 1;
+	pr_info("rmad_two_hca_client: sibling unregistered from a receive handler: %d, its send %d flushed %d other: %s\n",
+		sibling_unregistered, atomic_read(&sibling.flushed),
+		atomic_read(&sibling.done) - atomic_read(&sibling.flushed), pass ? "PASS" : "FAIL");
+	if (sibling.requester) {
+		rmad_unregister_agent(sibling.requester);
+		sibling.requester = NULL;
+	}
+}
+
 static int action_set(const char *val, const struct kernel_param *kp)
 {
 	u32 qpn;
@@ -375,6 +437,8 @@ static int action_set(const char *val, const struct kernel_param *kp)
 		park();
 	else if (sysfs_streq(val, "flushed"))
 		parked_flushed();
+	else if (sysfs_streq(val, "sibling"))
+		unregister_from_handler();
 	else
 		return -EINVAL;
 	return 0;
@@ -386,7 +450,7 @@ static const struct kernel_param_ops action_ops = {
 
 module_param_cb(action, &action_ops, NULL, 0200);
 MODULE_PARM_DESC(action,
-		 "round, unreachable, private <qpn>, from <gid index>, park or flushed");
+		 "round, unreachable, private <qpn>, from <gid index>, park, flushed or sibling");
 
 /* Unregisters what @d has (also on a removed device); logs errors. */
 static void dev_stop(struct dev *d)
