@@ -8,8 +8,9 @@
 //!   [`recorder`] (handlers that record every call), [`requests`] (the MADs tests send),
 //!   [`race`] (cancel against the event that decides a send), [`capi_client`] (a C client of
 //!   the exported API), [`atomic_calls`] (that API from a timer and an hrtimer),
-//!   [`ib_responder`] (a responder in ib_core's own MAD layer), [`peer`] (a UD QP that sends
-//!   rmad's private QP anything).
+//!   [`ib_responder`] (a responder in ib_core's own MAD layer), [`ib_requester`] (a requester
+//!   there, counting what it receives), [`peer`] (a UD QP that sends rmad's private QP
+//!   anything).
 //! - [`loopback`]: the software fabric, a transport that needs no hardware; [`lb0`] offers
 //!   one to the C API.
 //! - [`cases`]: the table-driven cases shared with the host tests; [`suites`]: the KUnit
@@ -26,6 +27,7 @@ pub(crate) mod control;
 pub(crate) mod demo;
 pub(crate) mod env;
 pub(crate) mod fabric;
+pub(crate) mod ib_requester;
 pub(crate) mod ib_responder;
 pub(crate) mod lb0;
 pub(crate) mod loopback;

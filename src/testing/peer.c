@@ -31,7 +31,6 @@ struct rmad_test_peer {
 	struct ib_qp *qp;
 	u8 *buf;
 	u64 dma;
-	u8 mac[ETH_ALEN];
 	struct completion sent;
 	int status;
 };
@@ -81,9 +80,7 @@ struct rmad_test_peer *rmad_test_peer_open(struct ib_device *dev, u32 port, u8 s
 		.qp_type = IB_QPT_UD,
 		.port_num = port,
 	};
-	const struct ib_gid_attr *attr;
 	struct rmad_test_peer *p;
-	int ret;
 
 	p = kzalloc_obj(*p);
 	if (!p)
@@ -92,13 +89,6 @@ struct rmad_test_peer *rmad_test_peer_open(struct ib_device *dev, u32 port, u8 s
 	p->port = port;
 	p->sgid_index = sgid_index;
 	init_completion(&p->sent);
-	attr = rdma_get_gid_attr(dev, port, sgid_index);
-	if (IS_ERR(attr))
-		goto free;
-	ret = rdma_read_gid_l2_fields(attr, NULL, p->mac);
-	rdma_put_gid_attr(attr);
-	if (ret)
-		goto free;
 	p->buf = kzalloc(PEER_BUF, GFP_KERNEL);
 	if (!p->buf)
 		goto free;
@@ -132,25 +122,41 @@ free:
 	return NULL;
 }
 
+struct ib_ah *rmad_test_peer_ah(struct ib_pd *pd, u32 port, u8 sgid_index, const u8 *dgid)
+{
+	struct rdma_ah_attr attr = {};
+	const struct ib_gid_attr *gid_attr;
+	union ib_gid g;
+	int ret = 0;
+
+	memcpy(g.raw, dgid, sizeof(g.raw));
+	attr.type = rdma_ah_find_type(pd->device, port);
+	rdma_ah_set_port_num(&attr, port);
+	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
+	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE) {
+		/* The destination is on the same port: its MAC is the source GID's. */
+		gid_attr = rdma_get_gid_attr(pd->device, port, sgid_index);
+		if (IS_ERR(gid_attr))
+			return ERR_CAST(gid_attr);
+		ret = rdma_read_gid_l2_fields(gid_attr, NULL, attr.roce.dmac);
+		rdma_put_gid_attr(gid_attr);
+	}
+	if (ret)
+		return ERR_PTR(ret);
+	return rdma_create_ah(pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+}
+
 int rmad_test_peer_send(struct rmad_test_peer *p, u32 dqpn, const u8 *dgid, const void *data,
 			u32 len)
 {
-	struct rdma_ah_attr attr = {};
 	struct ib_ud_wr wr = {};
 	struct ib_sge sge;
-	union ib_gid g;
 	struct ib_ah *ah;
 	int ret;
 
 	if (len > PEER_BUF)
 		return -EINVAL;
-	memcpy(g.raw, dgid, sizeof(g.raw));
-	attr.type = rdma_ah_find_type(p->dev, p->port);
-	rdma_ah_set_port_num(&attr, p->port);
-	rdma_ah_set_grh(&attr, &g, 0, p->sgid_index, 64, 0);
-	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
-		memcpy(attr.roce.dmac, p->mac, ETH_ALEN);
-	ah = rdma_create_ah(p->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+	ah = rmad_test_peer_ah(p->pd, p->port, p->sgid_index, dgid);
 	if (IS_ERR(ah))
 		return PTR_ERR(ah);
 	ib_dma_sync_single_for_cpu(p->dev, p->dma, PEER_BUF, DMA_TO_DEVICE);

@@ -9,8 +9,17 @@
 
 #include <linux/types.h>
 
+struct ib_ah;
 struct ib_device;
+struct ib_pd;
 struct rmad_test_peer;
+
+/*
+ * An address handle on @pd to @dgid, a GID of the same @port, from GID
+ * @sgid_index (the destination MAC on RoCE is the source GID's); an ERR_PTR
+ * on failure.
+ */
+struct ib_ah *rmad_test_peer_ah(struct ib_pd *pd, u32 port, u8 sgid_index, const u8 *dgid);
 
 /* A UD QP of its own on (@dev, @port), sending from GID @sgid_index; NULL on failure. */
 struct rmad_test_peer *rmad_test_peer_open(struct ib_device *dev, u32 port, u8 sgid_index);

@@ -8,6 +8,8 @@
 . /lib.sh
 
 vm_case setup_rxe0 setup_rxe
+# rmad_peer's "other source GID", as in tests/vm/test.sh.
+vm_case second_ipv6_gid add_ipv6_gid fd00:2::1 rmad0 fd00:0002:0000:0000:0000:0000:0000:0001
 vm_case insmod_rmad insmod /modules/test/rmad.ko
 for dir in /sys/kernel/debug/kunit/rmad_*; do
 	[ -d "$dir" ] && emit_suite "$(basename "$dir")" >"$RESULTS"

@@ -107,6 +107,19 @@ add_address_gid() {
 	gid_index_of "$1"
 }
 
+# Adds IPv6 address $1 (/64, without duplicate detection) to netdev $2 and waits until
+# rxe0's GID table has its GID, $3 (as sysfs spells it).
+add_ipv6_gid() {
+	echo 0 >"/proc/sys/net/ipv6/conf/$2/accept_dad" || return 1
+	ip -6 addr add "$1/64" dev "$2" || return 1
+	i=0
+	until grep -qx "$3" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || return 1
+		sleep 0.1
+	done
+}
+
 # RoCE address churn: an address's GID is used by rmad (a GET from and to it, so that a
 # cached address handle references its GID entry), then the address is deleted and added
 # again. Its GID gets its old index back only if nothing kept the deleted entry allocated.

@@ -30,6 +30,8 @@ echo clear >/sys/kernel/debug/kmemleak
 
 # 1. KUnit.
 vm_case setup_rxe0 setup_rxe
+# A second IPv6 GID: rmad_peer's "other source GID" (src/testing/suites/peer/differential.rs).
+vm_case second_ipv6_gid add_ipv6_gid fd00:2::1 rmad0 fd00:0002:0000:0000:0000:0000:0000:0001
 vm_case insmod_rmad insmod /modules/test/rmad.ko
 # What the production module must not have, the test flavour has.
 vm_case test_flavour_has_kunit_suites sh -c '[ -e /sys/module/rmad/sections/.kunit_test_suites ]'
