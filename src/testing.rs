@@ -46,6 +46,7 @@ pub(crate) use env::{
     register_gsi,
     rxe_agent,
     sleep_ms,
+    wait_for,
     wait_state,
     Env, //
 };
