@@ -130,21 +130,8 @@ fn early_response(
     rec: &Arc<Recorder>,
     tag: usize,
 ) -> Result<(crate::engine::send::SendHandle, bool)> {
-    let h = answer_first(env, a, tag, 5000)?;
-    let got = rec.wait_recvs(1);
-    Ok((h, got))
-}
-
-/// Posts a request with `timeout_ms` to responder B with the fabric on hold, and lets B's
-/// response be processed before the request's send completion, which stays held.
-pub(super) fn answer_first(
-    env: &Env,
-    a: &Arc<Agent>,
-    tag: usize,
-    timeout_ms: i32,
-) -> Result<crate::engine::send::SendHandle> {
     env.fabric().set_knobs(|k| k.hold = true);
-    let h = post(request(a, CLASS, tag, B, timeout_ms, 0)?)?;
+    let h = post(request(a, CLASS, tag, B, 5000, 0)?)?;
     // Queue: [A's send completion, request at B]. Let B see the request first.
     env.fabric().promote_recv();
     env.fabric().release(1);
@@ -156,7 +143,8 @@ pub(super) fn answer_first(
     // Queue: [A's send completion, B's send completion, response at A].
     env.fabric().promote_recv();
     env.fabric().release(1);
-    Ok(h)
+    let got = rec.wait_recvs(1);
+    Ok((h, got))
 }
 
 /// A test-driven peer on port 2 that records requests and answers only when told.

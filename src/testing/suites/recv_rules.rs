@@ -38,7 +38,6 @@ use crate::{
         requests::gid_address,
         suites::conformance::{
             answer,
-            answer_first,
             finish,
             mad_hdr,
             mad_to,
@@ -70,6 +69,9 @@ use kernel::{
 
 /// Offset of the OUI of a vendor-class MAD (bytes 37..40).
 const OUI: usize = 37;
+
+/// A LID that no port of the loopback fabric has.
+const NOWHERE: u16 = 0x55;
 
 /// The SMP class routed by LID.
 const SMP: u8 = wire::IB_MGMT_CLASS_SUBN_LID_ROUTED;
@@ -574,31 +576,55 @@ mod tests {
     #[test]
     fn timeout0_send_in_flight_not_matched() -> Result {
         // ib_find_send_mad: a send still on the send list (SEND_START) is a candidate only if
-        // `wr->timeout` is non-zero: a response that overtakes the send completion of a send
-        // with timeout 0 matches nothing, and the send completes with SUCCESS.
+        // `wr->timeout` is non-zero. A response that overtakes the send completions of two
+        // sends with its TID, the first with timeout 0, passes over that one and matches the
+        // second (an early response); the first completes with SUCCESS, unmatched.
         let (env, rec, a) = setup(Behaviour::default())?;
-        let (b, brec) = env.responder(2, CLASS)?;
-        let h = answer_first(&env, &a, 12, 0)?;
-        let processed = wait_for(|| {
-            let s = a.stats();
-            s.dropped_responses.saturating_add(s.responses) >= 1
-        });
-        let (state, recvs, stats) = (a.send_state(&h), rec.recv_count(), a.stats());
+        let prec = Recorder::new(Behaviour::default())?;
+        let p = env.agent(2, &prec, None)?;
+        // Nothing is processed until released: both sends stay in SEND_START. They go to a
+        // LID nobody has, so only their completions are queued.
+        env.fabric().set_knobs(|k| k.hold = true);
+        let first = post(request(&a, CLASS, 12, NOWHERE, 0, 0)?)?;
+        let mut second = request(&a, CLASS, 12, NOWHERE, 60_000, 0)?;
+        second.set_context([13, 0]);
+        let second = post(second)?;
+        let sent = answer(&p, wire::make_tid(a.hi_tid, 12), CLASS, 1, None);
+        // Queue: both completions, the answer's, then the answer at A, which goes first.
+        let promoted = env.fabric().promote_recv();
+        env.fabric().release(1);
+        let got = rec.wait_recvs(1);
+        let states = (a.send_state(&first), a.send_state(&second));
         env.fabric().set_knobs(|k| k.hold = false);
-        let done = rec.wait_sends(1);
+        let done = rec.wait_sends(2);
         let idle = settle(&env);
+        let calls = rec.calls()?;
         let sends = rec.sends()?;
-        let late = rec.recv_count();
-        finish(&env, &[&rec, &brec], &[&a, &b])?;
-        assert!(processed);
-        assert_eq!(state, Some(SendState::SendStart));
-        assert_eq!(recvs, 0);
-        assert_eq!(stats.dropped_responses, 1);
-        assert_eq!(stats.responses, 0);
+        let stats = a.stats();
+        finish(&env, &[&rec, &prec], &[&a, &p])?;
+        assert!(sent.is_ok());
+        assert!(promoted);
+        assert!(got);
+        assert_eq!(
+            states,
+            (Some(SendState::SendStart), Some(SendState::EarlyResp))
+        );
         assert!(done);
         assert!(idle);
-        assert_eq!(&sends[..], &[(12, WcStatus::Success, 0)][..]);
-        assert_eq!(late, 0);
+        let recvs = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Recv { .. }))
+            .count();
+        assert_eq!(recvs, 1);
+        let second_up = calls
+            .iter()
+            .any(|c| matches!(c, Call::Recv { tag: Some(13), .. }));
+        assert!(second_up);
+        assert_eq!(
+            &sends[..],
+            &[(12, WcStatus::Success, 0), (13, WcStatus::Success, 0)][..]
+        );
+        assert_eq!((stats.early_responses, stats.dropped_responses), (1, 0));
         Ok(())
     }
 
