@@ -48,6 +48,7 @@ pub(crate) use env::{
     register_gsi,
     rxe_agent,
     sleep_ms,
+    wait_for,
     wait_state,
     Env, //
 };

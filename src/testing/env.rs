@@ -102,6 +102,19 @@ impl Env {
         register_gsi(&self.engine, &self.transport, port, rec, reg)
     }
 
+    /// Registers an agent of `qp_type` on `port` with `rec` as its send handler, as its
+    /// receive handler too if `recv`, and an optional class registration.
+    pub(crate) fn agent_of(
+        &self,
+        qp_type: QpType,
+        port: u8,
+        rec: &Arc<Recorder>,
+        recv: bool,
+        reg: Option<RegReq>,
+    ) -> Result<Arc<Agent>> {
+        register_qp(&self.engine, &self.transport, port, qp_type, rec, recv, reg)
+    }
+
     /// Registers a responder for `class` (methods GET and SET) on `port` that answers every
     /// request.
     pub(crate) fn responder(&self, port: u8, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> {
@@ -129,17 +142,32 @@ pub(crate) fn register_gsi<H: SendHandler + RecvHandler + 'static>(
     rec: &Arc<H>,
     reg: Option<RegReq>,
 ) -> Result<Arc<Agent>> {
+    register_qp(engine, transport, port, QpType::Gsi, rec, true, reg)
+}
+
+/// Registers an agent of `qp_type` on `port` of `transport` with `rec` as its send handler,
+/// as its receive handler too if `recv`, and an optional class registration.
+pub(crate) fn register_qp<H: SendHandler + RecvHandler + 'static>(
+    engine: &Arc<Engine>,
+    transport: &Arc<dyn Transport>,
+    port: u8,
+    qp_type: QpType,
+    rec: &Arc<H>,
+    recv: bool,
+    reg: Option<RegReq>,
+) -> Result<Arc<Agent>> {
+    let recv_handler: Option<Arc<dyn RecvHandler>> = if recv { Some(rec.clone()) } else { None };
     Agent::register(
         engine,
         transport,
         AgentConfig {
             port,
-            qp_type: QpType::Gsi,
+            qp_type,
             reg,
             rmpp_version: 0,
             flags: 0,
             send_handler: Some(rec.clone()),
-            recv_handler: Some(rec.clone()),
+            recv_handler,
         },
     )
 }
@@ -157,9 +185,15 @@ pub(crate) fn rxe_agent(rec: &Arc<Recorder>) -> Result<Option<(Arc<VerbsPort>, A
 
 /// Waits (at most [`WAIT_MS`]) until the send `h` is in `state`.
 pub(crate) fn wait_state(a: &Arc<Agent>, h: &SendHandle, state: SendState) -> bool {
+    wait_for(|| a.send_state(h) == Some(state))
+}
+
+/// Waits (at most [`WAIT_MS`], polling every millisecond) until `cond` holds; returns whether
+/// it does.
+pub(crate) fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::<Monotonic>::now();
     while start.elapsed().as_millis() < WAIT_MS {
-        if a.send_state(h) == Some(state) {
+        if cond() {
             return true;
         }
         sleep_ms(1);

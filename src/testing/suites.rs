@@ -14,6 +14,7 @@
 //! | `rmad_partitions` | P_Keys: a send reaches members of its partition only | [`partitions`] |
 //! | `rmad_races` | cancel racing the events that decide a send | [`races`] |
 //! | `rmad_peer` | what a hostile peer sends rmad's private QP is dropped and counted | [`peer`] |
+//! | `rmad_recv_rules` | receive-path rules of the C layer no other suite pins | [`recv_rules`] |
 //! | `rmad_reply` | the reply address is `ib_init_ah_attr_from_wc`'s | [`reply`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
@@ -26,6 +27,7 @@ pub(crate) mod handles;
 pub(crate) mod partitions;
 pub(crate) mod peer;
 pub(crate) mod races;
+pub(crate) mod recv_rules;
 pub(crate) mod reply;
 pub(crate) mod rxe;
 pub(crate) mod tables;

@@ -74,16 +74,25 @@ mod unregister;
 mod validation;
 
 /// Port and LID of agent A.
-const A: u8 = 1;
+pub(super) const A: u8 = 1;
 
 /// Port and LID of responder B.
-const B: u16 = 2;
+pub(super) const B: u16 = 2;
 
 /// A class without flow control.
-const CLASS: u8 = wire::IB_MGMT_CLASS_PERF_MGMT;
+pub(super) const CLASS: u8 = wire::IB_MGMT_CLASS_PERF_MGMT;
+
+/// The default ports, with QP0 on port 2 too.
+pub(super) const SMI_PORTS: [PortAttr; 2] = [
+    Fabric::DEFAULT_PORTS[0],
+    PortAttr {
+        has_smi: true,
+        ..Fabric::DEFAULT_PORTS[1]
+    },
+];
 
 /// A fresh world with agent A on port 1, whose handlers record and behave as `b` says.
-fn setup(b: Behaviour) -> Result<(Env, Arc<Recorder>, Arc<Agent>)> {
+pub(super) fn setup(b: Behaviour) -> Result<(Env, Arc<Recorder>, Arc<Agent>)> {
     let env = Env::new()?;
     let rec = Recorder::new(b)?;
     let a = env.agent(A, &rec, None)?;
@@ -91,7 +100,7 @@ fn setup(b: Behaviour) -> Result<(Env, Arc<Recorder>, Arc<Agent>)> {
 }
 
 /// Tears down: frees kept buffers, lifts holds, unregisters `agents`.
-fn finish(env: &Env, recs: &[&Arc<Recorder>], agents: &[&Arc<Agent>]) -> Result {
+pub(super) fn finish(env: &Env, recs: &[&Arc<Recorder>], agents: &[&Arc<Agent>]) -> Result {
     env.fabric().set_knobs(|k| {
         k.hold = false;
         k.delay_ms = 0;
@@ -139,23 +148,60 @@ fn early_response(
 }
 
 /// A test-driven peer on port 2 that records requests and answers only when told.
-fn peer(env: &Env, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> {
+pub(super) fn peer(env: &Env, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> {
     let rec = Recorder::new(Behaviour::default())?;
     let a = env.agent(2, &rec, Some(reg(class)))?;
     Ok((a, rec))
 }
 
 /// Sends from `from` a response with `tid` and `class` to LID `dlid`, through `grh`.
-fn answer(from: &Arc<Agent>, tid: u64, class: u8, dlid: u16, grh: Option<GrhAttr>) -> Result {
-    let mut buf = from.create_mad(1, GFP_KERNEL)?;
-    let hdr = MadHdr {
+pub(super) fn answer(
+    from: &Arc<Agent>,
+    tid: u64,
+    class: u8,
+    dlid: u16,
+    grh: Option<GrhAttr>,
+) -> Result {
+    let hdr = mad_hdr(class, wire::IB_MGMT_METHOD_GET_RESP, tid);
+    post(mad_to(from, 1, hdr, dlid, grh)?).map(|_| ())
+}
+
+/// The header of a MAD of `class` with `method` and `tid`, base and class version 1.
+pub(super) fn mad_hdr(class: u8, method: u8, tid: u64) -> MadHdr {
+    MadHdr {
         base_version: 1,
         mgmt_class: class,
         class_version: 1,
-        method: wire::IB_MGMT_METHOD_GET_RESP,
+        method,
         tid,
         ..MadHdr::default()
-    };
+    }
+}
+
+/// The low TID words of the requests a peer received, in order.
+pub(super) fn received_tags(prec: &Arc<Recorder>) -> Result<KVec<usize>> {
+    let mut v = KVec::new();
+    for c in prec.calls()?.iter() {
+        if let Call::Recv { tid, .. } = c {
+            v.push(
+                usize::try_from(*tid & 0xffff_ffff).unwrap_or(usize::MAX),
+                GFP_KERNEL,
+            )?;
+        }
+    }
+    Ok(v)
+}
+
+/// A send buffer of `from` for QP `qpn` of LID `dlid` (through `grh`) holding `hdr`, not
+/// tagged (`context[0]` is `usize::MAX`).
+pub(super) fn mad_to(
+    from: &Arc<Agent>,
+    qpn: u32,
+    hdr: MadHdr,
+    dlid: u16,
+    grh: Option<GrhAttr>,
+) -> Result<SendBuf> {
+    let mut buf = from.create_mad(qpn, GFP_KERNEL)?;
     hdr.write(buf.mad_mut()).map_err(|_| EINVAL)?;
     buf.set_ah(Some(Address {
         sl: 0,
@@ -164,7 +210,7 @@ fn answer(from: &Arc<Agent>, tid: u64, class: u8, dlid: u16, grh: Option<GrhAttr
         grh,
     }));
     buf.set_context([usize::MAX, 0]);
-    post(buf).map(|_| ())
+    Ok(buf)
 }
 
 /// Occupies the engine's ordered queue for `ms` milliseconds, so that everything queued
@@ -179,13 +225,13 @@ fn block_completions(env: &Env, ms: i64) -> Result {
 
 /// Registers an agent for the SA class on port 1 (`sol_fc_max` 16), with a probe on the
 /// fabric's transmission count.
-fn sa_agent(env: &Env, rec: &Arc<Recorder>) -> Result<Arc<Agent>> {
+pub(super) fn sa_agent(env: &Env, rec: &Arc<Recorder>) -> Result<Arc<Agent>> {
     rec.set_probe(env.fabric());
     env.agent(A, rec, Some(reg(wire::IB_MGMT_CLASS_SUBN_ADM)))
 }
 
 /// Posts SA requests tagged `tags` with `timeout_ms` from `a`.
-fn post_sa(
+pub(super) fn post_sa(
     a: &Arc<Agent>,
     tags: core::ops::Range<usize>,
     timeout_ms: i32,

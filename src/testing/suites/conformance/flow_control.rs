@@ -36,20 +36,6 @@ fn cancel_all(handles: &[crate::engine::send::SendHandle]) {
     }
 }
 
-/// The low TID words of the requests a peer received, in order.
-fn received_tags(prec: &Arc<Recorder>) -> Result<KVec<usize>> {
-    let mut v = KVec::new();
-    for c in prec.calls()?.iter() {
-        if let Call::Recv { tid, .. } = c {
-            v.push(
-                usize::try_from(*tid & 0xffff_ffff).unwrap_or(usize::MAX),
-                GFP_KERNEL,
-            )?;
-        }
-    }
-    Ok(v)
-}
-
 pub(super) fn s41_flow_control_backlog() -> Result {
     let env = Env::new()?;
     let (p, prec) = peer(&env, wire::IB_MGMT_CLASS_SUBN_ADM)?;
@@ -219,19 +205,7 @@ pub(super) fn s44_fc_retry_goes_to_backlog_tail() -> Result {
 pub(super) fn s45_agent_without_recv_handler_has_no_flow_control() -> Result {
     let env = Env::new()?;
     let rec = Recorder::new(Behaviour::default())?;
-    let a = Agent::register(
-        &env.engine,
-        &env.transport,
-        AgentConfig {
-            port: A,
-            qp_type: QpType::Gsi,
-            reg: None,
-            rmpp_version: 0,
-            flags: 0,
-            send_handler: Some(rec.clone()),
-            recv_handler: None,
-        },
-    )?;
+    let a = env.agent_of(QpType::Gsi, A, &rec, false, None)?;
     let mut handles = KVec::new();
     for tag in 0..1000 {
         handles.push(

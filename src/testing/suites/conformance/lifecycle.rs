@@ -236,30 +236,11 @@ pub(super) fn s22_address_checks() -> Result {
 }
 
 pub(super) fn s23_directed_route_smp_skips_address_check() -> Result {
-    let ports = [
-        Fabric::DEFAULT_PORTS[0],
-        PortAttr {
-            has_smi: true,
-            ..Fabric::DEFAULT_PORTS[1]
-        },
-    ];
-    let env = Env::with_ports(ports)?;
+    let env = Env::with_ports(SMI_PORTS)?;
     let prec = Recorder::new(Behaviour::default())?;
     let rec = Recorder::new(Behaviour::default())?;
     let smi = |port: u8, r: &Arc<Recorder>, reg: Option<RegReq>| {
-        Agent::register(
-            &env.engine,
-            &env.transport,
-            AgentConfig {
-                port,
-                qp_type: QpType::Smi,
-                reg,
-                rmpp_version: 0,
-                flags: 0,
-                send_handler: Some(r.clone()),
-                recv_handler: Some(r.clone()),
-            },
-        )
+        env.agent_of(QpType::Smi, port, r, true, reg)
     };
     let p = smi(2, &prec, Some(reg(wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)))?;
     let a = smi(A, &rec, None)?;
