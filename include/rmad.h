@@ -210,7 +210,8 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
 
 /**
  * rmad_register_agent - register a MAD agent on a port of an RDMA device
- * @device: device name, e.g. "rxe0"
+ * @device: device name, e.g. "rxe0" (its current name: after a rename, the new one;
+ *          agents registered before keep working)
  * @port: port number
  * @qp_type: RMAD_QPT_SMI or RMAD_QPT_GSI
  * @reg_req: class registration, or NULL
@@ -534,7 +535,7 @@ int rmad_recv_buf_ah(struct rmad_agent *agent, struct rmad_recv_buf *recv_buf,
 
 /**
  * rmad_port_gid - read a GID of a port
- * @device: device name
+ * @device: device name (its current name)
  * @port: port number
  * @index: GID table index
  * @gid: 16 bytes to fill in

@@ -3,7 +3,8 @@
 //! Observability: `/sys/kernel/debug/rmad/agents` lists every agent on the RDMA devices with
 //! its counters (outstanding, backlogged, sent, retried, timed out, cancelled, early
 //! responses), one line per agent; `rmad/ports` lists every RDMA port rmad opened, with its
-//! private QP's number and what arrived there that rmad dropped.
+//! private QP's number, what arrived there that rmad dropped, its destination resolutions,
+//! and its LID, LMC and MAC as rmad last read them.
 
 use crate::verbs;
 use kernel::{
@@ -74,17 +75,27 @@ pub(crate) fn create() -> Result<Debugfs> {
             for p in ports.iter() {
                 let (name, port) = p.id();
                 let (resolved, failed) = p.resolutions();
+                let (lid, lmc, m) = p.lid_lmc_mac();
                 writeln!(
                     f,
                     "device {} port {} qpn {} short_dropped {} requests_dropped {} \
-                     resolved {} unresolved {}",
+                     resolved {} unresolved {} lid {} lmc {} \
+                     mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
                     name.to_str().unwrap_or("?"),
                     port,
                     p.qp_num().unwrap_or(0),
                     p.drops().short,
                     p.drops().requests,
                     resolved,
-                    failed
+                    failed,
+                    lid,
+                    lmc,
+                    m[0],
+                    m[1],
+                    m[2],
+                    m[3],
+                    m[4],
+                    m[5]
                 )?;
             }
             // What reached no agent: no MAD, invalid, or for nobody.

@@ -13,7 +13,9 @@
 //! Devices are discovered as an `ib_client`; each [`VerbsPort`] is a [`Transport`] that
 //! agents register on, all sharing one engine ([`verbs_engine`]).
 
+mod attrs;
 mod forward;
+mod name;
 mod neigh;
 mod tx;
 
@@ -191,9 +193,11 @@ pub(crate) struct VerbsPort {
     dev: *mut IbDevice,
     /// Port number.
     pub(crate) port: u8,
-    attr: PortAttr,
-    mac: [u8; 6],
-    name: CString,
+    /// LID, LMC and MAC, refreshed on port events.
+    attrs: attrs::Attrs,
+    /// The device's name, which a rename changes.
+    #[pin]
+    name: name::DevName,
     engine: Arc<Engine>,
     /// The shim's port, or null once the port is closed. Its lock disables interrupts:
     /// transmissions are queued from any context a post may be called in.
@@ -333,37 +337,24 @@ pub(crate) fn find_port(name: &CStr, port: u8) -> Option<Arc<VerbsPort>> {
     g.as_ref()?
         .ports
         .iter()
-        .find(|p| p.port == port && p.name.to_bytes() == name.to_bytes())
+        .find(|p| p.port == port && p.name.get().to_bytes() == name.to_bytes())
         .cloned()
 }
 
 impl VerbsPort {
     /// Opens port `port` of `dev`.
     fn open(dev: *mut IbDevice, port: u32, engine: &Arc<Engine>) -> Result<Arc<Self>> {
-        let (mut lid, mut lmc, mut has_smi) = (0u32, 0u8, 0u8);
         // SAFETY: `dev` is a registered device (we are in its `add` callback).
-        kernel::error::to_result(unsafe {
-            rmad_shim_query_port(dev, port, &mut lid, &mut lmc, &mut has_smi)
-        })?;
-        let mut mac = [0u8; 6];
-        // SAFETY: As above; `mac` has room for a MAC address. A port without a netdev (plain
-        // InfiniBand) keeps a zero MAC, which it never needs.
-        let _ = unsafe { rmad_shim_port_mac(dev, port, mac.as_mut_ptr()) };
+        let attrs = unsafe { attrs::Attrs::new(dev, port) }?;
         // SAFETY: The device name is a NUL-terminated string that lives as long as `dev`.
-        let name = CString::try_from(unsafe { CStr::from_char_ptr(rmad_shim_dev_name(dev)) })?;
+        let name = name::DevName::new(unsafe { dev_name(dev) }?)?;
         let port_num = u8::try_from(port).map_err(|_| EINVAL)?;
         let this = Arc::pin_init(
             try_pin_init!(VerbsPort {
                 dev,
                 port: port_num,
-                attr: PortAttr {
-                    has_smi: has_smi != 0,
-                    has_cm: true,
-                    lid: u16::try_from(lid).unwrap_or(0),
-                    lmc,
-                },
-                mac,
-                name,
+                attrs,
+                name <- name,
                 engine: engine.clone(),
                 vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
                 txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
@@ -422,7 +413,7 @@ impl VerbsPort {
 
     /// The device's name and the port's number.
     pub(crate) fn id(&self) -> (&CStr, u8) {
-        (&self.name, self.port)
+        (self.name.get(), self.port)
     }
 
     /// Runs `f` with the port's device while the port is open, holding a registration
@@ -481,13 +472,13 @@ impl VerbsPort {
 
     /// The device's name.
     pub(crate) fn name(&self) -> &CStr {
-        &self.name
+        self.name.get()
     }
 }
 
 impl Transport for VerbsPort {
     fn port_attr(&self, port: u8) -> Option<PortAttr> {
-        (port == self.port).then_some(self.attr)
+        (port == self.port).then(|| self.attrs.port_attr())
     }
 
     fn gid(&self, port: u8, index: u8) -> Option<Gid> {
@@ -546,7 +537,7 @@ impl Transport for VerbsPort {
     }
 
     fn name(&self) -> &CStr {
-        &self.name
+        self.name.get()
     }
 
     fn queues_transmissions(&self) -> bool {
@@ -614,6 +605,43 @@ unsafe extern "C" fn rmad_rust_device_add(dev: *mut IbDevice) {
     }
 }
 
+/// A copy of `dev`'s name.
+///
+/// # Safety
+///
+/// `dev` is a registered device.
+unsafe fn dev_name(dev: *mut IbDevice) -> Result<CString> {
+    // SAFETY: The device name is a NUL-terminated string that lives as long as `dev`, which
+    // is registered (caller's promise); a rename cannot run meanwhile (ib_core calls the
+    // `rename` callback after it, under the lock that renames take).
+    Ok(CString::try_from(unsafe {
+        CStr::from_char_ptr(rmad_shim_dev_name(dev))
+    })?)
+}
+
+/// The shim's report that a device was renamed: its ports take the new name, under which
+/// `find_port` (registration by name, `rmad_port_gid`) finds them from now on. Agents are
+/// not affected: they hold their port.
+///
+/// # Safety
+///
+/// Only called by the shim's `ib_client` `rename` callback, with a registered device.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_device_renamed(dev: *mut IbDevice) {
+    let g = VERBS.lock();
+    for p in g
+        .iter()
+        .flat_map(|s| s.ports.iter())
+        .filter(|p| p.dev == dev)
+    {
+        // SAFETY: `dev` is registered (caller's promise).
+        let copied = unsafe { dev_name(dev) }.and_then(|n| p.name.set(n));
+        if copied.is_err() {
+            pr_warn!("verbs: port {} keeps its old name: out of memory\n", p.port);
+        }
+    }
+}
+
 /// The shim's report that a device is going away: its ports are closed.
 ///
 /// # Safety
@@ -659,7 +687,8 @@ unsafe extern "C" fn rmad_rust_send_done(
     unsafe { port.tx_done(wr_id, status, vendor_err) };
 }
 
-/// The shim's report that the port's GID table changed: the transmit work sweeps the address
+/// The shim's report of a port event (GID table, LID or an active port): the transmit work
+/// queries the port's LID, LMC and MAC again (`verbs/attrs.rs`) and sweeps the address
 /// handles that reference deleted GID entries (`rmad_shim_vport_sweep`).
 ///
 /// # Safety
@@ -671,6 +700,7 @@ unsafe extern "C" fn rmad_rust_port_changed(ctx: *mut c_void) {
     // `VerbsPort`), held until `rmad_shim_vport_close` returns, which first unregisters the
     // event handler that calls this.
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    port.attrs_changed();
     port.kick();
 }
 
@@ -715,7 +745,7 @@ unsafe extern "C" fn rmad_rust_recv(
     if let Some(h) = request.filter(|_| info.via_qp1 == 0) {
         port.requests_dropped.add(1, Relaxed);
         trace::fire(trace::Ev::RequestDropped, || trace::Info {
-            dev: port.name.as_char_ptr(),
+            dev: port.name.get().as_char_ptr(),
             tid: h.tid,
             qp_num: info.src_qp,
             timeout_ms: 0,

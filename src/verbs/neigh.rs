@@ -160,7 +160,7 @@ impl WorkItem for Resolution {
 impl VerbsPort {
     /// Whether the port's packets carry Ethernet headers (RoCE: it has a MAC).
     pub(super) fn is_roce(&self) -> bool {
-        self.mac != [0; 6]
+        self.attrs.mac() != [0; 6]
     }
 
     /// Whether `dgid` is one of the port's own GIDs (rxe loops such packets back).
@@ -179,7 +179,7 @@ impl VerbsPort {
     /// for the destination's resolution, which this starts if none is under way.
     pub(super) fn dest_for_tx(self: &Arc<Self>, grh: &GrhAttr) -> Dest {
         if self.is_own(&grh.dgid) {
-            return Dest::Mac(self.mac);
+            return Dest::Mac(self.attrs.mac());
         }
         {
             let mut n = self.neigh.lock();
@@ -226,7 +226,7 @@ impl VerbsPort {
     /// wait about a second. `EHOSTUNREACH` when resolution fails.
     pub(super) fn dmac(&self, grh: &GrhAttr) -> Result<[u8; 6]> {
         if self.is_own(&grh.dgid) {
-            return Ok(self.mac);
+            return Ok(self.attrs.mac());
         }
         {
             let n = self.neigh.lock();

@@ -111,10 +111,16 @@ static void rmad_client_remove(struct ib_device *dev, void *data)
 	rmad_rust_device_remove(dev);
 }
 
+static void rmad_client_rename(struct ib_device *dev, void *data)
+{
+	rmad_rust_device_renamed(dev);
+}
+
 static struct ib_client rmad_client = {
 	.name = "rmad",
 	.add = rmad_client_add,
 	.remove = rmad_client_remove,
+	.rename = rmad_client_rename,
 };
 
 int rmad_shim_register_client(void)
@@ -438,9 +444,20 @@ static void rmad_port_event(struct ib_event_handler *h, struct ib_event *ev)
 {
 	struct rmad_vport *vp = container_of(h, struct rmad_vport, events);
 
-	if (ev->event != IB_EVENT_GID_CHANGE || ev->element.port_num != vp->port)
+	if (ev->element.port_num != vp->port)
 		return;
-	atomic_set(&vp->gid_changed, 1);
+	switch (ev->event) {
+	case IB_EVENT_GID_CHANGE:
+		atomic_set(&vp->gid_changed, 1);
+		break;
+	/* What may change the LID and LMC (the MAC changes come with the GIDs). */
+	case IB_EVENT_LID_CHANGE:
+	case IB_EVENT_PORT_ACTIVE:
+	case IB_EVENT_CLIENT_REREGISTER:
+		break;
+	default:
+		return;
+	}
 	rmad_rust_port_changed(vp->ctx);
 }
 

@@ -59,6 +59,7 @@ int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const
 /* Implemented in Rust (src/verbs.rs). */
 void rmad_rust_device_add(struct ib_device *dev);
 void rmad_rust_device_remove(struct ib_device *dev);
+void rmad_rust_device_renamed(struct ib_device *dev);
 void rmad_rust_send_done(void *ctx, u64 wr_id, int status, u32 vendor_err);
 void rmad_rust_port_changed(void *ctx);
 void rmad_rust_recv(void *ctx, const u8 *mad, u32 len, const struct rmad_recv_info *info);

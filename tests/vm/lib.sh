@@ -95,9 +95,8 @@ gid_index_of() {
 	[ -z "$f" ] || basename "$f"
 }
 
-# Adds IPv4 address $1 to rmad0 and prints its GID's index once rxe0 has it.
-add_address_gid() {
-	ip addr add "$1/24" dev rmad0 || return 1
+# Prints the index of IPv4 address $1's GID in rxe0's table once it has one.
+wait_gid_index_of() {
 	i=0
 	until [ -n "$(gid_index_of "$1")" ]; do
 		i=$((i + 1))
@@ -105,6 +104,12 @@ add_address_gid() {
 		sleep 0.1
 	done
 	gid_index_of "$1"
+}
+
+# Adds IPv4 address $1 to rmad0 and prints its GID's index once rxe0 has it.
+add_address_gid() {
+	ip addr add "$1/24" dev rmad0 || return 1
+	wait_gid_index_of "$1"
 }
 
 # Adds IPv6 address $1 (/64, without duplicate detection) to netdev $2 and waits until
@@ -118,6 +123,36 @@ add_ipv6_gid() {
 		[ $i -lt 300 ] || return 1
 		sleep 0.1
 	done
+}
+
+# Waits until rmad's port 1 of device $1 shows MAC $2 in debugfs.
+wait_port_mac() {
+	i=0
+	until grep -q "^device $1 port 1 .* mac $2$" /sys/kernel/debug/rmad/ports; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || { cat /sys/kernel/debug/rmad/ports; return 1; }
+		sleep 0.1
+	done
+}
+
+# Sets netdev $1's MAC to $3 and waits until rmad's port of device $2 shows it; runs $4 (a
+# command line) with the new MAC; then sets the old MAC again, whatever $4 said, and waits
+# the same way.
+mac_change() {
+	old="$(cat "/sys/class/net/$1/address")"
+	rc=0
+	ip link set "$1" address "$3" || return 1
+	wait_port_mac "$2" "$3" && eval "$4" || rc=1
+	ip link set "$1" address "$old" || return 1
+	wait_port_mac "$2" "$old" || return 1
+	cat /sys/kernel/debug/rmad/ports
+	return $rc
+}
+
+# Deletes rxe0 and its netdev and makes them again as setup_rxe does (a GID table in its
+# first order).
+remake_rxe0() {
+	rdma link delete rxe0 && ip link delete rmad0 && setup_rxe
 }
 
 # RoCE address churn: an address's GID is used by rmad (a GET from and to it, so that a

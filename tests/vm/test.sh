@@ -94,7 +94,7 @@ vm_case rust_drop_client_reports_pass sh -c 'insmod /modules/rmad_rust_drop_clie
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
-	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0$" /sys/kernel/debug/rmad/ports'
+	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0 lid 0 lmc 0 mac [0-9a-f:]{17}$" /sys/kernel/debug/rmad/ports'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 
@@ -111,10 +111,20 @@ vm_case same_class_registered_on_both sh -c 'insmod /modules/rmad_two_hca_client
 	dmesg | grep -q "rxe0: class 0x0a responder and requester registered: 0" &&
 	dmesg | grep -q "rxe1: class 0x0a responder and requester registered: 0"'
 vm_case answers_never_cross_devices two_hca_pass "round 1:"
+# A renamed device is known by its new name only (registration, rmad_port_gid, debugfs),
+# and its agents go on working under it; then it gets its old name back.
+vm_case rename_rxe0 rdma dev set rxe0 name rxe7
+vm_case renamed_listed_by_new_name sh -c 'cat /sys/kernel/debug/rmad/ports &&
+	grep -q "^device rxe7 port 1 " /sys/kernel/debug/rmad/ports &&
+	! grep -q "^device rxe0 " /sys/kernel/debug/rmad/ports'
+vm_case renamed_found_by_new_name two_hca_action "lookup rxe7 found" "lookup rxe7:"
+vm_case renamed_not_found_by_old_name two_hca_action "lookup rxe0 absent" "lookup rxe0:"
+vm_case rename_rxe0_back rdma dev set rxe7 name rxe0
+vm_case agents_serve_after_renames two_hca_action round "round 2:"
 vm_case unreachable_destination_delays_no_other two_hca_action unreachable "unreachable: [PF]"
 # One resolution for the ten sends to the unreachable address: the failure is remembered.
 vm_case unreachable_resolved_once sh -c 'cat /sys/kernel/debug/rmad/ports &&
-	grep -q "^device rxe1 port 1 .* resolved 0 unresolved 1$" /sys/kernel/debug/rmad/ports'
+	grep -q "^device rxe1 port 1 .* resolved 0 unresolved 1 " /sys/kernel/debug/rmad/ports'
 # A request sent straight to rmad's private QP (here by rmad itself, from rxe0 to rxe0) is
 # dropped, counted and traced, and never reaches the responder of its class: the GET and
 # its two retries, three drops.
@@ -136,9 +146,17 @@ vm_case deleted_gid_entry_not_kept_by_address_handles gid_churn
 vm_case sends_parked_on_rxe1 two_hca_action park "parked"
 vm_case remove_rxe1 rdma link delete rxe1
 vm_case removal_flushed_each_rxe1_send_once two_hca_action flushed "parked sends after removal"
-vm_case rxe0_serves_after_rxe1_removed two_hca_action round "round 2:"
+vm_case rxe0_serves_after_rxe1_removed two_hca_action round "round 3:"
+# A new MAC on rxe0's netdev (ib_core deletes and adds its GIDs, and reports it) reaches
+# rmad's port, which reads its LID, LMC and MAC again: a GET from and to rxe0's IPv4 GID,
+# wherever the table put it now, with the new MAC (sends to rxe0's own GIDs carry it; rxe
+# drops them with the old one); then the old MAC comes back. Last in this section: the GID
+# table's order is not what it was, and rxe0 is made again below.
+vm_case served_with_a_new_mac mac_change rmad0 rxe0 02:00:00:00:07:03 \
+	'k="$(wait_gid_index_of 10.0.0.1)" && two_hca_action "from $k" "GET from GID $k:"'
 vm_case two_hca_rmmod_client rmmod rmad_two_hca_client
 vm_case two_hca_rmmod_production rmmod rmad
+vm_case rxe0_made_again remake_rxe0
 ip link delete rmad1
 emit_vm_suite rmad_two_hca >"$RESULTS"
 

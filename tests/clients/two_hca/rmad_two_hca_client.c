@@ -22,7 +22,9 @@
  * SENDs that nobody answers on rxe1 (timeout one minute), so that the test can
  * delete rxe1 with sends outstanding, and "flushed" checks that their handlers reported
  * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working;
- * "sibling" registers a second requester on rxe0 and has the first one's
+ * "lookup <name> found|absent" checks that rmad knows a device by that name
+ * (after a rename: the new one, not the old), through rmad_port_gid() and a
+ * registration; "sibling" registers a second requester on rxe0 and has the first one's
  * receive handler post a send of it and unregister it, which must return
  * with that send flushed (in C the same call waits for itself). The last
  * line of each action, "PASS" or "FAIL", is what the test VM checks; rmmod
@@ -68,6 +70,8 @@ struct dev {
 	atomic_t right, crossed;
 	/* Send handler statuses of the requester: success, flushed, anything else. */
 	atomic_t ok, flushed, other;
+	/* The status of the last send that was neither successful nor flushed. */
+	int other_status;
 	atomic_t done;
 	int expected;
 	struct completion all_done;
@@ -130,12 +134,14 @@ static void requester_send_handler(struct rmad_agent *agent, struct rmad_send_wc
 		completed_as[lo - FAR_LO] = atomic_inc_return(&completions);
 		status_of[lo - FAR_LO] = wc->status;
 	}
-	if (wc->status == RMAD_WC_SUCCESS)
+	if (wc->status == RMAD_WC_SUCCESS) {
 		atomic_inc(&d->ok);
-	else if (wc->status == RMAD_WC_WR_FLUSH_ERR)
+	} else if (wc->status == RMAD_WC_WR_FLUSH_ERR) {
 		atomic_inc(&d->flushed);
-	else
+	} else {
+		d->other_status = wc->status;
 		atomic_inc(&d->other);
+	}
 	rmad_free_send_mad(wc->send_buf);
 	if (atomic_inc_return(&d->done) == d->expected)
 		complete(&d->all_done);
@@ -222,6 +228,15 @@ static int post_request(struct dev *d, u32 lo, u8 method, int timeout_ms)
 	return post_to(d, d->gid, lo, method, timeout_ms);
 }
 
+/*
+ * Waits up to a minute for @c; whether it came. Interruptible: a wait that a
+ * failure makes long reports FAIL instead of firing the hung-task detector.
+ */
+static bool wait_done(struct completion *c)
+{
+	return wait_for_completion_interruptible_timeout(c, 60 * HZ) > 0;
+}
+
 /* Clears a device's counters for a batch of @expected sends. */
 static void reset(struct dev *d, int expected)
 {
@@ -265,13 +280,13 @@ static void run_round(void)
 		struct dev *d = &devs[i];
 		bool want = live[i];
 
-		if (want && !wait_for_completion_timeout(&d->all_done, 60 * HZ))
+		if (want && !wait_done(&d->all_done))
 			bad++;
-		pr_info("rmad_two_hca_client: round %d: %s %s: served %d (%d refused to the other device), answers %d right %d crossed, send handler %d ok %d flushed %d other\n",
+		pr_info("rmad_two_hca_client: round %d: %s %s: served %d (%d refused to the other device), answers %d right %d crossed, send handler %d ok %d flushed %d other (status %d)\n",
 			rounds, names[i], want ? "live" : "removed", atomic_read(&d->served),
 			atomic_read(&d->foreign_refused), atomic_read(&d->right),
 			atomic_read(&d->crossed), atomic_read(&d->ok), atomic_read(&d->flushed),
-			atomic_read(&d->other));
+			atomic_read(&d->other), d->other_status);
 		pass &= atomic_read(&d->served) == (want ? N_GET : 0) &&
 			atomic_read(&d->foreign_refused) == (want ? N_GET : 0) &&
 			atomic_read(&d->right) == (want ? N_GET : 0) &&
@@ -304,7 +319,7 @@ static void far_round(void)
 	bad += post_request(&devs[1], FAR_GET_RXE1, RMAD_MGMT_METHOD_GET, 20000) != 0;
 	bad += post_request(&devs[0], FAR_GET_RXE0, RMAD_MGMT_METHOD_GET, 20000) != 0;
 	for (i = 0; i < N_DEV; i++)
-		bad += !wait_for_completion_timeout(&devs[i].all_done, 60 * HZ);
+		bad += !wait_done(&devs[i].all_done);
 	for (i = 0; i < N_FAR; i++) {
 		first_far = min(first_far, completed_as[i]);
 		pass &= status_of[i] == RMAD_WC_LOC_QP_OP_ERR;
@@ -319,7 +334,7 @@ static void far_round(void)
 	reset(&devs[1], N_FAR);
 	for (i = 0; i < N_FAR; i++)
 		bad += post_to(&devs[1], far, FAR_LO + N_FAR + i, RMAD_MGMT_METHOD_SEND, 0) != 0;
-	bad += !wait_for_completion_timeout(&devs[1].all_done, 60 * HZ);
+	bad += !wait_done(&devs[1].all_done);
 	for (i = N_FAR; i < 2 * N_FAR; i++)
 		pass &= status_of[i] == RMAD_WC_LOC_QP_OP_ERR;
 	pr_info("rmad_two_hca_client: unreachable: %s (%d bad posts or waits)\n",
@@ -338,7 +353,7 @@ static void to_private_qp(u32 qpn)
 
 	reset(d, 1);
 	bad = post_qp(d, d->gid, qpn, 3000, RMAD_MGMT_METHOD_GET, 200) != 0;
-	bad += !wait_for_completion_timeout(&d->all_done, 60 * HZ);
+	bad += !wait_done(&d->all_done);
 	pr_info("rmad_two_hca_client: GET to the private QP %u: served %d, %d timed out: %s\n",
 		qpn, atomic_read(&d->served), atomic_read(&d->other),
 		!bad && !atomic_read(&d->served) && atomic_read(&d->other) == 1 ? "PASS" : "FAIL");
@@ -357,7 +372,7 @@ static void from_gid(u32 index)
 	reset(d, 1);
 	bad = index > 255 || rmad_port_gid(names[0], 1, index, gid) != 0;
 	bad = bad || post_from(d, index, gid, 1, 4000, RMAD_MGMT_METHOD_GET, 5000) != 0;
-	bad = bad || !wait_for_completion_timeout(&d->all_done, 60 * HZ);
+	bad = bad || !wait_done(&d->all_done);
 	pr_info("rmad_two_hca_client: GET from GID %u: served %d, %d ok: %s\n", index,
 		atomic_read(&d->served), atomic_read(&d->ok),
 		!bad && atomic_read(&d->served) == 1 && atomic_read(&d->ok) == 1 ? "PASS" : "FAIL");
@@ -380,12 +395,35 @@ static void park(void)
 static void parked_flushed(void)
 {
 	struct dev *d = &devs[1];
-	bool all = wait_for_completion_timeout(&d->all_done, 60 * HZ);
+	bool all = wait_done(&d->all_done);
 
 	pr_info("rmad_two_hca_client: parked sends after removal: %d flushed %d ok %d other: %s\n",
 		atomic_read(&d->flushed), atomic_read(&d->ok), atomic_read(&d->other),
 		all && atomic_read(&d->flushed) == N_PARK && !atomic_read(&d->ok) &&
 		!atomic_read(&d->other) ? "PASS" : "FAIL");
+}
+
+/*
+ * Whether rmad knows device @name as @want says ("found" or "absent"): its
+ * port's GID and a registration on it succeed, or both fail with -ENODEV.
+ */
+static void lookup(const char *name, const char *want)
+{
+	bool found = !strcmp(want, "found");
+	struct rmad_agent *a;
+	int gid_ret, reg_ret;
+	u8 gid[16];
+
+	gid_ret = rmad_port_gid(name, 1, 1, gid);
+	a = rmad_register_agent(name, 1, RMAD_QPT_GSI, NULL, 0, requester_send_handler,
+				requester_recv_handler, &devs[0], 0);
+	reg_ret = PTR_ERR_OR_ZERO(a);
+	if (!IS_ERR(a))
+		rmad_unregister_agent(a);
+	pr_info("rmad_two_hca_client: %s %s: gid %d, register %d: %s\n", "lookup", name, gid_ret,
+		reg_ret,
+		(found ? !gid_ret && !reg_ret : gid_ret == -ENODEV && reg_ret == -ENODEV) ?
+		"PASS" : "FAIL");
 }
 
 /* A receive handler of rxe0's requester unregisters a sibling with a send in the device. */
@@ -408,8 +446,8 @@ static void unregister_from_handler(void)
 	if (bad)
 		sibling.requester = NULL;
 	bad = bad || post_request(d, SIBLING_LO, RMAD_MGMT_METHOD_GET, 20000) != 0;
-	bad = bad || !wait_for_completion_timeout(&d->all_done, 60 * HZ);
-	bad = bad || !wait_for_completion_timeout(&sibling.all_done, 60 * HZ);
+	bad = bad || !wait_done(&d->all_done);
+	bad = bad || !wait_done(&sibling.all_done);
 	pass = !bad && sibling_unregistered == 0 && atomic_read(&sibling.flushed) == 1 &&
 	       atomic_read(&sibling.done) == 1 && atomic_read(&d->ok) == 1;
 	pr_info("rmad_two_hca_client: sibling unregistered from a receive handler: %d, its send %d flushed %d other: %s\n",
@@ -423,9 +461,12 @@ static void unregister_from_handler(void)
 
 static int action_set(const char *val, const struct kernel_param *kp)
 {
+	char name[16], want[8];
 	u32 qpn;
 
-	if (sscanf(val, "private %u", &qpn) == 1)
+	if (sscanf(val, "lookup %15s %7s", name, want) == 2)
+		lookup(name, want);
+	else if (sscanf(val, "private %u", &qpn) == 1)
 		to_private_qp(qpn);
 	else if (sscanf(val, "from %u", &qpn) == 1)
 		from_gid(qpn);
@@ -450,7 +491,7 @@ static const struct kernel_param_ops action_ops = {
 
 module_param_cb(action, &action_ops, NULL, 0200);
 MODULE_PARM_DESC(action,
-		 "round, unreachable, private <qpn>, from <gid index>, park, flushed or sibling");
+		 "round, unreachable, private <qpn>, from <gid index>, park, flushed, sibling or lookup <name> found|absent");
 
 /* Unregisters what @d has (also on a removed device); logs errors. */
 static void dev_stop(struct dev *d)
