@@ -204,7 +204,8 @@ pub(crate) struct Stats {
     pub(crate) early_responses: u64,
     /// Responses matched.
     pub(crate) responses: u64,
-    /// Responses dropped (unmatched, duplicate or for a cancelled send).
+    /// Responses dropped (unmatched, duplicate, for a cancelled send, or for an agent without
+    /// a receive handler).
     pub(crate) dropped_responses: u64,
     /// Send handler calls.
     pub(crate) completed: u64,

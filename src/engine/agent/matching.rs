@@ -84,6 +84,14 @@ impl Agent {
     /// Handles a MAD routed to this agent by the engine.
     pub(crate) fn receive(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad) {
         let Some(rh) = self.recv_handler.clone() else {
+            // Dropped, as in C (which logs it); a response is counted and traced with the
+            // other responses nobody takes.
+            if hdr.is_response() {
+                let mut g = self.lock();
+                g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                drop(g);
+                self.trace_dropped(hdr);
+            }
             return;
         };
         if !hdr.is_response() {

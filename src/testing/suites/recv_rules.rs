@@ -425,7 +425,8 @@ mod tests {
     #[test]
     fn response_to_agent_without_recv_handler_dropped() -> Result {
         // ib_mad_recv_done: the agent found (by hi_tid) has no recv_handler, so the MAD is
-        // dropped: the response never matches its send, which times out.
+        // dropped: the response never matches its send, which times out. rmad counts it with
+        // the responses it drops.
         let env = Env::new()?;
         let rec = Recorder::new(Behaviour::default())?;
         let a = env.agent_of(QpType::Gsi, A, &rec, false, None)?;
@@ -434,12 +435,13 @@ mod tests {
         let done = rec.wait_sends(1);
         let sends = rec.sends()?;
         let served = brec.recv_count();
-        let responses = a.stats().responses;
+        let (responses, dropped) = (a.stats().responses, a.stats().dropped_responses);
         finish(&env, &[&rec, &brec], &[&a, &b])?;
         assert!(done);
         assert_eq!(served, 1);
         assert_eq!(&sends[..], &[(1, WcStatus::RespTimeoutErr, 0)][..]);
         assert_eq!(responses, 0);
+        assert_eq!(dropped, 1);
         Ok(())
     }
 
