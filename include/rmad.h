@@ -211,7 +211,7 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
 /**
  * rmad_register_agent - register a MAD agent on a port of an RDMA device
  * @device: device name, e.g. "rxe0" (its current name: after a rename, the new one;
- *          agents registered before keep working)
+ *          agents registered before keep their port)
  * @port: port number
  * @qp_type: RMAD_QPT_SMI or RMAD_QPT_GSI
  * @reg_req: class registration, or NULL

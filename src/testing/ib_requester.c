@@ -150,12 +150,15 @@ void rmad_test_requester_cancel(struct rmad_test_requester *r, u32 kind)
 
 	if (kind >= RMAD_TEST_REQUESTER_KINDS)
 		return;
+	/*
+	 * Under the lock: the send handler clears sends[] under it before it
+	 * frees the buffer, and ib_cancel_mad() calls no handler.
+	 */
 	spin_lock(&r->lock);
 	b = r->sends[kind];
-	spin_unlock(&r->lock);
-	/* The caller's promise: nothing completes this send meanwhile, so b is not freed. */
 	if (b)
 		ib_cancel_mad(b);
+	spin_unlock(&r->lock);
 }
 
 void rmad_test_requester_counts(struct rmad_test_requester *r, u32 kind,

@@ -3,9 +3,10 @@
 //! What a verbs port reads of its device and must read again when it changes: the LID and
 //! LMC (an IB port's subnet manager assigns them, and may again), and on RoCE the netdev's
 //! MAC (`ip link set … address …`). ib_core reports such changes as port events; the shim
-//! passes them on ([`VerbsPort::attrs_changed`]) and the port's transmit work, in process
-//! context, queries the device again ([`VerbsPort::refresh_attrs`]) before it transmits.
-//! Readers (posts, in any context) load atomics and take no lock.
+//! passes them on ([`VerbsPort::attrs_changed`]), and a work item on the port's resolution
+//! queue (not the transmit work: a query can wait for `rtnl_lock` or for firmware) queries
+//! the device again, then kicks the transmit work. Readers (posts, in any context) load
+//! atomics and take no lock.
 
 use super::{
     rmad_shim_port_mac,
@@ -15,11 +16,19 @@ use super::{
 };
 use crate::engine::transport::PortAttr;
 use kernel::{
+    impl_has_work, new_work,
     prelude::*,
-    sync::atomic::{
-        Acquire,
-        Atomic,
-        Release, //
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
+        Arc,
+    },
+    workqueue::{
+        Work,
+        WorkItem, //
     },
 };
 
@@ -33,10 +42,13 @@ pub(crate) struct Attrs {
     has_smi: bool,
     /// A port event came since the last query.
     stale: Atomic<bool>,
+    /// A [`Refresh`] is queued or running.
+    refreshing: Atomic<bool>,
 }
 
-/// What a query of the device found: LID, LMC, whether the port has an SMI, the MAC.
-struct Queried(u32, u8, bool, [u8; 6]);
+/// What a query of the device found: LID, LMC, whether the port has an SMI, and the MAC if
+/// the port's netdev could be read (a driver can be between two netdevs).
+struct Queried(u32, u8, bool, Option<[u8; 6]>);
 
 /// Queries port `port` of `dev`.
 ///
@@ -50,10 +62,9 @@ unsafe fn query(dev: *mut IbDevice, port: u32) -> Result<Queried> {
         rmad_shim_query_port(dev, port, &mut lid, &mut lmc, &mut has_smi)
     })?;
     let mut mac = [0u8; 6];
-    // SAFETY: As above; `mac` has room for a MAC address. A port without a netdev (plain
-    // InfiniBand) keeps a zero MAC, which it never needs.
-    let _ = unsafe { rmad_shim_port_mac(dev, port, mac.as_mut_ptr()) };
-    Ok(Queried(lid, lmc, has_smi != 0, mac))
+    // SAFETY: As above; `mac` has room for a MAC address.
+    let read = unsafe { rmad_shim_port_mac(dev, port, mac.as_mut_ptr()) } == 0;
+    Ok(Queried(lid, lmc, has_smi != 0, read.then_some(mac)))
 }
 
 /// `mac` in the low 48 bits of a `u64`.
@@ -72,9 +83,14 @@ impl Attrs {
         let q = unsafe { query(dev, port) }?;
         let this = Self {
             lid_lmc: Atomic::new(0),
+            // A port without a netdev (plain InfiniBand) keeps a zero MAC, which it never
+            // needs.
             mac: Atomic::new(0),
             has_smi: q.2,
-            stale: Atomic::new(false),
+            // An event between this query and the event handler's registration would be
+            // lost: the first transmit work queries again.
+            stale: Atomic::new(true),
+            refreshing: Atomic::new(false),
         };
         this.store(&q);
         Ok(this)
@@ -84,7 +100,11 @@ impl Attrs {
     fn store(&self, q: &Queried) {
         let lid = q.0 & 0xffff;
         self.lid_lmc.store((lid << 8) | u32::from(q.1), Release);
-        self.mac.store(pack_mac(q.3), Release);
+        // A MAC that could not be read keeps the last one (a zero MAC would make a RoCE port
+        // look like an InfiniBand one).
+        if let Some(mac) = q.3 {
+            self.mac.store(pack_mac(mac), Release);
+        }
     }
 
     /// The port's attributes as the engine sees them.
@@ -114,25 +134,79 @@ impl VerbsPort {
         (a.lid, a.lmc, self.attrs.mac())
     }
 
-    /// A port event came: the attributes are queried again at the next transmit work.
+    /// A port event came: a [`Refresh`] queries the device again, unless one is queued or
+    /// running already (it sees this event too). Process context (ib_core's event work).
     pub(crate) fn attrs_changed(&self) {
         self.attrs.stale.store(true, Release);
-    }
-
-    /// Queries the device again if a port event came since the last query. Process context.
-    pub(crate) fn refresh_attrs(&self) {
-        if !self.attrs.stale.xchg(false, Acquire) {
+        if self.attrs.refreshing.xchg(true, Acquire) {
             return;
         }
-        let port = u32::from(self.port);
-        // SAFETY: `with_device` holds a registration reference on `dev` across the call.
-        let q = self.with_device(|dev| unsafe { query(dev, port) });
-        match q {
-            Some(Ok(q)) => self.attrs.store(&q),
-            // Closed meanwhile: nothing needs the attributes any more.
-            None => (),
-            // Try again at the next run.
-            Some(Err(_)) => self.attrs.stale.store(true, Release),
+        let queued = Arc::pin_init(
+            pin_init!(Refresh {
+                port: self.arc(),
+                work <- new_work!("Refresh::work"),
+            }),
+            GFP_KERNEL,
+        )
+        .map(|r| self.resolve_wq.queue().enqueue(r).is_ok());
+        if queued != Ok(true) {
+            // The transmit work's next run queries instead.
+            self.attrs.refreshing.store(false, Release);
         }
+    }
+
+    /// Queries the device again if a port event came since the last query. Process context,
+    /// no rmad lock held.
+    pub(crate) fn refresh_attrs(&self) {
+        while self.attrs.stale.xchg(false, Acquire) {
+            let port = u32::from(self.port);
+            // SAFETY: `with_device` holds a registration reference on `dev` across the call.
+            match self.with_device(|dev| unsafe { query(dev, port) }) {
+                Some(Ok(q)) => self.attrs.store(&q),
+                // Closed meanwhile: nothing needs the attributes any more.
+                None => return,
+                // Tried again at the next event or transmit work.
+                Some(Err(_)) => {
+                    self.attrs.stale.store(true, Release);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether a port event is waiting for its query, with no [`Refresh`] to do it.
+    pub(crate) fn attrs_stale(&self) -> bool {
+        self.attrs.stale.load(Acquire) && !self.attrs.refreshing.load(Acquire)
+    }
+}
+
+/// A query of a port's attributes after a port event, on the port's resolution queue.
+#[pin_data]
+pub(crate) struct Refresh {
+    port: Arc<VerbsPort>,
+    #[pin]
+    work: Work<Refresh>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Refresh { self.work }
+}
+
+impl WorkItem for Refresh {
+    type Pointer = Arc<Refresh>;
+
+    fn run(this: Arc<Refresh>) {
+        let port = &this.port;
+        loop {
+            port.refresh_attrs();
+            port.attrs.refreshing.store(false, Release);
+            // An event after the last query but before the store above queued no Refresh:
+            // take it on, unless another Refresh did.
+            if !port.attrs.stale.load(Acquire) || port.attrs.refreshing.xchg(true, Acquire) {
+                break;
+            }
+        }
+        // Transmissions waiting for the new attributes go now.
+        port.kick();
     }
 }

@@ -559,7 +559,8 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 		vp->send_cq = NULL;
 		goto err;
 	}
-	vp->recv_cq = ib_alloc_cq(dev, vp, RMAD_RQ, 0, IB_POLL_WORKQUEUE);
+	/* One more than the receives: ib_drain_rq's own completion at close. */
+	vp->recv_cq = ib_alloc_cq(dev, vp, RMAD_RQ + 1, 0, IB_POLL_WORKQUEUE);
 	if (IS_ERR(vp->recv_cq)) {
 		ret = PTR_ERR(vp->recv_cq);
 		vp->recv_cq = NULL;
@@ -569,7 +570,8 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 	init.recv_cq = vp->recv_cq;
 	init.sq_sig_type = IB_SIGNAL_ALL_WR;
 	init.cap.max_send_wr = RMAD_SQ;
-	init.cap.max_recv_wr = RMAD_RQ;
+	/* RMAD_RQ are posted; the one more is ib_drain_rq's. */
+	init.cap.max_recv_wr = RMAD_RQ + 1;
 	init.cap.max_send_sge = 1;
 	init.cap.max_recv_sge = 1;
 	init.qp_type = IB_QPT_UD;

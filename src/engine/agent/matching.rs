@@ -26,7 +26,11 @@ impl Agent {
                     self.transport.gid(self.port, g.sgid_index) == Some(dgid)
                 }
                 _ => {
-                    let lmc = self.port_attr.lmc;
+                    // The LMC now: the subnet manager may change it (C reads the cache too).
+                    let lmc = self
+                        .transport
+                        .port_attr(self.port)
+                        .map_or(self.port_attr.lmc, |a| a.lmc);
                     let mask = u8::try_from((1u16 << lmc.min(7)) - 1).unwrap_or(0x7f);
                     lmc == 0 || (ah.src_path_bits & mask) == (wc.dlid_path_bits & mask)
                 }
@@ -86,8 +90,8 @@ impl Agent {
         let Some(rh) = self.recv_handler.clone() else {
             // Dropped, as in C (which logs it); a response is counted and traced with the
             // other responses nobody takes.
-            if hdr.is_response() {
-                let mut g = self.lock();
+            let mut g = self.lock();
+            if hdr.is_response() && !g.dead {
                 g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
                 drop(g);
                 self.trace_dropped(hdr);

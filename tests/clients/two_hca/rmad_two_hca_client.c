@@ -139,7 +139,7 @@ static void requester_send_handler(struct rmad_agent *agent, struct rmad_send_wc
 	} else if (wc->status == RMAD_WC_WR_FLUSH_ERR) {
 		atomic_inc(&d->flushed);
 	} else {
-		d->other_status = wc->status;
+		WRITE_ONCE(d->other_status, wc->status);
 		atomic_inc(&d->other);
 	}
 	rmad_free_send_mad(wc->send_buf);
@@ -286,7 +286,7 @@ static void run_round(void)
 			rounds, names[i], want ? "live" : "removed", atomic_read(&d->served),
 			atomic_read(&d->foreign_refused), atomic_read(&d->right),
 			atomic_read(&d->crossed), atomic_read(&d->ok), atomic_read(&d->flushed),
-			atomic_read(&d->other), d->other_status);
+			atomic_read(&d->other), READ_ONCE(d->other_status));
 		pass &= atomic_read(&d->served) == (want ? N_GET : 0) &&
 			atomic_read(&d->foreign_refused) == (want ? N_GET : 0) &&
 			atomic_read(&d->right) == (want ? N_GET : 0) &&

@@ -570,10 +570,12 @@ pub(super) fn run() -> Result<KVec<Outcome>> {
         },
         GFP_KERNEL,
     )?;
-    let agent = register_gsi(&engine, &transport, 1, &counts, None)?;
+    // What can fail first: no rmad agent is left behind then.
     let c = IbRequester::start(&port).ok_or(ENODEV)?;
+    let qpn = port.qp_num().ok_or(ENODEV)?;
+    let agent = register_gsi(&engine, &transport, 1, &counts, None)?;
     let rmad = Target {
-        qpn: port.qp_num().ok_or(ENODEV)?,
+        qpn,
         hi: agent.hi_tid,
     };
     let ib_core = Target {
