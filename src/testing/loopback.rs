@@ -367,6 +367,18 @@ impl Fabric {
 }
 
 impl Fabric {
+    /// Replaces the attributes of `port` (numbered from 1), as a subnet manager that assigns
+    /// it another LID or LMC does.
+    pub(crate) fn set_port_attr(&self, port: u8, attr: PortAttr) {
+        let mut g = self.inner.lock();
+        if let Some(p) = usize::from(port)
+            .checked_sub(1)
+            .and_then(|i| g.ports.get_mut(i))
+        {
+            *p = attr;
+        }
+    }
+
     /// Replaces the P_Key table of `port` (numbered from 1).
     pub(crate) fn set_pkeys(&self, port: u8, table: [u16; PKEYS]) {
         let mut g = self.inner.lock();

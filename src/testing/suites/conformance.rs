@@ -154,6 +154,19 @@ pub(super) fn peer(env: &Env, class: u8) -> Result<(Arc<Agent>, Arc<Recorder>)> 
     Ok((a, rec))
 }
 
+/// A request of `CLASS` with tag `tag` from agent `a` to B without a GRH, from source path
+/// bits `bits`, waiting a minute (the address checks of `rcv_has_same_gid` without a GRH).
+pub(crate) fn lid_routed_request(a: &Arc<Agent>, tag: usize, bits: u8) -> Result<SendBuf> {
+    let mut l = request(a, CLASS, tag, B, 60_000, 0)?;
+    l.set_ah(Some(Address {
+        sl: 0,
+        dlid: B,
+        src_path_bits: bits,
+        grh: None,
+    }));
+    Ok(l)
+}
+
 /// Sends from `from` a response with `tid` and `class` to LID `dlid`, through `grh`.
 pub(super) fn answer(
     from: &Arc<Agent>,

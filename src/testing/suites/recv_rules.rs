@@ -721,4 +721,42 @@ mod tests {
         assert!(bm_up);
         Ok(())
     }
+
+    #[test]
+    fn lmc_read_at_match_not_at_registration() -> Result {
+        // rcv_has_same_gid without a GRH: the path bits are compared under the LMC the port
+        // has when the response arrives (ib_get_cached_lmc), not the one it had when the
+        // agent registered. Port 1 starts with LID 1, LMC 0; then the subnet manager gives it
+        // LID 4, LMC 2 (4..7). A response to 4 + 2 for a request from path bits 1 must not
+        // match (with LMC 0 every path bit would); the one to 4 + 1 does.
+        let env = Env::new()?;
+        let (p, prec) = peer(&env, CLASS)?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(A, &rec, None)?;
+        env.fabric().set_port_attr(
+            1,
+            crate::engine::transport::PortAttr {
+                lid: 4,
+                lmc: 2,
+                ..crate::testing::loopback::Fabric::DEFAULT_PORTS[0]
+            },
+        );
+        let h = post(crate::testing::suites::conformance::lid_routed_request(
+            &a, 2, 1,
+        )?)?;
+        let seen = prec.wait_recvs(1);
+        answer(&p, wire::make_tid(a.hi_tid, 2), CLASS, 4 + 2, None)?;
+        crate::testing::sleep_ms(200);
+        let wrong = rec.recv_count();
+        answer(&p, wire::make_tid(a.hi_tid, 2), CLASS, 4 + 1, None)?;
+        let right = rec.wait_sends(1);
+        let sends = rec.sends()?;
+        let _ = h.cancel();
+        finish(&env, &[&rec, &prec], &[&a, &p])?;
+        assert!(seen);
+        assert_eq!(wrong, 0);
+        assert!(right);
+        assert_eq!(sends.first().copied(), Some((2, WcStatus::Success, 0)));
+        Ok(())
+    }
 }

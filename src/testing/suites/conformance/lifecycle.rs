@@ -209,14 +209,7 @@ pub(super) fn s22_address_checks() -> Result {
     }));
     let hg = post(g)?;
     // A request from path bits 1: responses must come back to LID 4 + 1.
-    let mut l = request(&a, CLASS, 2, B, 60_000, 0)?;
-    l.set_ah(Some(Address {
-        sl: 0,
-        dlid: B,
-        src_path_bits: 1,
-        grh: None,
-    }));
-    let hl = post(l)?;
+    let hl = post(super::lid_routed_request(&a, 2, 1)?)?;
     let seen = prec.wait_recvs(2);
     answer(&p, wire::make_tid(a.hi_tid, 1), CLASS, 4, None)?;
     answer(&p, wire::make_tid(a.hi_tid, 2), CLASS, 4 + 2, None)?;
