@@ -346,7 +346,7 @@ impl VerbsPort {
     fn open(dev: *mut IbDevice, port: u32, engine: &Arc<Engine>) -> Result<Arc<Self>> {
         // SAFETY: `dev` is a registered device (we are in its `add` callback).
         let attrs = unsafe { attrs::Attrs::new(dev, port) }?;
-        // SAFETY: The device name is a NUL-terminated string that lives as long as `dev`.
+        // SAFETY: We are in `dev`'s `add` callback.
         let name = name::DevName::new(unsafe { dev_name(dev) }?)?;
         let port_num = u8::try_from(port).map_err(|_| EINVAL)?;
         let this = Arc::pin_init(
@@ -376,6 +376,9 @@ impl VerbsPort {
         match kernel::error::from_err_ptr(vp) {
             Ok(vp) => {
                 *this.vp.lock() = vp;
+                // A port event between the query above and the event handler's registration
+                // in the shim is not lost.
+                this.attrs_changed();
                 Ok(this)
             }
             Err(e) => {
@@ -609,11 +612,11 @@ unsafe extern "C" fn rmad_rust_device_add(dev: *mut IbDevice) {
 ///
 /// # Safety
 ///
-/// `dev` is a registered device.
+/// Only from the `ib_client` `add` or `rename` callback for `dev`: ib_core holds its
+/// `devices_rwsem` there, which a rename (that frees the old name) takes to write.
 unsafe fn dev_name(dev: *mut IbDevice) -> Result<CString> {
-    // SAFETY: The device name is a NUL-terminated string that lives as long as `dev`, which
-    // is registered (caller's promise); a rename cannot run meanwhile (ib_core calls the
-    // `rename` callback after it, under the lock that renames take).
+    // SAFETY: The name is a NUL-terminated string that no rename frees during the call
+    // (caller's promise).
     Ok(CString::try_from(unsafe {
         CStr::from_char_ptr(rmad_shim_dev_name(dev))
     })?)
@@ -634,7 +637,7 @@ unsafe extern "C" fn rmad_rust_device_renamed(dev: *mut IbDevice) {
         .flat_map(|s| s.ports.iter())
         .filter(|p| p.dev == dev)
     {
-        // SAFETY: `dev` is registered (caller's promise).
+        // SAFETY: We are in `dev`'s `rename` callback (caller's promise).
         let copied = unsafe { dev_name(dev) }.and_then(|n| p.name.set(n));
         if copied.is_err() {
             pr_warn!("verbs: port {} keeps its old name: out of memory\n", p.port);

@@ -3,9 +3,10 @@
 //! What a verbs port reads of its device and must read again when it changes: the LID and
 //! LMC (an IB port's subnet manager assigns them, and may again), and on RoCE the netdev's
 //! MAC (`ip link set … address …`). ib_core reports such changes as port events; the shim
-//! passes them on ([`VerbsPort::attrs_changed`]), and a work item on the port's resolution
-//! queue (not the transmit work: a query can wait for `rtnl_lock` or for firmware) queries
-//! the device again, then kicks the transmit work. Readers (posts, in any context) load
+//! passes them on ([`VerbsPort::attrs_changed`], also called once the port is open, for an
+//! event that came during the open), and a work item on the port's resolution queue (not
+//! the transmit work: a query can wait for `rtnl_lock` or for firmware) queries the device
+//! again, then kicks the transmit work. Readers (posts, in any context) load
 //! atomics and take no lock.
 
 use super::{
@@ -88,8 +89,8 @@ impl Attrs {
             mac: Atomic::new(0),
             has_smi: q.2,
             // An event between this query and the event handler's registration would be
-            // lost: the first transmit work queries again.
-            stale: Atomic::new(true),
+            // lost: the port calls `attrs_changed` once it is open.
+            stale: Atomic::new(false),
             refreshing: Atomic::new(false),
         };
         this.store(&q);
@@ -150,7 +151,7 @@ impl VerbsPort {
         )
         .map(|r| self.resolve_wq.queue().enqueue(r).is_ok());
         if queued != Ok(true) {
-            // The transmit work's next run queries instead.
+            // Out of memory: the next port event tries again.
             self.attrs.refreshing.store(false, Release);
         }
     }
@@ -165,18 +166,13 @@ impl VerbsPort {
                 Some(Ok(q)) => self.attrs.store(&q),
                 // Closed meanwhile: nothing needs the attributes any more.
                 None => return,
-                // Tried again at the next event or transmit work.
+                // Tried again at the next event.
                 Some(Err(_)) => {
                     self.attrs.stale.store(true, Release);
                     return;
                 }
             }
         }
-    }
-
-    /// Whether a port event is waiting for its query, with no [`Refresh`] to do it.
-    pub(crate) fn attrs_stale(&self) -> bool {
-        self.attrs.stale.load(Acquire) && !self.attrs.refreshing.load(Acquire)
     }
 }
 

@@ -35,12 +35,6 @@ pub(crate) struct DevName {
     all: Mutex<KVec<KBox<CString>>>,
 }
 
-// SAFETY: `current` points to a `CString` that `all` owns and keeps until `DevName` drops;
-// it is only read through `&CStr` (immutable), and replaced atomically.
-unsafe impl Send for DevName {}
-// SAFETY: As above; `all` is only touched under its lock.
-unsafe impl Sync for DevName {}
-
 impl DevName {
     /// A name that starts as `name`.
     pub(crate) fn new(name: CString) -> Result<impl PinInit<Self>> {

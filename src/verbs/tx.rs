@@ -148,10 +148,6 @@ impl VerbsPort {
     /// The transmit work: hands queued transmissions to the device, oldest first, until the
     /// queue is empty or the send queue is full. Process context, no rmad lock held.
     fn transmit_pending(self: &Arc<Self>) {
-        // Only when no Refresh will (one could not be queued, or the port just opened).
-        if self.attrs_stale() {
-            self.refresh_attrs();
-        }
         {
             let vp = *self.vp.lock();
             if !vp.is_null() {

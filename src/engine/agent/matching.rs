@@ -90,11 +90,13 @@ impl Agent {
         let Some(rh) = self.recv_handler.clone() else {
             // Dropped, as in C (which logs it); a response is counted and traced with the
             // other responses nobody takes.
-            let mut g = self.lock();
-            if hdr.is_response() && !g.dead {
-                g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
-                drop(g);
-                self.trace_dropped(hdr);
+            if hdr.is_response() {
+                let mut g = self.lock();
+                if !g.dead {
+                    g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+                    drop(g);
+                    self.trace_dropped(hdr);
+                }
             }
             return;
         };

@@ -46,15 +46,15 @@ mod tests {
         },
         verbs::VerbsPort, //
     };
-    use core::sync::atomic::{
-        AtomicI32,
-        AtomicU64,
-        Ordering::SeqCst, //
-    };
     use kernel::{
         new_mutex,
         prelude::*,
         sync::{
+            atomic::{
+                Acquire,
+                Atomic,
+                Release, //
+            },
             Arc,
             Mutex, //
         },
@@ -341,11 +341,11 @@ mod tests {
         #[pin]
         other: Mutex<Option<(Arc<Agent>, SendBuf)>>,
         /// Transmissions of the other agent when the unregistration began.
-        transmitted: AtomicU64,
+        transmitted: Atomic<u64>,
         /// The result of the post (0 or an errno); 1 until the handler ran.
-        posted: AtomicI32,
+        posted: Atomic<i32>,
         /// The result of the unregistration (0 or an errno); 1 until it returned.
-        unregistered: AtomicI32,
+        unregistered: Atomic<i32>,
     }
 
     impl RecvHandler for UnregisterOther {
@@ -354,7 +354,7 @@ mod tests {
                 return;
             };
             let posted = post(buf).map_or_else(|e| e.to_errno(), |_| 0);
-            self.posted.store(posted, SeqCst);
+            self.posted.store(posted, Release);
             // Until the transmit work handed the send to the QP, then a little longer for
             // rxe to complete it: its completion is then queued behind this very handler if
             // both share the thread that runs it.
@@ -364,9 +364,9 @@ mod tests {
                 waited += 5;
             }
             sleep_ms(200);
-            self.transmitted.store(other.stats().transmitted, SeqCst);
+            self.transmitted.store(other.stats().transmitted, Release);
             let r = other.unregister().map_or_else(|e| e.to_errno(), |()| 0);
-            self.unregistered.store(r, SeqCst);
+            self.unregistered.store(r, Release);
         }
     }
 
@@ -391,9 +391,9 @@ mod tests {
         let handler = Arc::pin_init(
             pin_init!(UnregisterOther {
                 other <- new_mutex!(Some((b.clone(), b_send))),
-                transmitted: AtomicU64::new(0),
-                posted: AtomicI32::new(1),
-                unregistered: AtomicI32::new(1),
+                transmitted: Atomic::new(0),
+                posted: Atomic::new(1),
+                unregistered: Atomic::new(1),
             }),
             GFP_KERNEL,
         )?;
@@ -426,10 +426,10 @@ mod tests {
         a.unregister()?;
         assert!(posted);
         assert!(a_done);
-        assert_eq!(handler.posted.load(SeqCst), 0);
+        assert_eq!(handler.posted.load(Acquire), 0);
         // The send was in the device when the unregistration began.
-        assert_eq!(handler.transmitted.load(SeqCst), 1);
-        assert_eq!(handler.unregistered.load(SeqCst), 0);
+        assert_eq!(handler.transmitted.load(Acquire), 1);
+        assert_eq!(handler.unregistered.load(Acquire), 0);
         assert!(b_done);
         assert_eq!(&b_sends[..], &[(9, WcStatus::WrFlushErr, 0)][..]);
         Ok(())
