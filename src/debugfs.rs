@@ -46,7 +46,7 @@ pub(crate) fn create() -> Result<Debugfs> {
                 let s = a.stats();
                 writeln!(
                     f,
-                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {}",
+                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {} unsolicited {}",
                     a.device_name().to_str().unwrap_or("?"),
                     a.port(),
                     a.hi_tid,
@@ -60,7 +60,8 @@ pub(crate) fn create() -> Result<Debugfs> {
                     s.responses,
                     s.early_responses,
                     s.dropped_responses,
-                    s.completed
+                    s.completed,
+                    s.user_rmpp_unmatched
                 )?;
             }
             Ok(())

@@ -209,6 +209,9 @@ pub(crate) struct Stats {
     pub(crate) dropped_responses: u64,
     /// Send handler calls.
     pub(crate) completed: u64,
+    /// Active RMPP responses that matched no send and went to a user-RMPP agent's receive
+    /// handler without one (Documentation/behaviour.md §2.10.7).
+    pub(crate) user_rmpp_unmatched: u64,
     /// Sends put in the flow-control backlog.
     pub(crate) backlogged: u64,
 }
@@ -417,6 +420,13 @@ impl Agent {
                     return Err(EINVAL);
                 }
             }
+        }
+        // Kernel RMPP (rmad segmenting and reassembling for the agent) is not there yet: refused,
+        // rather than accepted and then answered with the first segment of a transfer
+        // (Documentation/behaviour.md §8.14). User RMPP (`IB_MAD_USER_RMPP`) passes segments
+        // through as C does.
+        if wire::ib_mad_kernel_rmpp_agent(cfg.rmpp_version, cfg.flags) {
+            return Err(EOPNOTSUPP);
         }
         // 6. The port must exist.
         let port_attr = attr.ok_or(ENODEV)?;

@@ -129,12 +129,10 @@ impl core::ops::DerefMut for MadBytes {
 }
 
 /// The part of a send buffer that moves between the client and the engine.
-#[cfg_attr(
-    not(rmad_test),
-    allow(
-        dead_code,
-        reason = "RMPP bookkeeping that only the test flavour reads"
-    )
+#[allow(
+    dead_code,
+    reason = "RMPP segments: kernel-RMPP agents, the only ones that have them, are refused until \
+              the RMPP engine lands (Documentation/behaviour.md §8.14)"
 )]
 pub(crate) struct SendBody {
     /// The MAD: `mad_size` bytes, the headers first.
@@ -287,6 +285,7 @@ impl SendBuf {
     }
 
     /// RMPP segment `n` (numbered from 1), as `ib_get_rmpp_segment`; `None` out of range.
+    #[allow(dead_code, reason = "kernel-RMPP agents are refused for now (§8.14)")]
     pub(crate) fn rmpp_segment(&mut self, n: usize) -> Option<&mut [u8]> {
         let start = n.checked_sub(1)?.checked_mul(self.body.seg_size)?;
         let end = start.checked_add(self.body.seg_size)?;
@@ -352,6 +351,7 @@ impl SendBuf {
     }
 
     /// Payload bytes per RMPP segment.
+    #[allow(dead_code, reason = "kernel-RMPP agents are refused for now (§8.14)")]
     pub(crate) fn seg_size(&self) -> usize {
         self.body.seg_size
     }

@@ -4,9 +4,11 @@
  * rmad's data path: an agent on QP1 that answers GET requests of one class
  * with a GET_RESP of status 0, the way any ib_core client would. It answers
  * at once, or, while held, keeps up to hold_max answers until released (the
- * benchmark's matching round). Used by the rmad_rxe suite, the demonstration
- * and the two-node checks (src/testing/ib_responder.rs) and by the benchmark
- * (src/testing/bench/).
+ * benchmark's matching round). With rmad_test_responder_segments(), it answers
+ * with that many GET_RESPs carrying RMPP DATA headers instead, as a user-RMPP
+ * responder would send a segmented answer without waiting for ACKs. Used by
+ * the rmad_rxe suite, the demonstration and the two-node checks
+ * (src/testing/ib_responder.rs) and by the benchmark (src/testing/bench/).
  */
 
 #include <linux/atomic.h>
@@ -29,6 +31,8 @@ struct rmad_test_responder {
 	struct ib_mad_send_buf **held;
 	u32 nheld;
 	u32 hold_max;
+	/* Segments per answer; 0 or 1: one plain GET_RESP. */
+	u32 segments;
 };
 
 static void responder_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
@@ -71,6 +75,36 @@ static struct ib_mad_send_buf *responder_answer(struct ib_mad_agent *agent,
 	return b;
 }
 
+/* Answers @rwc's request with @n GET_RESPs, segments 1..n of one RMPP transfer. */
+static void responder_segments(struct ib_mad_agent *agent, struct ib_mad_recv_wc *rwc, u32 n)
+{
+	struct ib_mad_send_buf *b;
+	struct ib_rmpp_mad *m;
+	u8 flags;
+	u32 i;
+
+	for (i = 1; i <= n; i++) {
+		b = responder_answer(agent, rwc);
+		if (!b)
+			return;
+		m = b->mad;
+		m->rmpp_hdr.rmpp_version = IB_MGMT_RMPP_VERSION;
+		m->rmpp_hdr.rmpp_type = IB_MGMT_RMPP_TYPE_DATA;
+		m->rmpp_hdr.rmpp_status = 0;
+		flags = IB_MGMT_RMPP_FLAG_ACTIVE;
+		if (i == 1)
+			flags |= IB_MGMT_RMPP_FLAG_FIRST;
+		if (i == n)
+			flags |= IB_MGMT_RMPP_FLAG_LAST;
+		ib_set_rmpp_flags(&m->rmpp_hdr, flags);
+		m->rmpp_hdr.seg_num = cpu_to_be32(i);
+		m->rmpp_hdr.paylen_newwin = cpu_to_be32(i == n ? IB_MGMT_RMPP_DATA :
+							n * IB_MGMT_RMPP_DATA);
+		memset(m->data, (int)i, sizeof(m->data));
+		responder_post(b);
+	}
+}
+
 static void responder_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
 				   struct ib_mad_recv_wc *rwc)
 {
@@ -81,6 +115,10 @@ static void responder_recv_handler(struct ib_mad_agent *agent, struct ib_mad_sen
 	if (send_buf || ib_response_mad(&rwc->recv_buf.mad->mad_hdr))
 		goto out;
 	atomic_inc(&r->seen);
+	if (READ_ONCE(r->segments) > 1) {
+		responder_segments(agent, rwc, READ_ONCE(r->segments));
+		goto out;
+	}
 	b = responder_answer(agent, rwc);
 	if (!b)
 		goto out;
@@ -156,6 +194,11 @@ u32 rmad_test_responder_held(struct rmad_test_responder *r)
 	n = r->nheld;
 	spin_unlock(&r->lock);
 	return n;
+}
+
+void rmad_test_responder_segments(struct rmad_test_responder *r, u32 n)
+{
+	WRITE_ONCE(r->segments, n);
 }
 
 u32 rmad_test_responder_seen(struct rmad_test_responder *r)

@@ -27,6 +27,8 @@ void rmad_test_responder_release(struct rmad_test_responder *r);
 u32 rmad_test_responder_held(struct rmad_test_responder *r);
 /* How many requests the responder has seen. */
 u32 rmad_test_responder_seen(struct rmad_test_responder *r);
+/* Answer each GET with @n RMPP DATA segments (1..n) instead of one GET_RESP. */
+void rmad_test_responder_segments(struct rmad_test_responder *r, u32 n);
 /* Releases what is held and unregisters; NULL is ignored. */
 void rmad_test_responder_stop(struct rmad_test_responder *r);
 

@@ -19,6 +19,7 @@ extern "C" {
         hold_max: u32,
     ) -> *mut c_void;
     fn rmad_test_responder_stop(responder: *mut c_void);
+    fn rmad_test_responder_segments(responder: *mut c_void, n: u32);
 }
 
 /// The ib_core agent, answering at once (the benchmark's holding mode is used from C only);
@@ -42,6 +43,14 @@ impl IbResponder {
         let r = port.with_device(|dev| unsafe { rmad_test_responder_start(dev, num, class, 0) })?;
         // INVARIANT: A non-null result is a registered agent.
         (!r.is_null()).then_some(Self(r))
+    }
+
+    /// Answers each GET with `n` GET_RESPs carrying RMPP DATA headers, segments 1..=`n` of
+    /// one transfer (FIRST on 1, LAST on `n`), all sent at once as a user-RMPP responder that
+    /// does not wait for ACKs would.
+    pub(crate) fn segments(&self, n: u32) {
+        // SAFETY: By the type invariant the agent is registered and not stopped.
+        unsafe { rmad_test_responder_segments(self.0, n) };
     }
 }
 

@@ -790,6 +790,58 @@ mod tests {
     }
 
     #[test]
+    fn kernel_rmpp_registration_eopnotsupp() -> Result {
+        // rmad.h: rmpp_version 1 without IB_MAD_USER_RMPP (kernel RMPP) is -EOPNOTSUPP until
+        // rmad segments and reassembles; with the flag (user RMPP) the agent registers.
+        let reg = RmadRegReq {
+            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
+            mgmt_class_version: 2,
+            oui: [0; 3],
+            method_mask: [1 << wire::IB_MGMT_METHOD_GET, 0],
+        };
+        let race = Arc::new(
+            RegisterRace {
+                seen: Atomic::new(0),
+                unknown: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let register = |rmpp_version: u8, flags: u32| {
+            // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
+            // prototypes; the context outlives the agent (unregistered below).
+            unsafe {
+                rmad_register_agent(
+                    lb0::NAME.as_char_ptr(),
+                    1,
+                    1,
+                    &reg,
+                    rmpp_version,
+                    Some(register_race_send),
+                    Some(register_race_recv),
+                    Arc::as_ptr(&race).cast_mut().cast(),
+                    flags,
+                )
+            }
+        };
+        let kernel = register(1, 0);
+        let kernel_err = if is_err(kernel) { ptr_errno(kernel) } else { 0 };
+        if !is_err(kernel) {
+            let _ = rmad_unregister_agent(kernel);
+        }
+        let user = register(1, wire::IB_MAD_USER_RMPP);
+        let user_ok = !is_err(user);
+        let unreg = if user_ok {
+            rmad_unregister_agent(user)
+        } else {
+            0
+        };
+        assert_eq!(kernel_err, EOPNOTSUPP.to_errno());
+        assert!(user_ok);
+        assert_eq!(unreg, 0);
+        Ok(())
+    }
+
+    #[test]
     fn s32_modify_and_cancel_null_einval() -> Result {
         // Scenario 32: `ib_modify_mad(NULL, x)` is -EINVAL; so are rmad's other calls that
         // name a post, on a NULL buffer.

@@ -44,6 +44,7 @@ use crate::{
             peer,
             post_sa,
             received_tags,
+            rmpp_agent,
             sa_agent,
             setup,
             A,
@@ -90,6 +91,26 @@ fn set_bytes(buf: &mut SendBuf, off: usize, bytes: &[u8]) {
             *d = *s;
         }
     }
+}
+
+/// Posts from `p` (port 2) to QP1 of port 1 an SA GET_RESP with TID `tid` that carries an RMPP
+/// DATA header: segment `seg`, RMPP `flags`.
+fn rmpp_response(p: &Arc<Agent>, tid: u64, seg: u32, flags: u8) -> Result {
+    let hdr = mad_hdr(
+        wire::IB_MGMT_CLASS_SUBN_ADM,
+        wire::IB_MGMT_METHOD_GET_RESP,
+        tid,
+    );
+    let mut buf = mad_to(p, 1, hdr, 1, None)?;
+    set_bytes(
+        &mut buf,
+        wire::IB_MGMT_MAD_HDR,
+        &[wire::IB_MGMT_RMPP_VERSION, wire::IB_MGMT_RMPP_TYPE_DATA],
+    );
+    set_bytes(&mut buf, wire::IB_MGMT_MAD_HDR + 4, &seg.to_be_bytes());
+    let r = wire::rmpp_hdr_mut(buf.mad_mut()).map_err(|_| EINVAL)?;
+    wire::ib_set_rmpp_flags(r, flags).map_err(|_| EINVAL)?;
+    post(buf).map(|_| ())
 }
 
 /// A tagged request of `class` with `method` from `a` to QP `qpn` of LID `dlid`, with TID
@@ -456,25 +477,10 @@ mod tests {
         let prec = Recorder::new(Behaviour::default())?;
         let p = env.agent(2, &prec, None)?;
         let rmpp = |lo: u32| -> Result {
-            let tid = wire::make_tid(a.hi_tid, lo);
-            let mut buf = mad_to(
-                &p,
-                1,
-                mad_hdr(SA, wire::IB_MGMT_METHOD_GET_RESP, tid),
-                1,
-                None,
-            )?;
-            set_bytes(
-                &mut buf,
-                wire::IB_MGMT_MAD_HDR,
-                &[wire::IB_MGMT_RMPP_VERSION, wire::IB_MGMT_RMPP_TYPE_DATA],
-            );
-            let r = wire::rmpp_hdr_mut(buf.mad_mut()).map_err(|_| EINVAL)?;
             let flags = wire::IB_MGMT_RMPP_FLAG_ACTIVE
                 | wire::IB_MGMT_RMPP_FLAG_FIRST
                 | wire::IB_MGMT_RMPP_FLAG_LAST;
-            wire::ib_set_rmpp_flags(r, flags).map_err(|_| EINVAL)?;
-            post(buf).map(|_| ())
+            rmpp_response(&p, wire::make_tid(a.hi_tid, lo), 1, flags)
         };
         let h = post(request(&a, SA, 9, B, 60_000, 0)?)?;
         let waiting = wait_state(&a, &h, SendState::WaitResp);
@@ -492,6 +498,53 @@ mod tests {
         assert_eq!(dropped, 1);
         assert!(matched);
         assert!(matched_once(&calls, 9));
+        Ok(())
+    }
+
+    #[test]
+    fn user_rmpp_unmatched_segments_reach_the_handler() -> Result {
+        // ib_mad_complete_recv on a user-RMPP agent (IB_MAD_USER_RMPP, Documentation/behaviour.md
+        // §2.10.7): segment 1 of a segmented answer matches the request (receive handler with
+        // the send, then the send handler); segments 2 and 3, and an active segment with a TID
+        // nobody sent, go to the receive handler with no send. A response without ACTIVE that
+        // matches nothing is dropped as usual.
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = rmpp_agent(&env, &rec, 1, wire::IB_MAD_USER_RMPP)?;
+        let prec = Recorder::new(Behaviour::default())?;
+        let p = env.agent(2, &prec, None)?;
+        let segment = |lo: u32, seg: u32, flags: u8| {
+            rmpp_response(&p, wire::make_tid(a.hi_tid, lo), seg, flags)
+        };
+        let active = wire::IB_MGMT_RMPP_FLAG_ACTIVE;
+        let h = post(request(&a, SA, 9, B, 60_000, 0)?)?;
+        let waiting = wait_state(&a, &h, SendState::WaitResp);
+        segment(9, 1, active | wire::IB_MGMT_RMPP_FLAG_FIRST)?;
+        let matched = rec.wait_sends(1);
+        segment(9, 2, active)?;
+        segment(9, 3, active | wire::IB_MGMT_RMPP_FLAG_LAST)?;
+        segment(0x0909, 1, active | wire::IB_MGMT_RMPP_FLAG_FIRST)?;
+        segment(9, 4, 0)?;
+        let idle = settle(&env);
+        let calls = rec.calls()?;
+        let stats = a.stats();
+        finish(&env, &[&rec, &prec], &[&a, &p])?;
+        let tid = wire::make_tid(a.hi_tid, 9);
+        let unsolicited =
+            |c: &Call, want: u64| matches!(c, Call::Recv { tag: None, tid, .. } if *tid == want);
+        assert!(waiting);
+        assert!(matched);
+        assert!(idle);
+        assert_eq!(calls.len(), 5);
+        assert!(matched_once(calls.get(..2).unwrap_or(&[]), 9));
+        assert!(calls.get(2).is_some_and(|c| unsolicited(c, tid)));
+        assert!(calls.get(3).is_some_and(|c| unsolicited(c, tid)));
+        assert!(calls
+            .get(4)
+            .is_some_and(|c| unsolicited(c, wire::make_tid(a.hi_tid, 0x0909))));
+        assert_eq!(stats.user_rmpp_unmatched, 3);
+        assert_eq!(stats.dropped_responses, 1);
+        assert_eq!(stats.responses, 1);
         Ok(())
     }
 

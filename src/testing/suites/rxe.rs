@@ -131,6 +131,81 @@ mod tests {
     }
 
     #[test]
+    fn rxe_user_rmpp_agent_gets_every_segment_of_an_ib_core_answer() -> Result {
+        // A user-RMPP agent (IB_MAD_USER_RMPP) asks an ib_core agent, which answers with three
+        // RMPP DATA segments sent at once. As in C (Documentation/behaviour.md §2.10.7):
+        // segment 1 matches the request; segments 2 and 3 reach the receive handler with no
+        // send. Before, segments 2 and 3 were dropped.
+        const CLASS: u8 = 0x10;
+        let port = crate::verbs::find_port(c"rxe0", 1);
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(port.is_some());
+        let Some(port) = port else {
+            return Ok(());
+        };
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let responder = IbResponder::start(&port, CLASS);
+        let registered = responder.is_some();
+        if let Some(r) = &responder {
+            r.segments(3);
+        }
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = Agent::register(
+            &engine,
+            &transport,
+            AgentConfig {
+                port: 1,
+                qp_type: crate::mad::QpType::Gsi,
+                // SET only: the ib_core responder has the class's GETs.
+                reg: Some(crate::mad::RegReq {
+                    mgmt_class: CLASS,
+                    class_version: 1,
+                    oui: [0; 3],
+                    methods: 1 << wire::IB_MGMT_METHOD_SET,
+                }),
+                rmpp_version: 1,
+                flags: wire::IB_MAD_USER_RMPP,
+                send_handler: Some(rec.clone()),
+                recv_handler: Some(rec.clone()),
+            },
+        )?;
+        let mut buf = rxe_request(&port, &a, 3, wire::IB_MGMT_METHOD_GET, 20_000, 0)?;
+        if let Some(c) = buf.mad_mut().get_mut(1) {
+            *c = CLASS;
+        }
+        let posted = post(buf).is_ok();
+        let done = rec.wait_sends(1);
+        let all = crate::testing::wait_for(|| rec.recv_count() >= 3);
+        // Nothing more comes.
+        sleep_ms(100);
+        let calls = rec.calls()?;
+        let stats = a.stats();
+        drop(responder);
+        a.unregister()?;
+        let tid = wire::make_tid(a.hi_tid, 3);
+        let unsolicited = |c: Option<&Call>| {
+            matches!(c, Some(Call::Recv { tag: None, tid: t, method, .. })
+                if *t == tid && *method == wire::IB_MGMT_METHOD_GET_RESP)
+        };
+        assert!(registered);
+        assert!(posted);
+        assert!(done);
+        assert!(all);
+        assert_eq!(calls.len(), 4);
+        let matched = matches!(calls.first(), Some(Call::Recv { tag: Some(3), .. }));
+        let completed = matches!(calls.get(1), Some(Call::Send { tag: 3, wc, .. })
+            if wc.status == WcStatus::Success);
+        assert!(matched);
+        assert!(completed);
+        assert!(unsolicited(calls.get(2)));
+        assert!(unsolicited(calls.get(3)));
+        assert_eq!(stats.user_rmpp_unmatched, 2);
+        assert_eq!(stats.dropped_responses, 0);
+        Ok(())
+    }
+
+    #[test]
     fn rxe_burst_of_responses_all_matched() -> Result {
         // 512 GETs back to back, no retry: ib_core answers each one, and every response must
         // find a posted receive buffer (512, like the C layer's receive queue) and match its
