@@ -140,7 +140,9 @@ impl Config {
         if n == 0 || n > self.max_segments {
             return None;
         }
-        usize::try_from(n - 1).ok()?.checked_mul(self.data_size())
+        usize::try_from(n.checked_sub(1)?)
+            .ok()?
+            .checked_mul(self.data_size())
     }
 }
 
@@ -298,7 +300,8 @@ impl Held {
             let lo = at(i).unwrap_or(0) >> bits;
             let hi = match (bits, i.checked_add(1).and_then(at)) {
                 (0, _) | (_, None) => 0,
-                (b, Some(next)) => next << (64 - b),
+                // `b` is below 64, so the shift is too.
+                (b, Some(next)) => next << 64u32.saturating_sub(b),
             };
             *v = lo | hi;
         }
@@ -383,8 +386,9 @@ impl Transfer {
                 return Err(Verdict::Reject(Status::Resx));
             }
             // `count * 220` exceeds PayloadLength by less than 220; wide, it cannot overflow.
-            let pad = (u64::from(count) * u64::from(RMPP_DATA))
-                .checked_sub(u64::from(h.paylen_newwin))
+            let pad = u64::from(count)
+                .checked_mul(u64::from(RMPP_DATA))
+                .and_then(|t| t.checked_sub(u64::from(h.paylen_newwin)))
                 .and_then(|p| u32::try_from(p).ok())
                 .ok_or(Verdict::Reject(Status::BadLen))?;
             t.count = Some(count);
@@ -428,10 +432,11 @@ impl Transfer {
         let Ok(n) = u32::try_from(n) else {
             return Verdict::Drop;
         };
-        if n <= self.frontier || self.held.get(n - self.frontier - 1) {
-            return Verdict::Drop;
+        match self.bit(n) {
+            Some(i) if !self.held.get(i) => self.accept(n, h),
+            // At or below the frontier, or held above it.
+            _ => Verdict::Drop,
         }
-        self.accept(n, h)
     }
 
     /// The inactivity timer fired: an active transfer ends, answered with ABORT(T2L) as C's
@@ -443,6 +448,11 @@ impl Transfer {
         } else {
             Verdict::Drop
         }
+    }
+
+    /// The bit of segment `n` in `held`, if `n` is above the frontier.
+    fn bit(&self, n: u32) -> Option<u32> {
+        n.checked_sub(self.frontier)?.checked_sub(1)
     }
 
     /// Builds an ACK from the current state; C's `format_ack` records it as the last ACK.
@@ -457,8 +467,8 @@ impl Transfer {
     /// The checks of a new segment `n` (above the frontier, within the window, not held) that
     /// C does not make, in this order: beyond a known count (S2B); LAST anywhere but at the
     /// count, or missing there (BAD_LEN); beyond `max_segments` (RESX); for LAST, padding
-    /// against the FIRST's total and a length below the class header (BAD_LEN), and held
-    /// segments above it (S2B). Returns the message length for a LAST.
+    /// that disagrees with the FIRST's total (BAD_LEN), held segments above it (S2B), and a
+    /// length below the class header (BAD_LEN). Returns the message length for a LAST.
     fn check(&self, n: u32, h: &RmppHdr) -> Result<Option<usize>, Status> {
         let last = h.flags & IB_MGMT_RMPP_FLAG_LAST != 0;
         if let Some(count) = self.count {
@@ -479,11 +489,7 @@ impl Transfer {
         if self.expected_pad.is_some_and(|p| p != pad) {
             return Err(Status::BadLen);
         }
-        // Bit `n - frontier - 1` is segment n itself.
-        if self
-            .held
-            .any_above(n.saturating_sub(self.frontier).saturating_sub(1))
-        {
+        if self.bit(n).is_some_and(|i| self.held.any_above(i)) {
             return Err(Status::S2b);
         }
         let pad = usize::try_from(pad).map_err(|_| Status::BadLen)?;
@@ -515,7 +521,9 @@ impl Transfer {
             self.len = Some(len);
         }
         // INVARIANT: `n` is in `(frontier, newwin]`, so its bit is below W.
-        self.held.set(n - self.frontier - 1);
+        if let Some(i) = self.bit(n) {
+            self.held.set(i);
+        }
         if n != self.frontier.saturating_add(1) {
             // Above a gap: only stored.
             return Verdict::Store { n };
@@ -586,12 +594,9 @@ impl Transfer {
 
     /// Whether segment `n` is held (stored by an earlier verdict).
     pub(crate) fn holds(&self, n: u32) -> bool {
-        if n == 0 {
-            false
-        } else if n <= self.frontier {
-            true
-        } else {
-            self.held.get(n - self.frontier - 1)
+        match self.bit(n) {
+            Some(i) => self.held.get(i),
+            None => n != 0,
         }
     }
 
