@@ -6,7 +6,13 @@
 //! private QP's number, what arrived there that rmad dropped, its destination resolutions,
 //! and its LID, LMC and MAC as rmad last read them.
 
-use crate::verbs;
+use crate::{
+    engine::agent::{
+        RMPP_MAX_BYTES,
+        RMPP_MAX_TRANSFERS, //
+    },
+    verbs, //
+};
 use kernel::{
     debugfs::{
         Dir,
@@ -44,9 +50,10 @@ pub(crate) fn create() -> Result<Debugfs> {
             };
             for a in agents.iter() {
                 let s = a.stats();
+                let r = a.rmpp_stats();
                 writeln!(
                     f,
-                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {} unsolicited {}",
+                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {} unsolicited {} rmpp {}/{} bytes {}/{} reassembled {} acks {} aborts {} refused {} expired {}",
                     a.device_name().to_str().unwrap_or("?"),
                     a.port(),
                     a.hi_tid,
@@ -61,7 +68,16 @@ pub(crate) fn create() -> Result<Debugfs> {
                     s.early_responses,
                     s.dropped_responses,
                     s.completed,
-                    s.user_rmpp_unmatched
+                    s.user_rmpp_unmatched,
+                    r.active,
+                    RMPP_MAX_TRANSFERS,
+                    r.bytes,
+                    RMPP_MAX_BYTES,
+                    r.completed,
+                    r.acks,
+                    r.aborts,
+                    r.refused,
+                    r.expired
                 )?;
             }
             Ok(())

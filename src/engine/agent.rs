@@ -92,15 +92,17 @@ use crate::{
 };
 use kernel::{
     alloc::Flags,
-    new_condvar, new_spinlock_irq,
+    new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     rbtree::{
         RBTree,
+        RBTreeNode,
         RBTreeNodeReservation, //
     },
     sync::{
         Arc,
         CondVar,
+        Mutex,
         SpinLockIrq, //
     },
     task::Task,
@@ -126,6 +128,7 @@ mod matching;
 mod post;
 mod queues;
 mod reply;
+mod rmpp_recv;
 mod unregister;
 
 pub(crate) use create::SendSpec;
@@ -139,6 +142,10 @@ pub(crate) use hold::{
 use queues::{
     first_entry,
     first_in, //
+};
+pub(crate) use rmpp_recv::{
+    MAX_BYTES as RMPP_MAX_BYTES,
+    MAX_TRANSFERS as RMPP_MAX_TRANSFERS, //
 };
 
 /// Cancelled sends waiting for the timeout work (where C puts them: the head of its wait list),
@@ -283,6 +290,10 @@ pub(crate) struct Agent {
     /// Runs timeouts and delivers completions, on the engine's ordered queue.
     #[pin]
     work: DelayedWork<Agent>,
+    /// The RMPP transfers being reassembled (kernel-RMPP agents). Taken before `inner`,
+    /// never inside it.
+    #[pin]
+    rmpp: Mutex<rmpp_recv::Recvs>,
 }
 
 impl_has_delayed_work! {
@@ -421,13 +432,6 @@ impl Agent {
                 }
             }
         }
-        // Kernel RMPP (rmad segmenting and reassembling for the agent) is not there yet: refused,
-        // rather than accepted and then answered with the first segment of a transfer
-        // (Documentation/behaviour.md §8.14). User RMPP (`IB_MAD_USER_RMPP`) passes segments
-        // through as C does.
-        if wire::ib_mad_kernel_rmpp_agent(cfg.rmpp_version, cfg.flags) {
-            return Err(EOPNOTSUPP);
-        }
         // 6. The port must exist.
         let port_attr = attr.ok_or(ENODEV)?;
         // The device's own MAD layer hands over what the registration selects (or refuses,
@@ -479,6 +483,7 @@ impl Agent {
                     ),
                     idle <- new_condvar!("Agent::idle"),
                     work <- new_delayed_work!("Agent::work"),
+                    rmpp <- new_mutex!(rmpp_recv::Recvs::new(), "Agent::rmpp"),
                 }),
                 GFP_KERNEL,
             )?;

@@ -147,6 +147,8 @@ pub(crate) struct SendBody {
     pub(crate) seg_count: usize,
     /// Payload bytes per RMPP segment (`mad_size - hdr_len`).
     pub(crate) seg_size: usize,
+    /// An RMPP control message of the agent's own: its completion calls no handler.
+    pub(crate) internal: bool,
     /// Destination QP number.
     pub(crate) remote_qpn: u32,
     /// P_Key table index.

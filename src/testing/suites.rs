@@ -16,6 +16,7 @@
 //! | `rmad_peer` | what a hostile peer sends rmad's private QP is dropped and counted | [`peer`] |
 //! | `rmad_recv_rules` | receive-path rules of the C layer no other suite pins | [`recv_rules`] |
 //! | `rmad_reply` | the reply address is `ib_init_ah_attr_from_wc`'s | [`reply`] |
+//! | `rmad_rmpp` | kernel RMPP's receive side: reassembly, ACKs, aborts, bounds | [`rmpp`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
 
@@ -29,6 +30,7 @@ pub(crate) mod peer;
 pub(crate) mod races;
 pub(crate) mod recv_rules;
 pub(crate) mod reply;
+pub(crate) mod rmpp;
 pub(crate) mod rxe;
 pub(crate) mod tables;
 pub(crate) mod unregister;

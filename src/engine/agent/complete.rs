@@ -71,6 +71,11 @@ impl Agent {
         wc: SendCompletion,
     ) {
         let buf = SendBuf { rec, body };
+        if buf.body.internal {
+            // An RMPP ACK, STOP or ABORT of the agent's own (§2.10.8): nobody is told.
+            drop(buf);
+            return;
+        }
         match &self.send_handler {
             Some(h) => h.send_done(self, buf, wc),
             None => drop(buf),
@@ -146,6 +151,9 @@ impl Agent {
         }
         while self.work_batch(now, Q_CANCEL) {
             sched::cond_resched();
+        }
+        if self.kernel_rmpp() {
+            self.rmpp_expire(now);
         }
         loop {
             // The guard is dropped at the end of this statement, before the yield.

@@ -109,6 +109,11 @@ impl Agent {
             if !rmpp_active && message_size > mad_size {
                 return Err(EINVAL);
             }
+            if rmpp_active {
+                // Segmented sends are not there yet (Documentation/behaviour.md §8.14); the
+                // receive side is.
+                return Err(EOPNOTSUPP);
+            }
         } else if rmpp_active || message_size > mad_size {
             return Err(EINVAL);
         }
@@ -155,6 +160,7 @@ impl Agent {
                 data_len: data,
                 seg_count,
                 seg_size: if rmpp_active { seg_size } else { 0 },
+                internal: false,
                 remote_qpn,
                 pkey_index,
                 timeout_ms: 0,

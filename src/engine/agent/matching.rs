@@ -100,6 +100,29 @@ impl Agent {
             }
             return;
         };
+        // Kernel RMPP first (Documentation/behaviour.md §2.10.1): a segment is taken, answered or
+        // dropped there, and the last one comes back as the whole message.
+        let (recv, whole) = if self.kernel_rmpp() {
+            {
+                let mut g = self.lock();
+                if g.dead {
+                    return;
+                }
+                g.in_recv = g.in_recv.saturating_add(1);
+            }
+            let r = self.rmpp_receive(hdr, recv);
+            self.recv_done();
+            match r {
+                Some(m) => {
+                    let h = MadHdr::parse(&m.mad).ok();
+                    (m, h)
+                }
+                None => return,
+            }
+        } else {
+            (recv, None)
+        };
+        let hdr = whole.as_ref().unwrap_or(hdr);
         if !hdr.is_response() {
             {
                 let mut g = self.lock();

@@ -193,12 +193,16 @@ impl Agent {
         {
             return fail(EINVAL, buf);
         }
+        // An active DATA MAD on a kernel-RMPP agent is a segmented send (`ib_send_rmpp_mad`);
+        // an ACK, STOP or ABORT goes as an ordinary MAD, as in C.
         let rmpp_active = self.kernel_rmpp()
-            && wire::rmpp_hdr(buf.mad())
-                .and_then(wire::ib_get_rmpp_flags)
-                .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0);
-        if rmpp_active {
-            // Segmented RMPP transfers are not carried by rmad's transports.
+            && wire::rmpp_hdr(buf.mad()).is_ok_and(|h| {
+                h.get(1) == Some(&wire::IB_MGMT_RMPP_TYPE_DATA)
+                    && wire::ib_get_rmpp_flags(h)
+                        .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
+            });
+        if rmpp_active && !buf.body.internal {
+            // Segmented sends are not there yet (Documentation/behaviour.md §8.14).
             return fail(EOPNOTSUPP, buf);
         }
         // The checks above make both conversions lossless.

@@ -62,6 +62,8 @@ impl Agent {
                 continue;
             }
             if g.outstanding == 0 && (g.buffers == 0 || !wait_buffers) && g.in_recv == 0 {
+                drop(g);
+                self.rmpp_clear();
                 return Ok(());
             }
             g.wait(&self.idle);

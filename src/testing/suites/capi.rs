@@ -16,6 +16,7 @@ use crate::{
         rmad_agent_hi_tid,
         rmad_cancel_mad,
         rmad_cancel_post,
+        rmad_create_send_mad,
         rmad_free_recv_mad,
         rmad_free_send_mad,
         rmad_keep_recv_mad,
@@ -790,9 +791,10 @@ mod tests {
     }
 
     #[test]
-    fn kernel_rmpp_registration_eopnotsupp() -> Result {
-        // rmad.h: rmpp_version 1 without IB_MAD_USER_RMPP (kernel RMPP) is -EOPNOTSUPP until
-        // rmad segments and reassembles; with the flag (user RMPP) the agent registers.
+    fn kernel_rmpp_agent_registers_segmented_create_eopnotsupp() -> Result {
+        // rmad.h: rmpp_version 1 without IB_MAD_USER_RMPP is kernel RMPP: the agent registers
+        // and reassembles what it receives, but an RMPP buffer (rmpp_active) is -EOPNOTSUPP
+        // until rmad segments sends; with the flag (user RMPP) it is -EINVAL, as in C.
         let reg = RmadRegReq {
             mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
             mgmt_class_version: 2,
@@ -806,38 +808,40 @@ mod tests {
             },
             GFP_KERNEL,
         )?;
-        let register = |rmpp_version: u8, flags: u32| {
+        let mut codes = [0i32; 2];
+        let mut registered = 0;
+        for (i, flags) in [0, wire::IB_MAD_USER_RMPP].into_iter().enumerate() {
             // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
             // prototypes; the context outlives the agent (unregistered below).
-            unsafe {
+            let a = unsafe {
                 rmad_register_agent(
                     lb0::NAME.as_char_ptr(),
                     1,
                     1,
                     &reg,
-                    rmpp_version,
+                    1,
                     Some(register_race_send),
                     Some(register_race_recv),
                     Arc::as_ptr(&race).cast_mut().cast(),
                     flags,
                 )
+            };
+            if is_err(a) {
+                continue;
             }
-        };
-        let kernel = register(1, 0);
-        let kernel_err = if is_err(kernel) { ptr_errno(kernel) } else { 0 };
-        if !is_err(kernel) {
-            let _ = rmad_unregister_agent(kernel);
+            registered += 1;
+            let b = rmad_create_send_mad(a, 1, 0, 1, 56, 201, kernel::bindings::GFP_KERNEL, 1);
+            if let Some(c) = codes.get_mut(i) {
+                *c = if is_err(b) { ptr_errno(b) } else { 0 };
+            }
+            if !is_err(b) {
+                let _ = rmad_free_send_mad(b);
+            }
+            let _ = rmad_unregister_agent(a);
         }
-        let user = register(1, wire::IB_MAD_USER_RMPP);
-        let user_ok = !is_err(user);
-        let unreg = if user_ok {
-            rmad_unregister_agent(user)
-        } else {
-            0
-        };
-        assert_eq!(kernel_err, EOPNOTSUPP.to_errno());
-        assert!(user_ok);
-        assert_eq!(unreg, 0);
+        assert_eq!(registered, 2);
+        assert_eq!(codes[0], EOPNOTSUPP.to_errno());
+        assert_eq!(codes[1], EINVAL.to_errno());
         Ok(())
     }
 

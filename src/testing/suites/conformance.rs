@@ -322,8 +322,8 @@ mod tests {
     }
 
     #[test]
-    fn s04_kernel_rmpp_registration_refused() -> Result {
-        validation::s04_kernel_rmpp_registration_refused()
+    fn s04_create_on_kernel_rmpp_agent() -> Result {
+        validation::s04_create_on_kernel_rmpp_agent()
     }
 
     #[test]

@@ -103,14 +103,15 @@ pub(super) fn s03_create_rmpp_on_non_kernel_rmpp_agent_einval() -> Result {
     Ok(())
 }
 
-pub(super) fn s04_kernel_rmpp_registration_refused() -> Result {
-    // Scenario 4 creates RMPP buffers on a kernel-RMPP agent. rmad has no kernel RMPP yet, so
-    // such an agent cannot be registered (Documentation/behaviour.md §8.14): refused rather
-    // than accepted and then answered with one segment of each transfer.
+pub(super) fn s04_create_on_kernel_rmpp_agent() -> Result {
+    // Scenario 4, as far as rmad goes: a kernel-RMPP agent registers (send-only, or for a
+    // class) and reassembles what it receives (rmad_rmpp), but has no segmented sends yet, so
+    // an RMPP buffer is EOPNOTSUPP (Documentation/behaviour.md §8.14) rather than 2 segments.
+    // One MAD of 56 + 201 bytes does not fit, on any agent.
     let env = Env::new()?;
     let rec = Recorder::new(Behaviour::default())?;
-    let send_only = errno(&rmpp_agent(&env, &rec, 1, 0));
-    let with_class = errno(&Agent::register(
+    let send_only = rmpp_agent(&env, &rec, 1, 0)?;
+    let with_class = Agent::register(
         &env.engine,
         &env.transport,
         AgentConfig {
@@ -122,23 +123,29 @@ pub(super) fn s04_kernel_rmpp_registration_refused() -> Result {
             send_handler: Some(rec.clone()),
             recv_handler: Some(rec.clone()),
         },
-    ));
-    // The refused registration left its class free, and a user-RMPP agent keeps C's size
-    // rule: one MAD of 56 + 201 bytes does not fit.
-    let user = rmpp_agent(&env, &rec, 1, wire::IB_MAD_USER_RMPP)?;
-    let too_large = errno(&user.create_send(
-        SendSpec {
-            hdr_len: 56,
-            data_len: 201,
-            ..SendSpec::mad(1)
-        },
-        GFP_KERNEL,
-    ));
-    let count = user.buffers();
-    user.unregister()?;
-    assert_eq!(send_only, EOPNOTSUPP.to_errno());
-    assert_eq!(with_class, EOPNOTSUPP.to_errno());
+    );
+    let registered = with_class.is_ok();
+    let create = |a: &Arc<Agent>, rmpp_active: bool| {
+        errno(&a.create_send(
+            SendSpec {
+                rmpp_active,
+                hdr_len: 56,
+                data_len: 201,
+                ..SendSpec::mad(1)
+            },
+            GFP_KERNEL,
+        ))
+    };
+    let too_large = create(&send_only, false);
+    let segmented = create(&send_only, true);
+    let count = send_only.buffers();
+    send_only.unregister()?;
+    if let Ok(a) = with_class {
+        a.unregister()?;
+    }
+    assert!(registered);
     assert_eq!(too_large, EINVAL.to_errno());
+    assert_eq!(segmented, EOPNOTSUPP.to_errno());
     assert_eq!(count, 0);
     Ok(())
 }
@@ -214,8 +221,7 @@ pub(super) fn s07_post_without_send_handler_einval() -> Result {
 pub(super) fn s08_rmpp_agent_non_rmpp_class_einval() -> Result {
     let env = Env::new()?;
     let rec = Recorder::new(Behaviour::default())?;
-    // A user-RMPP agent: kernel-RMPP agents cannot be registered yet (s04).
-    let r = rmpp_agent(&env, &rec, 1, wire::IB_MAD_USER_RMPP)?;
+    let r = rmpp_agent(&env, &rec, 1, 0)?;
     let buf = request(&r, wire::IB_MGMT_CLASS_CM, 8, B, 0, 0)?;
     let code = Agent::post(buf)
         .map(|_| 0)

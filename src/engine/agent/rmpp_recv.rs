@@ -1,0 +1,681 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel RMPP, receive side (`mad_rmpp.c`, Documentation/behaviour.md §2.10): the transfers a
+//! kernel-RMPP agent is reassembling, the ACKs, STOPs and ABORTs it answers with, the
+//! inactivity timeout, and the bounds on what a sender can make it hold.
+//!
+//! The decisions are those of the pure machine [`Transfer`]; this file keeps the transfers
+//! under the agent's RMPP mutex, copies the segments' data into one buffer per transfer, sends
+//! the control messages and hands a completed message to the receive path as one MAD. It runs
+//! in the transport's receive context and in the agent's work (process context, one at a time
+//! per agent through the mutex); the mutex is taken before the agent's lock, never inside it.
+//!
+//! Where it differs from C (each a finding of §2.10.10): the key holds the sender's GID; only
+//! RMPP classes take part (an ACTIVE MAD of another class is an ordinary MAD); a transfer ends
+//! after [`INACTIVITY_MS`] without progress instead of 40 s after its start; lengths and
+//! segment numbers are checked; and an agent holds at most [`MAX_TRANSFERS`] transfers and
+//! [`MAX_BYTES`] bytes of them, beyond which a new transfer is refused with STOP(RESX).
+
+use super::*;
+use crate::{
+    engine::transport::RecvWc,
+    mad::{
+        rmpp::{
+            recv::{
+                precheck,
+                window_for_queue,
+                Config,
+                Kind,
+                Phase,
+                Transfer,
+                Verdict, //
+                MAX_SEGMENTS,
+            },
+            signed,
+            Ack,
+            RmppHdr,
+            Status, //
+        },
+        Address,
+        Gid, //
+    },
+};
+
+/// The window W of every transfer: C's, an eighth of the receive queue (64).
+fn window() -> u32 {
+    window_for_queue(RECV_QUEUE_SIZE)
+}
+/// Transfers one agent reassembles at a time; a FIRST segment beyond them draws STOP(RESX).
+pub(crate) const MAX_TRANSFERS: usize = 32;
+/// Bytes of messages one agent holds while reassembling them, all transfers together; a
+/// transfer that would go beyond is ended with STOP(RESX). 16 MiB: sixteen 1 MiB tables.
+pub(crate) const MAX_BYTES: usize = 16 << 20;
+/// A transfer without a new segment for this long ends with ABORT(T2L) to its sender (C ends
+/// every transfer 40 s after its first segment, however it progresses).
+pub(crate) const INACTIVITY_MS: i64 = 10_000;
+/// How long a completed transfer is remembered, to repeat its final ACK to a sender that
+/// missed it (C's `cleanup_work`, 10 s).
+pub(crate) const LINGER_MS: i64 = 10_000;
+
+/// What tells two transfers apart (C's `find_rmpp_recv` key, and the sender's GID).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    tid: u64,
+    class: u8,
+    class_version: u8,
+    method: u8,
+    src_qp: u32,
+    slid: u16,
+    sgid: Gid,
+}
+
+impl Key {
+    /// The key of a segment with header `hdr` that arrived as `wc`.
+    fn of(hdr: &MadHdr, wc: &RecvWc) -> Self {
+        Self {
+            tid: hdr.tid,
+            class: hdr.mgmt_class,
+            class_version: hdr.class_version,
+            method: hdr.method,
+            src_qp: wc.src_qp,
+            slid: wc.slid,
+            sgid: wc.grh.map_or([0; 16], |(sgid, _)| sgid),
+        }
+    }
+}
+
+/// One transfer.
+///
+/// # Invariants
+///
+/// While `transfer` is active, `buf` holds the class header of segment 1 and room for the data
+/// of every segment stored, and `charged` is `buf`'s capacity counted in [`Recvs::bytes`];
+/// once complete, `buf` is empty and `charged` 0.
+struct Rx {
+    transfer: Transfer,
+    /// The message: segment 1's header, then the segments' data at their offsets.
+    buf: KVec<u8>,
+    /// Bytes counted for `buf` in [`Recvs::bytes`].
+    charged: usize,
+    /// How segment 1 arrived: the message's receive completion, and where answers go.
+    wc: RecvWc,
+    /// The address of the sender, for ACKs.
+    reply: Address,
+    /// When the transfer expires (nanoseconds since the agent's epoch).
+    deadline_ns: i64,
+    /// Whether the transfer is counted in [`Recvs::active`].
+    counted: bool,
+}
+
+/// The transfers of one agent, under its RMPP mutex.
+///
+/// # Invariants
+///
+/// `bytes` is the sum of the `charged` bytes of the transfers in `map`, at most [`MAX_BYTES`];
+/// `active` counts the transfers in `map` whose `counted` is set (those not complete), at most
+/// [`MAX_TRANSFERS`].
+pub(crate) struct Recvs {
+    map: RBTree<Key, KBox<Rx>>,
+    bytes: usize,
+    active: usize,
+    stats: RmppStats,
+}
+
+/// What an agent's RMPP receive side did, for debugfs and the tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RmppStats {
+    /// Messages reassembled and handed on.
+    pub(crate) completed: u64,
+    /// ACKs sent.
+    pub(crate) acks: u64,
+    /// STOPs and ABORTs sent.
+    pub(crate) aborts: u64,
+    /// Transfers refused or ended for the bounds (STOP(RESX)).
+    pub(crate) refused: u64,
+    /// Transfers ended by the inactivity timeout.
+    pub(crate) expired: u64,
+    /// Segments dropped without an answer.
+    pub(crate) dropped: u64,
+    /// Transfers being reassembled now, and the bytes they hold.
+    pub(crate) active: u64,
+    /// Bytes held now.
+    pub(crate) bytes: u64,
+}
+
+impl Recvs {
+    /// No transfer.
+    pub(crate) fn new() -> Self {
+        // INVARIANT: empty map, nothing counted.
+        Self {
+            map: RBTree::new(),
+            bytes: 0,
+            active: 0,
+            stats: RmppStats::default(),
+        }
+    }
+
+    /// Removes the transfer under `key`, uncounting what it held.
+    fn remove(&mut self, key: &Key) {
+        if let Some(rx) = self.map.remove(key) {
+            // INVARIANT: the transfer's charge and count leave with it.
+            self.bytes = self.bytes.saturating_sub(rx.charged);
+            if rx.counted {
+                self.active = self.active.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// Adds one to a statistic.
+fn bump(v: &mut u64) {
+    *v = v.saturating_add(1);
+}
+
+/// What is left to do, without the RMPP mutex, after a segment was taken.
+#[derive(Default)]
+struct After {
+    /// A control message to send.
+    control: Option<Control>,
+    /// A whole message for the receive path.
+    done: Option<RecvMad>,
+    /// A deadline for the agent's timer.
+    deadline: Option<i64>,
+}
+
+/// A control message to send back: its RMPP header, built from which segment's header.
+struct Control {
+    hdr: RmppHdr,
+    /// Bytes 0 to the class's data offset of the segment it answers.
+    from: [u8; wire::IB_MGMT_MAD_SIZE],
+    hdr_len: usize,
+    wc: RecvWc,
+    reply: Option<Address>,
+}
+
+impl Agent {
+    /// What the RMPP receive side did so far.
+    pub(crate) fn rmpp_stats(&self) -> RmppStats {
+        let r = self.rmpp.lock();
+        RmppStats {
+            active: u64::try_from(r.active).unwrap_or(u64::MAX),
+            bytes: u64::try_from(r.bytes).unwrap_or(u64::MAX),
+            ..r.stats
+        }
+    }
+
+    /// RMPP processing of a MAD that reached this kernel-RMPP agent (`ib_process_rmpp_recv_wc`
+    /// and the response precheck, §2.10.1): the MAD to go on with, a whole message once its
+    /// last segment came, or `None` when RMPP consumed it.
+    pub(super) fn rmpp_receive(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad) -> Option<RecvMad> {
+        if !wire::ib_is_mad_class_rmpp(hdr.mgmt_class) {
+            return Some(recv);
+        }
+        let Ok(h) = RmppHdr::parse(&recv.mad) else {
+            return Some(recv);
+        };
+        if h.flags & wire::IB_MGMT_RMPP_FLAG_ACTIVE == 0 {
+            return Some(recv);
+        }
+        if hdr.is_response() && h.rmpp_type == wire::IB_MGMT_RMPP_TYPE_DATA {
+            // Every segment of a response needs its request outstanding.
+            let g = self.lock();
+            let matched = !g.dead
+                && self.find_send(&g, hdr, &recv).is_some_and(|rec| {
+                    !matches!(rec.state.access(&g).facts.state, SendState::Canceled(_))
+                });
+            drop(g);
+            if !matched {
+                bump(&mut self.rmpp.lock().stats.dropped);
+                return None;
+            }
+        }
+        if h.version != wire::IB_MGMT_RMPP_VERSION {
+            self.send_control(Self::reject(Status::Unv, &recv, None));
+            return None;
+        }
+        let bad = match h.rmpp_type {
+            wire::IB_MGMT_RMPP_TYPE_DATA => return self.rmpp_data(hdr, &h, recv),
+            // rmad sends no segmented transfer, so an ACK, STOP or ABORT concerns no send of
+            // this agent; a malformed one still draws C's ABORT.
+            wire::IB_MGMT_RMPP_TYPE_ACK if h.status != 0 => Some(Status::BadStatus),
+            wire::IB_MGMT_RMPP_TYPE_ACK if signed(h.paylen_newwin) < signed(h.seg_num) => {
+                Some(Status::W2s)
+            }
+            wire::IB_MGMT_RMPP_TYPE_ACK => None,
+            wire::IB_MGMT_RMPP_TYPE_STOP if h.status != Status::Resx.code() => {
+                Some(Status::BadStatus)
+            }
+            wire::IB_MGMT_RMPP_TYPE_STOP => None,
+            wire::IB_MGMT_RMPP_TYPE_ABORT
+                if !(Status::T2l.code()..=Status::Unspec.code()).contains(&h.status) =>
+            {
+                Some(Status::BadStatus)
+            }
+            wire::IB_MGMT_RMPP_TYPE_ABORT => None,
+            _ => Some(Status::Badt),
+        };
+        if let Some(s) = bad {
+            self.send_control(Self::reject(s, &recv, None));
+        }
+        None
+    }
+
+    /// A DATA segment (`process_rmpp_data`, `start_rmpp`, `continue_rmpp`): stored, answered,
+    /// or the last one of a message, which is returned whole.
+    fn rmpp_data(self: &Arc<Self>, hdr: &MadHdr, h: &RmppHdr, recv: RecvMad) -> Option<RecvMad> {
+        let kind = match precheck(h) {
+            Ok(k) => k,
+            Err(s) => {
+                self.send_control(Self::reject(s, &recv, None));
+                return None;
+            }
+        };
+        let key = Key::of(hdr, &recv.wc);
+        let hdr_len = wire::ib_get_mad_data_offset(hdr.mgmt_class).max(wire::IB_MGMT_RMPP_HDR);
+        let now = self.now_ns();
+        let mut r = self.rmpp.lock();
+        let after = match r.map.get_mut(&key) {
+            Some(rx) => {
+                let v = rx.transfer.on_segment(h);
+                Self::carry_out(&mut r, key, hdr_len, v, recv, now)
+            }
+            None if kind != Kind::First => {
+                bump(&mut r.stats.dropped);
+                After::default()
+            }
+            None => self.start(&mut r, key, hdr_len, h, recv, now),
+        };
+        drop(r);
+        if let Some(d) = after.deadline {
+            let mut g = self.lock();
+            if !g.dead {
+                self.arm(&mut g, d);
+            }
+        }
+        if let Some(c) = after.control {
+            self.send_control(c);
+        }
+        after.done
+    }
+
+    /// A FIRST segment with no transfer under its key: a new transfer if the bounds allow.
+    fn start(
+        &self,
+        r: &mut Recvs,
+        key: Key,
+        hdr_len: usize,
+        h: &RmppHdr,
+        recv: RecvMad,
+        now: i64,
+    ) -> After {
+        let refuse = |r: &mut Recvs, s: Status, recv: &RecvMad, reply: Option<Address>| {
+            if s == Status::Resx {
+                bump(&mut r.stats.refused);
+            }
+            After {
+                control: Some(Self::reject(s, recv, reply)),
+                ..After::default()
+            }
+        };
+        if r.active >= MAX_TRANSFERS {
+            return refuse(r, Status::Resx, &recv, None);
+        }
+        let Ok(reply) = self.reply_address(&recv.wc) else {
+            bump(&mut r.stats.dropped);
+            return After::default();
+        };
+        // The most segments the bytes left to this agent can hold (at least one: a transfer
+        // that finds no room is then ended by `store`).
+        let data = wire::IB_MGMT_MAD_SIZE.saturating_sub(hdr_len).max(1);
+        let left = MAX_BYTES.saturating_sub(r.bytes).saturating_sub(hdr_len) / data;
+        let max = u32::try_from(left)
+            .unwrap_or(u32::MAX)
+            .clamp(1, MAX_SEGMENTS);
+        let Some(cfg) = Config::new(window(), hdr_len, max) else {
+            bump(&mut r.stats.dropped);
+            return After::default();
+        };
+        let (transfer, v) = match Transfer::start(cfg, h) {
+            Ok(x) => x,
+            Err(Verdict::Reject(s)) => return refuse(r, s, &recv, Some(reply)),
+            Err(_) => {
+                bump(&mut r.stats.dropped);
+                return After::default();
+            }
+        };
+        let rx = Rx {
+            transfer,
+            buf: KVec::new(),
+            charged: 0,
+            wc: recv.wc,
+            reply,
+            deadline_ns: now,
+            counted: true,
+        };
+        let node = KBox::new(rx, GFP_KERNEL)
+            .map_err(Error::from)
+            .and_then(|b| RBTreeNode::new(key, b, GFP_KERNEL).map_err(Error::from));
+        let Ok(node) = node else {
+            bump(&mut r.stats.dropped);
+            return After::default();
+        };
+        r.map.insert(node);
+        // INVARIANT: a new counted transfer, within MAX_TRANSFERS (checked above).
+        r.active = r.active.saturating_add(1);
+        Self::carry_out(r, key, hdr_len, v, recv, now)
+    }
+
+    /// Carries out the verdict `v` on the segment `recv` of the transfer under `key`.
+    fn carry_out(
+        r: &mut Recvs,
+        key: Key,
+        hdr_len: usize,
+        v: Verdict,
+        recv: RecvMad,
+        now: i64,
+    ) -> After {
+        let (n, ack, len) = match v {
+            Verdict::Store { n } => (n, None, None),
+            Verdict::StoreAndAck { n, ack } => (n, Some(ack), None),
+            Verdict::Complete { n, ack, len } => (n, Some(ack), Some(len)),
+            Verdict::Ack(ack) => {
+                bump(&mut r.stats.acks);
+                return After {
+                    control: r.map.get(&key).map(|rx| Self::ack(ack, &recv, hdr_len, rx)),
+                    ..After::default()
+                };
+            }
+            Verdict::Drop => {
+                bump(&mut r.stats.dropped);
+                return After::default();
+            }
+            Verdict::Reject(s) => {
+                let reply = r.map.get(&key).map(|rx| rx.reply);
+                if r.map
+                    .get(&key)
+                    .is_some_and(|rx| rx.transfer.phase() == Phase::Ended)
+                {
+                    r.remove(&key);
+                }
+                if s == Status::Resx {
+                    bump(&mut r.stats.refused);
+                }
+                return After {
+                    control: Some(Self::reject(s, &recv, reply)),
+                    ..After::default()
+                };
+            }
+        };
+        if Self::store(r, &key, hdr_len, n, &recv.mad).is_err() {
+            // No room within the bounds (or no memory): the transfer ends with STOP(RESX).
+            let reply = r.map.get(&key).map(|rx| rx.reply);
+            r.remove(&key);
+            bump(&mut r.stats.refused);
+            return After {
+                control: Some(Self::reject(Status::Resx, &recv, reply)),
+                ..After::default()
+            };
+        }
+        let deadline = now.saturating_add(INACTIVITY_MS.saturating_mul(1_000_000));
+        let mut after = After {
+            deadline: Some(deadline),
+            ..After::default()
+        };
+        let Some(rx) = r.map.get_mut(&key) else {
+            return after;
+        };
+        rx.deadline_ns = deadline;
+        if let Some(a) = ack {
+            // The final ACK is built from segment 1, as C's `complete_rmpp` does.
+            after.control = Some(if len.is_some() {
+                Self::ack_from_first(a, hdr_len, rx)
+            } else {
+                Self::ack(a, &recv, hdr_len, rx)
+            });
+        }
+        let mut uncharge = 0;
+        if let Some(len) = len {
+            let mut mad = core::mem::replace(&mut rx.buf, KVec::new());
+            mad.truncate(len);
+            uncharge = core::mem::replace(&mut rx.charged, 0);
+            rx.counted = false;
+            let linger = now.saturating_add(LINGER_MS.saturating_mul(1_000_000));
+            rx.deadline_ns = linger;
+            after.deadline = Some(linger);
+            after.done = Some(RecvMad { mad, wc: rx.wc });
+        }
+        if ack.is_some() {
+            bump(&mut r.stats.acks);
+        }
+        if after.done.is_some() {
+            // INVARIANT: the completed transfer holds nothing and is no longer counted.
+            r.bytes = r.bytes.saturating_sub(uncharge);
+            r.active = r.active.saturating_sub(1);
+            bump(&mut r.stats.completed);
+        }
+        after
+    }
+
+    /// Copies segment `n` of `mad` into its transfer's buffer, growing it within the agent's
+    /// bounds; segment 1 brings the class header too.
+    fn store(r: &mut Recvs, key: &Key, hdr_len: usize, n: u32, mad: &[u8]) -> Result {
+        let bytes = r.bytes;
+        let rx = r.map.get_mut(key).ok_or(EINVAL)?;
+        let off = rx.transfer.config().offset(n).ok_or(EINVAL)?;
+        let data = mad.get(hdr_len..).ok_or(EINVAL)?;
+        let start = hdr_len.checked_add(off).ok_or(EINVAL)?;
+        let end = start.checked_add(data.len()).ok_or(EINVAL)?;
+        if rx.buf.len() < end {
+            // Room for the whole message when its length is known, else for one more window.
+            let want = match rx.transfer.count() {
+                Some(c) => usize::try_from(c)
+                    .ok()
+                    .and_then(|c| c.checked_mul(data.len()))
+                    .and_then(|d| d.checked_add(hdr_len))
+                    .ok_or(EINVAL)?
+                    .max(end),
+                None => end
+                    .checked_add(
+                        usize::try_from(window())
+                            .unwrap_or(0)
+                            .saturating_mul(data.len()),
+                    )
+                    .ok_or(EINVAL)?,
+            };
+            let extra = want.saturating_sub(rx.charged);
+            if bytes.saturating_add(extra) > MAX_BYTES {
+                return Err(ENOSPC);
+            }
+            let grow = want.saturating_sub(rx.buf.len());
+            rx.buf.reserve(grow, GFP_KERNEL | __GFP_NOWARN)?;
+            rx.buf.resize(want, 0, GFP_KERNEL)?;
+            rx.charged = want;
+            // INVARIANT: `bytes` follows the transfer's charge (checked against MAX_BYTES).
+            r.bytes = bytes.saturating_add(extra);
+        }
+        let rx = r.map.get_mut(key).ok_or(EINVAL)?;
+        if n == 1 {
+            let head = mad.get(..hdr_len).ok_or(EINVAL)?;
+            rx.buf
+                .get_mut(..hdr_len)
+                .ok_or(EINVAL)?
+                .copy_from_slice(head);
+        }
+        rx.buf
+            .get_mut(start..end)
+            .ok_or(EINVAL)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    /// The ACK `a` of a transfer, built from the segment `recv` that drew it (`ack_recv`).
+    fn ack(a: Ack, recv: &RecvMad, hdr_len: usize, rx: &Rx) -> Control {
+        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
+        let n = hdr_len.min(recv.mad.len());
+        if let (Some(d), Some(s)) = (from.get_mut(..n), recv.mad.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        Control {
+            hdr: Self::ack_hdr(a, &from),
+            from,
+            hdr_len,
+            wc: recv.wc,
+            reply: Some(rx.reply),
+        }
+    }
+
+    /// The final ACK `a` of a transfer, built from its segment 1 (`complete_rmpp`).
+    fn ack_from_first(a: Ack, hdr_len: usize, rx: &Rx) -> Control {
+        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
+        let n = hdr_len.min(rx.buf.len());
+        if let (Some(d), Some(s)) = (from.get_mut(..n), rx.buf.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        Control {
+            hdr: Self::ack_hdr(a, &from),
+            from,
+            hdr_len,
+            wc: rx.wc,
+            reply: Some(rx.reply),
+        }
+    }
+
+    /// An ACK's RMPP header (`format_ack`): type ACK, flags ACTIVE only, the response time of
+    /// the segment it answers kept.
+    fn ack_hdr(a: Ack, from: &[u8]) -> RmppHdr {
+        let resp_time = RmppHdr::parse(from).map_or(0, |h| h.resp_time);
+        RmppHdr {
+            version: wire::IB_MGMT_RMPP_VERSION,
+            resp_time,
+            ..a.hdr()
+        }
+    }
+
+    /// A STOP or ABORT with status `s`, answering the segment `recv` (`nack_recv`). `reply` is
+    /// the sender's address if known already.
+    fn reject(s: Status, recv: &RecvMad, reply: Option<Address>) -> Control {
+        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
+        let hdr_len = MadHdr::parse(&recv.mad)
+            .map_or(wire::IB_MGMT_RMPP_HDR, |h| {
+                wire::ib_get_mad_data_offset(h.mgmt_class)
+            })
+            .max(wire::IB_MGMT_RMPP_HDR);
+        let n = hdr_len.min(recv.mad.len());
+        if let (Some(d), Some(src)) = (from.get_mut(..n), recv.mad.get(..n)) {
+            d.copy_from_slice(src);
+        }
+        Control {
+            hdr: s.hdr(),
+            from,
+            hdr_len,
+            wc: recv.wc,
+            reply,
+        }
+    }
+
+    /// Sends `c` to the sender of the segment it answers: an internal send, through post like
+    /// any other, with no response expected and no send handler call (§2.10.8). Any failure
+    /// drops it, as in C. Process context.
+    fn send_control(self: &Arc<Self>, c: Control) {
+        let reply = match c.reply {
+            Some(a) => a,
+            None => match self.reply_address(&c.wc) {
+                Ok(a) => a,
+                Err(_) => return,
+            },
+        };
+        let spec = SendSpec {
+            pkey_index: c.wc.pkey_index,
+            ..SendSpec::mad(c.wc.src_qp)
+        };
+        let Ok(mut buf) = self.create_send(spec, GFP_KERNEL) else {
+            return;
+        };
+        let mad = buf.mad_mut();
+        let n = c.hdr_len.min(mad.len());
+        if let (Some(d), Some(s)) = (mad.get_mut(..n), c.from.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        if let Some(m) = mad.get_mut(3) {
+            *m ^= wire::IB_MGMT_METHOD_RESP;
+        }
+        if c.hdr.write(mad).is_err() {
+            return;
+        }
+        if c.hdr.rmpp_type != wire::IB_MGMT_RMPP_TYPE_ACK {
+            bump(&mut self.rmpp.lock().stats.aborts);
+        }
+        buf.set_ah(Some(reply));
+        buf.body.internal = true;
+        let _ = Agent::post(buf);
+    }
+
+    /// The RMPP part of the agent's work: ends the transfers without progress for
+    /// [`INACTIVITY_MS`] (ABORT(T2L) to their senders), forgets completed ones after
+    /// [`LINGER_MS`], and keeps the timer for the next deadline. Process context.
+    pub(super) fn rmpp_expire(self: &Arc<Self>, now: i64) {
+        let mut aborts = KVec::new();
+        let next = {
+            let mut r = self.rmpp.lock();
+            let mut next: Option<i64> = None;
+            let mut gone = KVec::new();
+            for (k, rx) in r.map.iter_mut() {
+                if rx.deadline_ns > now {
+                    next = Some(next.map_or(rx.deadline_ns, |d| d.min(rx.deadline_ns)));
+                    continue;
+                }
+                let active = rx.counted;
+                if let Verdict::Reject(s) = rx.transfer.expire() {
+                    let _ = aborts.push(Self::abort_from_first(s, rx), GFP_KERNEL);
+                }
+                // Without memory for the list the transfer is looked at again next time.
+                if gone.push((*k, active), GFP_KERNEL).is_err() {
+                    next = Some(now);
+                }
+            }
+            for (k, active) in gone.iter() {
+                if *active {
+                    bump(&mut r.stats.expired);
+                }
+                r.remove(k);
+            }
+            next
+        };
+        for c in aborts {
+            self.send_control(c);
+        }
+        if let Some(d) = next {
+            let mut g = self.lock();
+            if !g.dead {
+                self.arm(&mut g, d);
+            }
+        }
+    }
+
+    /// The ABORT with status `s` that ends the transfer `rx`, built from its segment 1.
+    fn abort_from_first(s: Status, rx: &Rx) -> Control {
+        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
+        let hdr_len = rx.transfer.config().hdr_size();
+        let n = hdr_len.min(rx.buf.len());
+        if let (Some(d), Some(src)) = (from.get_mut(..n), rx.buf.get(..n)) {
+            d.copy_from_slice(src);
+        }
+        Control {
+            hdr: s.hdr(),
+            from,
+            hdr_len,
+            wc: rx.wc,
+            reply: Some(rx.reply),
+        }
+    }
+
+    /// Forgets every transfer (unregistration, once no MAD reaches the agent any more):
+    /// partial ones end without a word to their senders, as in C.
+    pub(super) fn rmpp_clear(&self) {
+        let mut r = self.rmpp.lock();
+        r.map = RBTree::new();
+        // INVARIANT: nothing held.
+        r.bytes = 0;
+        r.active = 0;
+    }
+}

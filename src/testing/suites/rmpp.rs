@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_rmpp`: kernel RMPP, receive side (Documentation/behaviour.md §2.10), on the
+//! loopback fabric, with exact ACK, STOP and ABORT sequences.
+//!
+//! Agent R is a kernel-RMPP agent (`rmpp_version` 1) on port 1, registered for GET and SET of
+//! the SA class. Peer P, on port 2, is a user-RMPP agent that sends the segments by hand, as
+//! ordinary MADs, and sees every control message R sends back: R's ACKs to P's requests are
+//! responses that match none of P's sends, which a user-RMPP agent receives with no send
+//! (§2.10.7), and R's ACKs to P's responses are requests of P's registered class. Segments
+//! carry the SA class's 200 data bytes after its 56-byte header, every byte of segment `n`
+//! equal to `n`; C's window is 64.
+
+use crate::{
+    engine::{
+        agent::{
+            Agent,
+            AgentConfig,
+            RecvHandler,
+            SendHandler, //
+        },
+        send::{
+            SendBuf,
+            SendCompletion,
+            SendHandle, //
+        },
+        transport::RecvMad,
+    },
+    mad::{
+        rmpp::{
+            RmppHdr,
+            Status, //
+        },
+        state::WcStatus,
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType,
+    },
+    testing::{
+        post,
+        reg,
+        request,
+        sleep_ms,
+        suites::conformance::{
+            mad_hdr,
+            mad_to, //
+        },
+        wait_for,
+        Env, //
+    },
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+};
+
+/// The class: SA, an RMPP class with a 56-byte header.
+const SA: u8 = wire::IB_MGMT_CLASS_SUBN_ADM;
+/// Data bytes per segment of [`SA`].
+const DATA: usize = 200;
+/// The SA class header.
+const HDR: usize = 56;
+
+/// One thing a [`Log`]'s handlers saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// A receive handler call.
+    Recv {
+        /// With a send (a matched response).
+        matched: bool,
+        /// The MAD's method.
+        method: u8,
+        /// Its RMPP header.
+        rmpp: RmppHdr,
+        /// Its length.
+        len: usize,
+        /// Whether every data byte of its segment `n` (after the header) is `n`.
+        intact: bool,
+    },
+    /// A send handler call.
+    Send(WcStatus),
+}
+
+/// Handlers that log what they see.
+#[pin_data]
+struct Log {
+    #[pin]
+    seen: Mutex<KVec<Seen>>,
+}
+
+impl Log {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Log {
+                seen <- new_mutex!(KVec::new(), "rmpp::Log"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Everything seen so far.
+    fn seen(&self) -> Result<KVec<Seen>> {
+        let g = self.seen.lock();
+        let mut v = KVec::with_capacity(g.len(), GFP_KERNEL)?;
+        for s in g.iter() {
+            v.push(*s, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// The (SegmentNumber, NewWindowLast) of every ACK seen.
+    fn acks(&self) -> Result<KVec<(u32, u32)>> {
+        let mut v = KVec::new();
+        for s in self.seen()?.iter() {
+            if let Seen::Recv { rmpp, .. } = s {
+                if rmpp.rmpp_type == wire::IB_MGMT_RMPP_TYPE_ACK {
+                    v.push((rmpp.seg_num, rmpp.paylen_newwin), GFP_KERNEL)?;
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// The (type, status) of every STOP and ABORT seen.
+    fn stops(&self) -> Result<KVec<(u8, u8)>> {
+        let mut v = KVec::new();
+        for s in self.seen()?.iter() {
+            if let Seen::Recv { rmpp, .. } = s {
+                if rmpp.rmpp_type == wire::IB_MGMT_RMPP_TYPE_STOP
+                    || rmpp.rmpp_type == wire::IB_MGMT_RMPP_TYPE_ABORT
+                {
+                    v.push((rmpp.rmpp_type, rmpp.status), GFP_KERNEL)?;
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// The (matched, length, intact) of every whole message seen (no RMPP control message).
+    fn messages(&self) -> Result<KVec<(bool, usize, bool)>> {
+        let mut v = KVec::new();
+        for s in self.seen()?.iter() {
+            if let Seen::Recv {
+                matched,
+                rmpp,
+                len,
+                intact,
+                ..
+            } = s
+            {
+                if rmpp.rmpp_type == wire::IB_MGMT_RMPP_TYPE_DATA {
+                    v.push((*matched, *len, *intact), GFP_KERNEL)?;
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    fn push(&self, s: Seen) {
+        let _ = self.seen.lock().push(s, GFP_KERNEL);
+    }
+}
+
+impl RecvHandler for Log {
+    fn recv(&self, _agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+        let method = MadHdr::parse(&mad.mad).map_or(0, |h| h.method);
+        let rmpp = RmppHdr::parse(&mad.mad).unwrap_or_default();
+        let data = mad.mad.get(HDR..).unwrap_or(&[]);
+        let intact = data.chunks(DATA).enumerate().all(|(i, c)| {
+            c.iter()
+                .all(|b| usize::from(*b) == (i.saturating_add(1)) % 256)
+        });
+        self.push(Seen::Recv {
+            matched: send.is_some(),
+            method,
+            rmpp,
+            len: mad.mad.len(),
+            intact,
+        });
+    }
+}
+
+impl SendHandler for Log {
+    fn send_done(&self, _agent: &Arc<Agent>, _buf: SendBuf, wc: SendCompletion) {
+        self.push(Seen::Send(wc.status));
+    }
+}
+
+/// R (kernel RMPP, port 1) and P (user RMPP, port 2), each with a [`Log`].
+struct Pair {
+    env: Env,
+    r: Arc<Agent>,
+    rlog: Arc<Log>,
+    p: Arc<Agent>,
+    plog: Arc<Log>,
+}
+
+impl Pair {
+    fn new() -> Result<Self> {
+        let env = Env::new()?;
+        let register = |port: u8, flags: u32, log: &Arc<Log>| {
+            Agent::register(
+                &env.engine,
+                &env.transport,
+                AgentConfig {
+                    port,
+                    qp_type: QpType::Gsi,
+                    reg: Some(reg(SA)),
+                    rmpp_version: 1,
+                    flags,
+                    send_handler: Some(log.clone()),
+                    recv_handler: Some(log.clone()),
+                },
+            )
+        };
+        let rlog = Log::new()?;
+        let plog = Log::new()?;
+        let r = register(1, 0, &rlog)?;
+        let p = register(2, wire::IB_MAD_USER_RMPP, &plog)?;
+        Ok(Self {
+            env,
+            r,
+            rlog,
+            p,
+            plog,
+        })
+    }
+
+    /// Segment `n` of a transfer of `count` segments (FIRST on 1, LAST on `count`, C's
+    /// PayloadLengths without padding) from P to R: method `method`, TID `tid`, RMPP status
+    /// `status` and `flags` XORed into the usual ones.
+    fn segment_with(
+        &self,
+        method: u8,
+        tid: u64,
+        n: u32,
+        count: u32,
+        status: u8,
+        flip: u8,
+    ) -> Result {
+        let mut buf = mad_to(&self.p, 1, mad_hdr(SA, method, tid), 1, None)?;
+        let mut flags = wire::IB_MGMT_RMPP_FLAG_ACTIVE;
+        let mut paylen = 0;
+        if n == 1 {
+            flags |= wire::IB_MGMT_RMPP_FLAG_FIRST;
+            paylen = count.saturating_mul(220);
+        }
+        if n == count {
+            flags |= wire::IB_MGMT_RMPP_FLAG_LAST;
+            paylen = 220;
+        }
+        RmppHdr {
+            version: wire::IB_MGMT_RMPP_VERSION,
+            rmpp_type: wire::IB_MGMT_RMPP_TYPE_DATA,
+            resp_time: 0,
+            flags: flags ^ flip,
+            status,
+            seg_num: n,
+            paylen_newwin: paylen,
+        }
+        .write(buf.mad_mut())
+        .map_err(|_| EINVAL)?;
+        let byte = u8::try_from(n % 256).unwrap_or(0);
+        if let Some(d) = buf.mad_mut().get_mut(HDR..) {
+            d.fill(byte);
+        }
+        post(buf).map(|_| ())
+    }
+
+    /// Segment `n` of `count` of P's SET with TID low half `lo`.
+    fn segment(&self, lo: u32, n: u32, count: u32) -> Result {
+        let tid = wire::make_tid(self.p.hi_tid, lo);
+        self.segment_with(wire::IB_MGMT_METHOD_SET, tid, n, count, 0, 0)
+    }
+
+    /// Waits until the fabric has carried everything and R's work ran.
+    fn settle(&self) -> bool {
+        let idle = wait_for(|| self.env.fabric().is_idle());
+        sleep_ms(20);
+        idle && wait_for(|| self.env.fabric().is_idle())
+    }
+
+    /// Unregisters both agents.
+    fn finish(self) -> Result {
+        self.r.unregister()?;
+        self.p.unregister()
+    }
+}
+
+/// `count` segments' message length with the SA header and no padding.
+fn len_of(count: usize) -> usize {
+    HDR.saturating_add(count.saturating_mul(DATA))
+}
+
+#[kernel::prelude::kunit_tests(rmad_rmpp)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_130_segments_one_message_with_cs_acks() -> Result {
+        // Scenario 64 and §2.10.4's worked example: 130 segments in order, W = 64, give
+        // ACK(1, 65), ACK(65, 129), ACK(129, 193) and the final ACK(130, 193), and one message
+        // of 56 + 130 × 200 bytes, every segment where it belongs.
+        let t = Pair::new()?;
+        for n in 1..=130 {
+            t.segment(1, n, 130)?;
+        }
+        let idle = t.settle();
+        let acks = t.plog.acks()?;
+        let msgs = t.rlog.messages()?;
+        let stats = t.r.rmpp_stats();
+        t.finish()?;
+        assert!(idle);
+        assert_eq!(&acks[..], &[(1, 65), (65, 129), (129, 193), (130, 193)][..]);
+        assert_eq!(&msgs[..], &[(false, len_of(130), true)][..]);
+        assert_eq!(stats.completed, 1);
+        assert_eq!(stats.acks, 4);
+        assert_eq!(stats.active, 0);
+        assert_eq!(stats.bytes, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn single_segment_transfer_delivered_with_one_ack() -> Result {
+        // FIRST and LAST on segment 1: complete at once, ACK(1, 1).
+        let t = Pair::new()?;
+        t.segment(2, 1, 1)?;
+        let idle = t.settle();
+        let acks = t.plog.acks()?;
+        let msgs = t.rlog.messages()?;
+        t.finish()?;
+        assert!(idle);
+        assert_eq!(&acks[..], &[(1, 1)][..]);
+        assert_eq!(&msgs[..], &[(false, len_of(1), true)][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn each_lost_segment_recovered_by_its_retransmission() -> Result {
+        // Segment k of 10 is lost and sent again after the others (k = 2..=10): the frontier
+        // waits at k − 1, nothing is delivered, and the retransmission completes the message
+        // with the final ACK(10, 65). Every time: ACK(1, 65) and ACK(10, 65), one message.
+        let mut wrong = 0u32;
+        for k in 2..=10u32 {
+            let t = Pair::new()?;
+            let lo = 0x100 + k;
+            for n in (1..=10).filter(|n| *n != k) {
+                t.segment(lo, n, 10)?;
+            }
+            let idle = t.settle();
+            let early = t.rlog.messages()?.len();
+            t.segment(lo, k, 10)?;
+            let idle2 = t.settle();
+            let acks = t.plog.acks()?;
+            let msgs = t.rlog.messages()?;
+            t.finish()?;
+            let right = idle
+                && idle2
+                && early == 0
+                && acks[..] == [(1, 65), (10, 65)][..]
+                && msgs[..] == [(false, len_of(10), true)][..];
+            if !right {
+                pr_info!(
+                    "rmpp: lost segment {}: acks {:?}, messages {:?}\n",
+                    k,
+                    acks,
+                    msgs
+                );
+                wrong = wrong.saturating_add(1);
+            }
+        }
+        assert_eq!(wrong, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn duplicates_reacked_never_delivered_twice() -> Result {
+        // A retransmitted segment at or below the last ACK draws that ACK again; after the
+        // message is complete, every segment of the window draws the final ACK, and nothing
+        // is delivered a second time. A duplicate above the last ACK is dropped silently.
+        let t = Pair::new()?;
+        t.segment(3, 1, 3)?;
+        t.segment(3, 2, 3)?;
+        t.segment(3, 2, 3)?;
+        t.segment(3, 1, 3)?;
+        t.segment(3, 3, 3)?;
+        t.segment(3, 1, 3)?;
+        t.segment(3, 3, 3)?;
+        let idle = t.settle();
+        let acks = t.plog.acks()?;
+        let msgs = t.rlog.messages()?;
+        t.finish()?;
+        assert!(idle);
+        // Segment 1: ACK(1, 65); the copy of segment 2 (at the frontier): dropped silently; the
+        // copy of segment 1 (at or below the last ACK): ACK(2, 65), the frontier's; segment 3:
+        // ACK(3, 65), then two repeats of it.
+        assert_eq!(
+            &acks[..],
+            &[(1, 65), (2, 65), (3, 65), (3, 65), (3, 65)][..]
+        );
+        assert_eq!(&msgs[..], &[(false, len_of(3), true)][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn protocol_errors_aborted() -> Result {
+        // process_rmpp_data: a FIRST flag on segment 2, segment 1 without FIRST, and an RMPP
+        // status other than 0 are each answered with an ABORT (BAD_SEG 120, BAD_SEG 120,
+        // BAD_STATUS 124); a segment 2 of an unknown transfer is dropped silently; RMPP
+        // version 2 draws ABORT(UNV 125). Nothing is delivered.
+        let t = Pair::new()?;
+        let tid = |lo| wire::make_tid(t.p.hi_tid, lo);
+        let set = wire::IB_MGMT_METHOD_SET;
+        t.segment_with(set, tid(4), 2, 3, 0, wire::IB_MGMT_RMPP_FLAG_FIRST)?;
+        t.segment_with(set, tid(5), 1, 3, 0, wire::IB_MGMT_RMPP_FLAG_FIRST)?;
+        t.segment_with(set, tid(6), 1, 3, 7, 0)?;
+        t.segment(7, 2, 3)?;
+        let mut buf = mad_to(&t.p, 1, mad_hdr(SA, set, tid(8)), 1, None)?;
+        if let Some(m) = buf.mad_mut().get_mut(24..27) {
+            m.copy_from_slice(&[2, wire::IB_MGMT_RMPP_TYPE_DATA, 7]);
+        }
+        post(buf)?;
+        let idle = t.settle();
+        let stops = t.plog.stops()?;
+        let msgs = t.rlog.messages()?;
+        let acks = t.plog.acks()?;
+        let stats = t.r.rmpp_stats();
+        t.finish()?;
+        let abort = wire::IB_MGMT_RMPP_TYPE_ABORT;
+        assert!(idle);
+        assert_eq!(
+            &stops[..],
+            &[
+                (abort, Status::BadSeg.code()),
+                (abort, Status::BadSeg.code()),
+                (abort, Status::BadStatus.code()),
+                (abort, Status::Unv.code())
+            ][..]
+        );
+        assert!(msgs.is_empty());
+        assert!(acks.is_empty());
+        assert_eq!(stats.active, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn transfers_beyond_the_bound_refused_with_stop_resx() -> Result {
+        // A sender opening more transfers than an agent reassembles at once: the first
+        // MAX_TRANSFERS get ACK(1, 65) each, the next a STOP(RESX); the bound and the bytes
+        // held are visible, and a transfer finishing frees its slot for a new one.
+        let t = Pair::new()?;
+        let max = u32::try_from(crate::engine::agent::RMPP_MAX_TRANSFERS).unwrap_or(0);
+        for lo in 0..=max {
+            t.segment(0x1000 + lo, 1, 2)?;
+        }
+        let idle = t.settle();
+        let full = t.r.rmpp_stats();
+        let acks = t.plog.acks()?.len();
+        let stops = t.plog.stops()?;
+        // One finishes; a new one fits.
+        t.segment(0x1000, 2, 2)?;
+        t.segment(0x2000, 1, 2)?;
+        let idle2 = t.settle();
+        let after = t.r.rmpp_stats();
+        let msgs = t.rlog.messages()?.len();
+        t.finish()?;
+        assert!(idle);
+        assert!(idle2);
+        assert_eq!(full.active, u64::from(max));
+        assert_eq!(full.refused, 1);
+        assert_eq!(
+            full.bytes,
+            u64::from(max) * u64::try_from(len_of(2)).unwrap_or(0)
+        );
+        assert_eq!(acks, usize::try_from(max).unwrap_or(0));
+        assert_eq!(
+            &stops[..],
+            &[(wire::IB_MGMT_RMPP_TYPE_STOP, Status::Resx.code())][..]
+        );
+        assert_eq!(after.active, u64::from(max));
+        assert_eq!(after.refused, 1);
+        assert_eq!(msgs, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn response_reassembled_then_matched_to_its_request() -> Result {
+        // Scenario 70: R's GET is answered with a response of 3 segments. Every segment needs
+        // the request outstanding; the message goes up once, with its send, and the send
+        // completes with SUCCESS. R's ACKs are GETs at P. A response segment with a TID no
+        // send has is dropped without an ACK.
+        let t = Pair::new()?;
+        let h = post(request(&t.r, SA, 1, 2, 60_000, 0)?)?;
+        let tid = wire::make_tid(t.r.hi_tid, 1);
+        let stray = wire::make_tid(t.r.hi_tid, 0x77);
+        let resp = wire::IB_MGMT_METHOD_GET_RESP;
+        t.segment_with(resp, stray, 1, 2, 0, 0)?;
+        for n in 1..=3 {
+            t.segment_with(resp, tid, n, 3, 0, 0)?;
+        }
+        let idle = t.settle();
+        let acks = t.plog.acks()?;
+        let msgs = t.rlog.messages()?;
+        let sends = t.rlog.seen()?;
+        let methods_ok = t.plog.seen()?.iter().all(|s| match s {
+            Seen::Recv { rmpp, method, .. } if rmpp.rmpp_type == wire::IB_MGMT_RMPP_TYPE_ACK => {
+                *method == wire::IB_MGMT_METHOD_GET
+            }
+            _ => true,
+        });
+        let _ = h;
+        t.finish()?;
+        assert!(idle);
+        assert_eq!(&acks[..], &[(1, 65), (3, 65)][..]);
+        assert!(methods_ok);
+        assert_eq!(&msgs[..], &[(true, len_of(3), true)][..]);
+        assert!(sends.iter().any(|s| *s == Seen::Send(WcStatus::Success)));
+        Ok(())
+    }
+
+    #[test]
+    fn inactive_transfer_ends_with_abort_t2l() -> Result {
+        // Scenario 73's deadline, as an inactivity timeout: segment 1 of 3 and then nothing.
+        // After INACTIVITY_MS the transfer ends with ABORT(T2L 118) to the sender and holds
+        // nothing more; its segment 2 is then dropped silently.
+        let t = Pair::new()?;
+        t.segment(9, 1, 3)?;
+        let idle = t.settle();
+        let held = t.r.rmpp_stats();
+        let ended = wait_for(|| t.r.rmpp_stats().expired == 1)
+            || wait_for(|| t.r.rmpp_stats().expired == 1);
+        let _ = t.settle();
+        t.segment(9, 2, 3)?;
+        let idle2 = t.settle();
+        let stats = t.r.rmpp_stats();
+        let stops = t.plog.stops()?;
+        let acks = t.plog.acks()?;
+        t.finish()?;
+        assert!(idle);
+        assert!(idle2);
+        assert_eq!(held.active, 1);
+        assert!(ended);
+        assert_eq!(stats.active, 0);
+        assert_eq!(stats.bytes, 0);
+        assert_eq!(
+            &stops[..],
+            &[(wire::IB_MGMT_RMPP_TYPE_ABORT, Status::T2l.code())][..]
+        );
+        assert_eq!(&acks[..], &[(1, 65)][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn unregister_mid_transfer_frees_it() -> Result {
+        // Unregistration with a transfer half done: it returns, and the transfer's memory goes
+        // with the agent (kmemleak would report it otherwise).
+        let t = Pair::new()?;
+        for n in 1..=40 {
+            t.segment(10, n, 100)?;
+        }
+        let idle = t.settle();
+        let held = t.r.rmpp_stats();
+        t.finish()?;
+        assert!(idle);
+        assert_eq!(held.active, 1);
+        assert_eq!(held.bytes, u64::try_from(len_of(100)).unwrap_or(0));
+        Ok(())
+    }
+}
