@@ -761,7 +761,7 @@ unsafe extern "C" fn rmad_rust_recv(
         });
         return;
     }
-    let mut v = KVec::new();
+    let mut v = KVVec::new();
     if v.extend_from_slice(bytes, GFP_KERNEL).is_err() {
         return;
     }

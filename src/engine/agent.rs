@@ -143,8 +143,11 @@ use queues::{
     first_entry,
     first_in, //
 };
+#[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
 pub(crate) use rmpp_recv::{
     MAX_BYTES as RMPP_MAX_BYTES,
+    MAX_LINGERING as RMPP_MAX_LINGERING,
+    MAX_PER_SENDER as RMPP_MAX_PER_SENDER,
     MAX_TRANSFERS as RMPP_MAX_TRANSFERS, //
 };
 

@@ -103,7 +103,7 @@ pub(crate) struct GrhFields {
 /// A received MAD, owned by whoever holds it; dropping it is `ib_free_recv_mad`.
 pub(crate) struct RecvMad {
     /// The MAD bytes.
-    pub(crate) mad: KVec<u8>,
+    pub(crate) mad: KVVec<u8>,
     /// How it arrived.
     pub(crate) wc: RecvWc,
 }

@@ -19,6 +19,14 @@ struct rmad_test_responder;
  */
 struct rmad_test_responder *rmad_test_responder_start(struct ib_device *dev, u32 port,
 						      u8 mgmt_class, u32 hold_max);
+/*
+ * Registers a kernel-RMPP responder (rmpp_version 1) for GETs of @mgmt_class
+ * that answers each with one RMPP transfer of @len data bytes; NULL if refused.
+ */
+struct rmad_test_responder *rmad_test_responder_start_rmpp(struct ib_device *dev, u32 port,
+							   u8 mgmt_class, u32 len);
+/* How many answers completed with IB_WC_SUCCESS (@ok) and otherwise (@bad). */
+void rmad_test_responder_sent(struct rmad_test_responder *r, u32 *ok, u32 *bad);
 /* Keeps the answers (up to hold_max) from now on, until released. */
 void rmad_test_responder_hold(struct rmad_test_responder *r);
 /* Posts every held answer and goes back to answering at once. */

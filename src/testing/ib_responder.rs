@@ -20,6 +20,13 @@ extern "C" {
     ) -> *mut c_void;
     fn rmad_test_responder_stop(responder: *mut c_void);
     fn rmad_test_responder_segments(responder: *mut c_void, n: u32);
+    fn rmad_test_responder_start_rmpp(
+        dev: *mut IbDevice,
+        port: u32,
+        class: u8,
+        len: u32,
+    ) -> *mut c_void;
+    fn rmad_test_responder_sent(responder: *mut c_void, ok: *mut u32, bad: *mut u32);
 }
 
 /// The ib_core agent, answering at once (the benchmark's holding mode is used from C only);
@@ -43,6 +50,26 @@ impl IbResponder {
         let r = port.with_device(|dev| unsafe { rmad_test_responder_start(dev, num, class, 0) })?;
         // INVARIANT: A non-null result is a registered agent.
         (!r.is_null()).then_some(Self(r))
+    }
+
+    /// Registers a kernel-RMPP responder (`rmpp_version` 1) for GETs of `class` on `port`
+    /// that answers each with one RMPP transfer of `len` data bytes, every byte of segment `n`
+    /// equal to `n` modulo 256, segmented and sent by ib_core's RMPP (`mad_rmpp.c`).
+    pub(crate) fn start_rmpp(port: &VerbsPort, class: u8, len: u32) -> Option<Self> {
+        let num = u32::from(port.port);
+        // SAFETY: `with_device` holds a registration reference on `dev` across the call.
+        let r = port
+            .with_device(|dev| unsafe { rmad_test_responder_start_rmpp(dev, num, class, len) })?;
+        // INVARIANT: A non-null result is a registered agent.
+        (!r.is_null()).then_some(Self(r))
+    }
+
+    /// How many answers ib_core completed with `IB_WC_SUCCESS`, and otherwise.
+    pub(crate) fn sent(&self) -> (u32, u32) {
+        let (mut ok, mut bad) = (0, 0);
+        // SAFETY: By the type invariant the agent is registered; both pointers are valid.
+        unsafe { rmad_test_responder_sent(self.0, &mut ok, &mut bad) };
+        (ok, bad)
     }
 
     /// Answers each GET with `n` GET_RESPs carrying RMPP DATA headers, segments 1..=`n` of

@@ -413,13 +413,13 @@ impl Fabric {
         // (a packet to nowhere needs no copy: allocations dominate under the test kernel's
         // sanitizers, and `rmad_scale` sends 100 000 of them).
         let routable = Self::port_of_lid(&self.inner.lock().ports, wr.ah.dlid).is_some();
-        let mut mad = KVec::new();
+        let mut mad = KVVec::new();
         if routable {
             mad.reserve(wr.mad.len(), GFP_ATOMIC)?;
             mad.extend_from_slice(wr.mad, GFP_ATOMIC)?;
         }
         let is_response = wire::ib_response_mad(wr.mad).unwrap_or(false);
-        let mut dup: Option<KVec<u8>> = None;
+        let mut dup: Option<KVVec<u8>> = None;
 
         let mut g = self.inner.lock();
         if g.knobs.fail_posts > 0 {
@@ -498,7 +498,7 @@ impl Fabric {
             };
             if g.knobs.duplicate > 0 {
                 g.knobs.duplicate -= 1;
-                let mut copy = KVec::with_capacity(mad.len(), GFP_ATOMIC)?;
+                let mut copy = KVVec::with_capacity(mad.len(), GFP_ATOMIC)?;
                 copy.extend_from_slice(&mad, GFP_ATOMIC)?;
                 dup = Some(copy);
             }

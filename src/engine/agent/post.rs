@@ -205,12 +205,22 @@ impl Agent {
             // Segmented sends are not there yet (Documentation/behaviour.md §8.14).
             return fail(EOPNOTSUPP, buf);
         }
+        // An ACK, STOP or ABORT on a kernel-RMPP agent is the RMPP layer's own message, even
+        // when the client posts it: freed at its completion with no handler call
+        // (`ib_process_rmpp_send_wc` returns INTERNAL, Documentation/behaviour.md §2.10.8).
+        let control = self.kernel_rmpp()
+            && wire::rmpp_hdr(buf.mad()).is_ok_and(|h| {
+                h.get(1) != Some(&wire::IB_MGMT_RMPP_TYPE_DATA)
+                    && wire::ib_get_rmpp_flags(h)
+                        .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
+            });
         // The checks above make both conversions lossless.
         let timeout_ms = u32::try_from(buf.body.timeout_ms).unwrap_or(0);
         let retries = u32::try_from(buf.body.retries).unwrap_or(0);
         let fc = state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active);
 
         let SendBuf { rec, mut body } = buf;
+        body.internal |= control;
         let mut g = self.lock();
         if g.dead {
             drop(g);

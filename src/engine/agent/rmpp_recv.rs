@@ -56,6 +56,15 @@ pub(crate) const INACTIVITY_MS: i64 = 10_000;
 /// How long a completed transfer is remembered, to repeat its final ACK to a sender that
 /// missed it (C's `cleanup_work`, 10 s).
 pub(crate) const LINGER_MS: i64 = 10_000;
+/// Completed transfers remembered at a time; beyond, the oldest is forgotten first (C keeps
+/// every one for 10 s, so a flood of one-segment transfers holds memory without bound).
+pub(crate) const MAX_LINGERING: usize = 128;
+/// Transfers one sender (source LID, GID and QP) may have open on an agent at a time: one
+/// sender cannot take every slot.
+pub(crate) const MAX_PER_SENDER: usize = 8;
+/// The longest a transfer may take however it progresses: a sender trickling segments cannot
+/// hold a slot for ever. Five minutes: a megabyte over a lossy link takes well under one.
+pub(crate) const MAX_LIFETIME_MS: i64 = 300_000;
 
 /// What tells two transfers apart (C's `find_rmpp_recv` key, and the sender's GID).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,12 +98,13 @@ impl Key {
 /// # Invariants
 ///
 /// While `transfer` is active, `buf` holds the class header of segment 1 and room for the data
-/// of every segment stored, and `charged` is `buf`'s capacity counted in [`Recvs::bytes`];
+/// of every segment stored, and `charged` is `buf`'s capacity, counted in [`Recvs::bytes`];
 /// once complete, `buf` is empty and `charged` 0.
 struct Rx {
     transfer: Transfer,
-    /// The message: segment 1's header, then the segments' data at their offsets.
-    buf: KVec<u8>,
+    /// The message: segment 1's header, then the segments' data at their offsets (kvmalloc'ed:
+    /// a message may be megabytes).
+    buf: KVVec<u8>,
     /// Bytes counted for `buf` in [`Recvs::bytes`].
     charged: usize,
     /// How segment 1 arrived: the message's receive completion, and where answers go.
@@ -105,6 +115,11 @@ struct Rx {
     deadline_ns: i64,
     /// Whether the transfer is counted in [`Recvs::active`].
     counted: bool,
+    /// Whether the transfer is complete and kept for repeat ACKs, counted in
+    /// [`Recvs::lingering`].
+    lingering: bool,
+    /// When segment 1 came: the transfer ends [`MAX_LIFETIME_MS`] later whatever its progress.
+    started_ns: i64,
 }
 
 /// The transfers of one agent, under its RMPP mutex.
@@ -118,6 +133,8 @@ pub(crate) struct Recvs {
     map: RBTree<Key, KBox<Rx>>,
     bytes: usize,
     active: usize,
+    /// The transfers in `map` whose `lingering` is set, at most [`MAX_LINGERING`].
+    lingering: usize,
     stats: RmppStats,
 }
 
@@ -140,6 +157,8 @@ pub(crate) struct RmppStats {
     pub(crate) active: u64,
     /// Bytes held now.
     pub(crate) bytes: u64,
+    /// Completed transfers remembered now.
+    pub(crate) lingering: u64,
 }
 
 impl Recvs {
@@ -150,6 +169,7 @@ impl Recvs {
             map: RBTree::new(),
             bytes: 0,
             active: 0,
+            lingering: 0,
             stats: RmppStats::default(),
         }
     }
@@ -162,6 +182,35 @@ impl Recvs {
             if rx.counted {
                 self.active = self.active.saturating_sub(1);
             }
+            if rx.lingering {
+                self.lingering = self.lingering.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Open transfers of the sender of `key`.
+    fn of_sender(&self, key: &Key) -> usize {
+        self.map
+            .iter()
+            .filter(|(k, rx)| {
+                rx.counted && k.slid == key.slid && k.sgid == key.sgid && k.src_qp == key.src_qp
+            })
+            .count()
+    }
+
+    /// Makes room for one more completed transfer: forgets the one that would expire first.
+    fn evict_lingering(&mut self) {
+        if self.lingering < MAX_LINGERING {
+            return;
+        }
+        let oldest = self
+            .map
+            .iter()
+            .filter(|(_, rx)| rx.lingering)
+            .min_by_key(|(_, rx)| rx.deadline_ns)
+            .map(|(k, _)| *k);
+        if let Some(k) = oldest {
+            self.remove(&k);
         }
     }
 }
@@ -199,6 +248,7 @@ impl Agent {
         RmppStats {
             active: u64::try_from(r.active).unwrap_or(u64::MAX),
             bytes: u64::try_from(r.bytes).unwrap_or(u64::MAX),
+            lingering: u64::try_from(r.lingering).unwrap_or(u64::MAX),
             ..r.stats
         }
     }
@@ -317,9 +367,6 @@ impl Agent {
                 ..After::default()
             }
         };
-        if r.active >= MAX_TRANSFERS {
-            return refuse(r, Status::Resx, &recv, None);
-        }
         let Ok(reply) = self.reply_address(&recv.wc) else {
             bump(&mut r.stats.dropped);
             return After::default();
@@ -343,14 +390,21 @@ impl Agent {
                 return After::default();
             }
         };
+        // A message of one segment is whole at once and takes no slot.
+        let whole = matches!(v, Verdict::Complete { .. });
+        if !whole && (r.active >= MAX_TRANSFERS || r.of_sender(&key) >= MAX_PER_SENDER) {
+            return refuse(r, Status::Resx, &recv, Some(reply));
+        }
         let rx = Rx {
             transfer,
-            buf: KVec::new(),
+            buf: KVVec::new(),
             charged: 0,
             wc: recv.wc,
             reply,
             deadline_ns: now,
             counted: true,
+            lingering: false,
+            started_ns: now,
         };
         let node = KBox::new(rx, GFP_KERNEL)
             .map_err(Error::from)
@@ -390,7 +444,8 @@ impl Agent {
                 return After::default();
             }
             Verdict::Reject(s) => {
-                let reply = r.map.get(&key).map(|rx| rx.reply);
+                // To the address of the MAD it answers, as C's `nack_recv`.
+                let reply = None;
                 if r.map
                     .get(&key)
                     .is_some_and(|rx| rx.transfer.phase() == Phase::Ended)
@@ -416,7 +471,10 @@ impl Agent {
                 ..After::default()
             };
         }
-        let deadline = now.saturating_add(INACTIVITY_MS.saturating_mul(1_000_000));
+        let started = r.map.get(&key).map_or(now, |rx| rx.started_ns);
+        let deadline = now
+            .saturating_add(INACTIVITY_MS.saturating_mul(1_000_000))
+            .min(started.saturating_add(MAX_LIFETIME_MS.saturating_mul(1_000_000)));
         let mut after = After {
             deadline: Some(deadline),
             ..After::default()
@@ -435,8 +493,10 @@ impl Agent {
         }
         let mut uncharge = 0;
         if let Some(len) = len {
-            let mut mad = core::mem::replace(&mut rx.buf, KVec::new());
-            mad.truncate(len);
+            let mut mad = core::mem::replace(&mut rx.buf, KVVec::new());
+            // A message of one segment stays a whole 256-byte MAD, as every MAD handed to a
+            // receive handler is (`mad_len` 256); C reports its shorter length.
+            mad.truncate(len.max(wire::IB_MGMT_MAD_SIZE));
             uncharge = core::mem::replace(&mut rx.charged, 0);
             rx.counted = false;
             let linger = now.saturating_add(LINGER_MS.saturating_mul(1_000_000));
@@ -444,6 +504,7 @@ impl Agent {
             after.deadline = Some(linger);
             after.done = Some(RecvMad { mad, wc: rx.wc });
         }
+        let response = MadHdr::parse(&recv.mad).is_ok_and(|h| h.is_response());
         if ack.is_some() {
             bump(&mut r.stats.acks);
         }
@@ -452,6 +513,18 @@ impl Agent {
             r.bytes = r.bytes.saturating_sub(uncharge);
             r.active = r.active.saturating_sub(1);
             bump(&mut r.stats.completed);
+            if response {
+                // Its request completes with it: later segments fail the response precheck,
+                // so the record could never repeat its ACK.
+                r.remove(&key);
+            } else {
+                r.evict_lingering();
+                if let Some(rx) = r.map.get_mut(&key) {
+                    rx.lingering = true;
+                    // INVARIANT: counted, within MAX_LINGERING after the eviction.
+                    r.lingering = r.lingering.saturating_add(1);
+                }
+            }
         }
         after
     }
@@ -466,31 +539,30 @@ impl Agent {
         let start = hdr_len.checked_add(off).ok_or(EINVAL)?;
         let end = start.checked_add(data.len()).ok_or(EINVAL)?;
         if rx.buf.len() < end {
-            // Room for the whole message when its length is known, else for one more window.
-            let want = match rx.transfer.count() {
-                Some(c) => usize::try_from(c)
-                    .ok()
-                    .and_then(|c| c.checked_mul(data.len()))
-                    .and_then(|d| d.checked_add(hdr_len))
-                    .ok_or(EINVAL)?
-                    .max(end),
-                None => end
-                    .checked_add(
-                        usize::try_from(window())
-                            .unwrap_or(0)
-                            .saturating_mul(data.len()),
-                    )
-                    .ok_or(EINVAL)?,
-            };
-            let extra = want.saturating_sub(rx.charged);
-            if bytes.saturating_add(extra) > MAX_BYTES {
+            // Room for one more window beyond this segment, never beyond the count when it is
+            // known: a FIRST announcing a large message costs one window until the sender
+            // delivers more. Growth is geometric, so what is charged is the capacity.
+            let mut segs = n.saturating_add(window());
+            if let Some(c) = rx.transfer.count() {
+                segs = segs.min(c);
+            }
+            let want = usize::try_from(segs)
+                .ok()
+                .and_then(|c| c.checked_mul(data.len()))
+                .and_then(|d| d.checked_add(hdr_len))
+                .ok_or(EINVAL)?
+                .max(end);
+            let grow = want.saturating_sub(rx.buf.len());
+            let predicted = rx.buf.len().saturating_add(grow).max(rx.buf.capacity());
+            if bytes.saturating_add(predicted.saturating_sub(rx.charged)) > MAX_BYTES {
                 return Err(ENOSPC);
             }
-            let grow = want.saturating_sub(rx.buf.len());
             rx.buf.reserve(grow, GFP_KERNEL | __GFP_NOWARN)?;
             rx.buf.resize(want, 0, GFP_KERNEL)?;
-            rx.charged = want;
-            // INVARIANT: `bytes` follows the transfer's charge (checked against MAX_BYTES).
+            let extra = rx.buf.capacity().saturating_sub(rx.charged);
+            rx.charged = rx.buf.capacity();
+            // INVARIANT: `bytes` follows the transfer's charge. The capacity may exceed the
+            // prediction by the allocator's rounding only.
             r.bytes = bytes.saturating_add(extra);
         }
         let rx = r.map.get_mut(key).ok_or(EINVAL)?;
@@ -564,8 +636,13 @@ impl Agent {
         if let (Some(d), Some(src)) = (from.get_mut(..n), recv.mad.get(..n)) {
             d.copy_from_slice(src);
         }
+        // `nack_recv` sets the flags with `ib_set_rmpp_flags`, which keeps the response time.
+        let resp_time = RmppHdr::parse(&recv.mad).map_or(0, |h| h.resp_time);
         Control {
-            hdr: s.hdr(),
+            hdr: RmppHdr {
+                resp_time,
+                ..s.hdr()
+            },
             from,
             hdr_len,
             wc: recv.wc,
@@ -630,7 +707,7 @@ impl Agent {
                 }
                 // Without memory for the list the transfer is looked at again next time.
                 if gone.push((*k, active), GFP_KERNEL).is_err() {
-                    next = Some(now);
+                    next = Some(now.saturating_add(1_000_000_000));
                 }
             }
             for (k, active) in gone.iter() {
@@ -677,5 +754,6 @@ impl Agent {
         // INVARIANT: nothing held.
         r.bytes = 0;
         r.active = 0;
+        r.lingering = 0;
     }
 }
