@@ -133,7 +133,8 @@ struct rmad_send_wc {
  * @mad: the MAD bytes
  * @context: the agent's context, as given to rmad_register_agent()
  * @mad_len: their number: a whole MAD, 256 bytes (a shorter datagram is no MAD;
- *           rmad drops it and counts it in debugfs rmad/ports)
+ *           rmad drops it and counts it in debugfs rmad/ports); on a kernel-RMPP
+ *           agent, a reassembled message: its header and all its data
  * @src_qp: source QP number (where a response goes: rmad_create_send_mad()'s @remote_qpn)
  * @slid: source LID
  * @pkey_index: P_Key index it arrived with (a response's @pkey_index)
@@ -215,9 +216,12 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  * @port: port number
  * @qp_type: RMAD_QPT_SMI or RMAD_QPT_GSI
  * @reg_req: class registration, or NULL
- * @rmpp_version: 0 or 1; 1 only with IB_MAD_USER_RMPP in @flags (user RMPP: every
- *                segment is a MAD of its own, and segments after the first of an answer
- *                reach @recv_handler with no send buffer)
+ * @rmpp_version: 0 or 1. 1 alone is kernel RMPP: rmad reassembles what the agent
+ *                receives and hands it up as one message (rmad_create_send_mad() with
+ *                rmpp_active is -EOPNOTSUPP: no segmented sends yet). 1 with
+ *                IB_MAD_USER_RMPP in @flags is user RMPP: every segment is a MAD of its
+ *                own, and segments after the first of an answer reach @recv_handler with
+ *                no send buffer
  * @send_handler: the send handler
  * @recv_handler: the receive handler, or NULL
  * @context: handed to both handlers (wc->context) and returned by rmad_agent_context()
@@ -227,9 +231,7 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  * arrives at once); they receive the agent's handle already.
  *
  * Return: the agent, or an ERR_PTR: -ENODEV for an unknown device or port,
- * -ENOSPC when no handle is left, -EOPNOTSUPP for @rmpp_version 1 without
- * IB_MAD_USER_RMPP (kernel RMPP: rmad does not segment or reassemble yet), the errors of
- * ib_register_mad_agent otherwise.
+ * -ENOSPC when no handle is left, the errors of ib_register_mad_agent otherwise.
  */
 struct rmad_agent *rmad_register_agent(const char *device, u32 port, int qp_type,
 				       const struct rmad_reg_req *reg_req, u8 rmpp_version,

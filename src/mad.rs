@@ -17,7 +17,7 @@
 pub(crate) mod address;
 #[path = "mad/registration.rs"]
 pub(crate) mod registration;
-// Wired into the engine by issue 17's engine step; until then only the host tests use it.
+// The send window (rmpp/send.rs) waits for segmented sends; only the host tests use it yet.
 #[allow(dead_code)]
 #[path = "mad/rmpp.rs"]
 pub(crate) mod rmpp;

@@ -408,7 +408,7 @@ impl Agent {
         };
         let node = KBox::new(rx, GFP_KERNEL)
             .map_err(Error::from)
-            .and_then(|b| RBTreeNode::new(key, b, GFP_KERNEL).map_err(Error::from));
+            .and_then(|b| RBTreeNode::new(key, b, GFP_KERNEL));
         let Ok(node) = node else {
             bump(&mut r.stats.dropped);
             return After::default();

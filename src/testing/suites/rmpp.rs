@@ -570,7 +570,7 @@ mod tests {
         assert_eq!(&acks[..], &[(1, 65), (3, 65)][..]);
         assert!(methods_ok);
         assert_eq!(&msgs[..], &[(true, len_of(3), true)][..]);
-        assert!(sends.iter().any(|s| *s == Seen::Send(WcStatus::Success)));
+        assert!(sends.contains(&Seen::Send(WcStatus::Success)));
         Ok(())
     }
 
