@@ -215,7 +215,7 @@ impl CRecorder {
 ///
 /// `wc` must point to a completion that is valid for the call, whose context is a live
 /// [`CRecorder`] (rmad calls it so for agents made by [`c_agent`]).
-unsafe extern "C" fn c_recorder_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
+pub(crate) unsafe extern "C" fn c_recorder_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
     // SAFETY: rmad passes a valid completion for the duration of the call.
     let wc = unsafe { &*wc };
     // SAFETY: The context is a `CRecorder` that the test keeps alive until unregistration returns.
@@ -228,7 +228,11 @@ unsafe extern "C" fn c_recorder_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
 /// # Safety
 ///
 /// As for [`c_recorder_send`], with a receive completion.
-unsafe extern "C" fn c_recorder_recv(agent: *mut c_void, _buf: *mut c_void, wc: *const RmadRecvWc) {
+pub(crate) unsafe extern "C" fn c_recorder_recv(
+    agent: *mut c_void,
+    _buf: *mut c_void,
+    wc: *const RmadRecvWc,
+) {
     // SAFETY: rmad passes a valid receive completion for the duration of the call.
     let wc = unsafe { &*wc };
     // SAFETY: As in `c_recorder_send`.
