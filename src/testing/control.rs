@@ -138,9 +138,18 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
         *r.text.lock() = out;
         return Ok(());
     }
+    if line.starts_with("rmpp ") {
+        words.next();
+        fabric::rmpp::command(words, &mut out)?;
+        *r.text.lock() = out;
+        return Ok(());
+    }
     match (words.next(), words.next(), words.next(), words.next()) {
         (Some("serve"), class, None, None) => fabric::serve(class, &mut out)?,
         (Some("unserve"), None, None, None) => fabric::serve(None, &mut out)?,
+        (Some("serve-rmpp"), Some(class), Some(bytes), None) => {
+            fabric::serve_rmpp(class, bytes, &mut out)?;
+        }
         (Some("respond"), class, None, None) => fabric::respond(class, &mut out)?,
         (Some("unrespond"), None, None, None) => fabric::respond(None, &mut out)?,
         (Some("trace"), None, None, None) => traced_sends::run(&mut out)?,

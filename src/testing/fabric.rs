@@ -13,6 +13,7 @@
 //!   fields of the last response as they arrived (`resp_hop_limit` ...);
 //! - `serve CLASS` / `unserve`: an agent registered in ib_core on this node's rxe0 answers
 //!   GETs of CLASS with status 0 (or stops answering);
+//! - `serve-rmpp CLASS BYTES` and `rmpp ...`: RMPP transfers ([`rmpp`]);
 //! - `respond CLASS` / `unrespond`: the same from an rmad agent on rxe0 (the responder role:
 //!   ib_core forwards the requests to rmad, rmad answers from its own QP); `respond` reports
 //!   the registration's error, `unrespond` how many requests were answered and the GRH
@@ -527,10 +528,14 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
     }
 }
 
+pub(crate) mod rmpp;
+
 /// The responders this node runs.
 struct Served {
     /// `serve`: an agent in ib_core.
     ib_core: Option<IbResponder>,
+    /// `serve-rmpp`: a kernel-RMPP agent in ib_core.
+    rmpp: Option<IbResponder>,
     /// `respond`: an rmad agent, and its handlers.
     rmad: Option<(Arc<Agent>, Arc<Responder>)>,
 }
@@ -539,6 +544,7 @@ kernel::sync::global_lock! {
     // SAFETY: Initialized by `init` before any other use.
     unsafe(uninit) static SERVED: Mutex<Served> = Served {
         ib_core: None,
+        rmpp: None,
         rmad: None,
     };
 }
@@ -640,10 +646,16 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
     }
 }
 
+/// `serve-rmpp CLASS BYTES` ([`rmpp::serve`]).
+pub(crate) fn serve_rmpp(class: &str, bytes: &str, out: &mut KVec<u8>) -> Result {
+    rmpp::serve(&mut SERVED.lock().rmpp, class, bytes, out)
+}
+
 /// Stops the responders (module unload).
 pub(crate) fn exit() {
     let mut served = SERVED.lock();
     drop(served.ib_core.take());
+    drop(served.rmpp.take());
     if let Some((a, _)) = served.rmad.take() {
         let _ = a.unregister();
     }

@@ -195,6 +195,21 @@ burst_is() {
 	expect "$line" "$@"
 }
 
+# rmpp_is WHO TIMEOUT_MS -- FIELDS...: one GET of the SA class to the peer,
+# answered by its kernel-RMPP ib_core agent with an RMPP transfer, asked for by
+# rmad's (or the C layer's: `c`) kernel-RMPP agent (src/testing/fabric/rmpp.rs);
+# checks its line.
+rmpp_is() {
+	line="$(stress "rmpp $1 $P 0x03 $2" && cat /sys/kernel/debug/rmad/stress)" || {
+		echo "rmpp $1 failed"
+		return 1
+	}
+	echo "$line" >>/tmp/lines
+	echo "fabric-rmpp: $line" >/dev/kmsg
+	shift 3
+	expect "$line" "$@"
+}
+
 # same_as_c ARGS...: rmad and the C MAD layer report the same figures for the
 # same burst (rmad's line also has its count of dropped responses).
 same_as_c() {
@@ -324,6 +339,13 @@ if [ "$node" = a ]; then
 		flushed 0 other 0
 	netem
 	barrier lossy-done >/dev/null
+	# RMPP (over the IPv6 GIDs: on RoCEv2 over IPv4 ib_core's RMPP sender never
+	# matches an ACK). The peer's ib_core answers with 64 KiB (328 segments) from
+	# its own RMPP sender, windowed by rmad's ACKs: rmad reassembles it, every byte
+	# checked.
+	barrier rmpp >/dev/null
+	vm_case rmpp_64k_reassembled rmpp_is rmad 60000 -- status 0 len 65592 intact 1
+	barrier rmpp-done >/dev/null
 	# The peer's rmad is unloaded while requests to it are on the way (delayed 2 s
 	# by netem here): the peer's ib_core answers them (0x000C), each once.
 	respond_again="$(barrier respond-again)"
@@ -385,6 +407,9 @@ else
 	barrier lossy >/dev/null
 	barrier lossy-done >/dev/null
 	netem
+	vm_case serve_rmpp_64k stress "serve-rmpp 0x03 65536"
+	barrier rmpp >/dev/null
+	barrier rmpp-done >/dev/null
 	stress "respond 0x0a"
 	barrier respond-again "$(cat /sys/kernel/debug/rmad/stress)" >/dev/null
 	barrier unload-peer >/dev/null
