@@ -53,11 +53,14 @@ impl Agent {
                 vendor_err,
                 post: st.gen,
             };
-            // The handler is called right after this hold.
-            self.trace_send(trace::Ev::SendHandler, st, status.code());
-            Some((st.body.take()?, wc))
+            let body = st.body.take()?;
+            // The handler is called right after this hold; an internal RMPP message has none.
+            if !body.internal {
+                self.trace_send(trace::Ev::SendHandler, st, status.code());
+            }
+            Some((body, wc))
         });
-        if t.is_some() {
+        if t.as_ref().is_some_and(|(body, _)| !body.internal) {
             g.stats.completed = g.stats.completed.saturating_add(1);
         }
         t

@@ -215,6 +215,17 @@ impl Recvs {
     }
 }
 
+/// The first `hdr_len` bytes of `mad` (the headers a control message copies), in a MAD-sized
+/// buffer; zeroes where `mad` is shorter.
+fn head(mad: &[u8], hdr_len: usize) -> [u8; wire::IB_MGMT_MAD_SIZE] {
+    let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
+    let n = hdr_len.min(mad.len()).min(from.len());
+    if let (Some(d), Some(s)) = (from.get_mut(..n), mad.get(..n)) {
+        d.copy_from_slice(s);
+    }
+    from
+}
+
 /// Adds one to a statistic.
 fn bump(v: &mut u64) {
     *v = v.saturating_add(1);
@@ -582,11 +593,7 @@ impl Agent {
 
     /// The ACK `a` of a transfer, built from the segment `recv` that drew it (`ack_recv`).
     fn ack(a: Ack, recv: &RecvMad, hdr_len: usize, rx: &Rx) -> Control {
-        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
-        let n = hdr_len.min(recv.mad.len());
-        if let (Some(d), Some(s)) = (from.get_mut(..n), recv.mad.get(..n)) {
-            d.copy_from_slice(s);
-        }
+        let from = head(&recv.mad, hdr_len);
         Control {
             hdr: Self::ack_hdr(a, &from),
             from,
@@ -598,11 +605,7 @@ impl Agent {
 
     /// The final ACK `a` of a transfer, built from its segment 1 (`complete_rmpp`).
     fn ack_from_first(a: Ack, hdr_len: usize, rx: &Rx) -> Control {
-        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
-        let n = hdr_len.min(rx.buf.len());
-        if let (Some(d), Some(s)) = (from.get_mut(..n), rx.buf.get(..n)) {
-            d.copy_from_slice(s);
-        }
+        let from = head(&rx.buf, hdr_len);
         Control {
             hdr: Self::ack_hdr(a, &from),
             from,
@@ -626,16 +629,12 @@ impl Agent {
     /// A STOP or ABORT with status `s`, answering the segment `recv` (`nack_recv`). `reply` is
     /// the sender's address if known already.
     fn reject(s: Status, recv: &RecvMad, reply: Option<Address>) -> Control {
-        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
         let hdr_len = MadHdr::parse(&recv.mad)
             .map_or(wire::IB_MGMT_RMPP_HDR, |h| {
                 wire::ib_get_mad_data_offset(h.mgmt_class)
             })
             .max(wire::IB_MGMT_RMPP_HDR);
-        let n = hdr_len.min(recv.mad.len());
-        if let (Some(d), Some(src)) = (from.get_mut(..n), recv.mad.get(..n)) {
-            d.copy_from_slice(src);
-        }
+        let from = head(&recv.mad, hdr_len);
         // `nack_recv` sets the flags with `ib_set_rmpp_flags`, which keeps the response time.
         let resp_time = RmppHdr::parse(&recv.mad).map_or(0, |h| h.resp_time);
         Control {
@@ -731,12 +730,8 @@ impl Agent {
 
     /// The ABORT with status `s` that ends the transfer `rx`, built from its segment 1.
     fn abort_from_first(s: Status, rx: &Rx) -> Control {
-        let mut from = [0u8; wire::IB_MGMT_MAD_SIZE];
         let hdr_len = rx.transfer.config().hdr_size();
-        let n = hdr_len.min(rx.buf.len());
-        if let (Some(d), Some(src)) = (from.get_mut(..n), rx.buf.get(..n)) {
-            d.copy_from_slice(src);
-        }
+        let from = head(&rx.buf, hdr_len);
         Control {
             hdr: s.hdr(),
             from,

@@ -130,14 +130,25 @@ static int fabric_post_one(struct ib_mad_agent *agent, struct ib_ah *ah, u8 clas
  * @sgid_index), waits at most @wait_ms for every send handler, then 1 s more
  * for late responses, and fills @out.
  */
+/* An address handle from @agent's port to @dgid, from its GID @sgid_index, hop limit 64. */
+static struct ib_ah *fabric_ah(struct ib_mad_agent *agent, const u8 *dgid, u8 sgid_index)
+{
+	struct rdma_ah_attr attr = {};
+	union ib_gid g;
+
+	memcpy(g.raw, dgid, sizeof(g.raw));
+	attr.type = rdma_ah_find_type(agent->device, FABRIC_PORT);
+	rdma_ah_set_port_num(&attr, FABRIC_PORT);
+	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
+	return rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+}
+
 int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class, u8 method,
 			u32 count, int timeout_ms, int retries, int action, int action_ms,
 			s64 wait_ms, struct rmad_fabric_tally *out)
 {
-	struct rdma_ah_attr attr = {};
 	struct ib_mad_agent *agent;
 	struct fabric_burst *b;
-	union ib_gid g;
 	struct ib_ah *ah;
 	int ret = 0;
 	u32 i;
@@ -161,11 +172,7 @@ int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8
 		ret = PTR_ERR(agent);
 		goto free_calls;
 	}
-	memcpy(g.raw, dgid, sizeof(g.raw));
-	attr.type = rdma_ah_find_type(dev, FABRIC_PORT);
-	rdma_ah_set_port_num(&attr, FABRIC_PORT);
-	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
-	ah = rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+	ah = fabric_ah(agent, dgid, sgid_index);
 	if (IS_ERR(ah)) {
 		ret = PTR_ERR(ah);
 		goto unregister;
@@ -260,12 +267,10 @@ static void fabric_rmpp_recv_handler(struct ib_mad_agent *agent, struct ib_mad_s
 int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
 		       int timeout_ms, s64 wait_ms, struct rmad_fabric_rmpp *out)
 {
-	struct rdma_ah_attr attr = {};
 	struct ib_mad_send_buf *msg;
 	struct ib_mad_agent *agent;
 	struct ib_mad_hdr *hdr;
 	struct fabric_rmpp *f;
-	union ib_gid g;
 	struct ib_ah *ah;
 	int ret;
 
@@ -282,11 +287,7 @@ int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 
 		ret = PTR_ERR(agent);
 		goto free_f;
 	}
-	memcpy(g.raw, dgid, sizeof(g.raw));
-	attr.type = rdma_ah_find_type(dev, FABRIC_PORT);
-	rdma_ah_set_port_num(&attr, FABRIC_PORT);
-	rdma_ah_set_grh(&attr, &g, 0, sgid_index, 64, 0);
-	ah = rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+	ah = fabric_ah(agent, dgid, sgid_index);
 	if (IS_ERR(ah)) {
 		ret = PTR_ERR(ah);
 		goto unregister;

@@ -41,8 +41,6 @@ use crate::{
     },
     mad::{
         wire,
-        Address,
-        GrhAttr,
         QpType, //
     },
     testing::{
@@ -187,18 +185,7 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
                     recv_handler: Some(get.clone()),
                 },
             )?;
-            let ah = Address {
-                sl: 0,
-                dlid: 0,
-                src_path_bits: 0,
-                grh: Some(GrhAttr {
-                    hop_limit: 64,
-                    traffic_class: 0,
-                    flow_label: 0,
-                    dgid,
-                    sgid_index,
-                }),
-            };
+            let ah = requests::gid_address(dgid, sgid_index);
             let sent = (|| -> Result {
                 a.resolve_address(&ah)?;
                 let mut buf = requests::mad(&a, class, wire::IB_MGMT_METHOD_GET, 1)?;
