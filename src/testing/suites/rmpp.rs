@@ -46,7 +46,10 @@ use crate::{
         post,
         reg,
         request,
-        requests::gid_address,
+        requests::{
+            self,
+            gid_address, //
+        },
         rxe_request,
         sleep_ms,
         suites::conformance::{
@@ -510,6 +513,64 @@ mod tests {
             acks2.get(acks2.len().saturating_sub(2)..),
             Some(&[(100, 129), (1, 65)][..])
         );
+        Ok(())
+    }
+
+    #[test]
+    fn agent_beyond_its_bound_refused_with_stop_resx() -> Result {
+        // Four senders on port 2 (no GRH, and GIDs 0, 1 and 20 as source) open 8 transfers
+        // each: the agent's 32. A fifth sender (an agent on port 1 itself) is then refused:
+        // STOP(RESX), counted, nothing more held.
+        let t = Pair::new()?;
+        // Segment 1 of 100 from `from`, with TID `tid`, through `grh`.
+        let first = |from: &Arc<Agent>, tid: u64, grh: Option<crate::mad::GrhAttr>| -> Result {
+            let mut buf = mad_to(from, 1, mad_hdr(SA, wire::IB_MGMT_METHOD_SET, tid), 1, grh)?;
+            RmppHdr {
+                version: wire::IB_MGMT_RMPP_VERSION,
+                rmpp_type: wire::IB_MGMT_RMPP_TYPE_DATA,
+                resp_time: 0,
+                flags: wire::IB_MGMT_RMPP_FLAG_ACTIVE | wire::IB_MGMT_RMPP_FLAG_FIRST,
+                status: 0,
+                seg_num: 1,
+                paylen_newwin: 100 * 220,
+            }
+            .write(buf.mad_mut())
+            .map_err(|_| EINVAL)?;
+            post(buf).map(|_| ())
+        };
+        let to_r = |k: u8| -> Result<Option<crate::mad::GrhAttr>> {
+            let dgid = t.env.transport.gid(1, 0).ok_or(EINVAL)?;
+            Ok(requests::gid_address(dgid, k).grh)
+        };
+        let senders = [None, to_r(0)?, to_r(1)?, to_r(20)?];
+        let per = u32::try_from(crate::engine::agent::RMPP_MAX_PER_SENDER).unwrap_or(0);
+        let mut lo = 0x6000u32;
+        for grh in senders {
+            for _ in 0..per {
+                first(&t.p, wire::make_tid(t.p.hi_tid, lo), grh)?;
+                lo = lo.saturating_add(1);
+            }
+        }
+        let idle = t.settle();
+        let full = t.r.rmpp_stats();
+        // The fifth sender: a plain agent on port 1, to LID 1.
+        let qlog = Log::new()?;
+        let q = crate::testing::register_gsi(&t.env.engine, &t.env.transport, 1, &qlog, None)?;
+        first(&q, wire::make_tid(q.hi_tid, 1), None)?;
+        let idle2 = t.settle();
+        let after = t.r.rmpp_stats();
+        let acks = t.plog.acks()?.len();
+        q.unregister()?;
+        t.finish()?;
+        let max = u64::try_from(crate::engine::agent::RMPP_MAX_TRANSFERS).unwrap_or(0);
+        assert!(idle);
+        assert!(idle2);
+        assert_eq!(full.active, max);
+        assert_eq!(full.refused, 0);
+        assert_eq!(u64::try_from(acks).unwrap_or(0), max);
+        assert_eq!(after.active, max);
+        assert_eq!(after.refused, 1);
+        assert_eq!(after.aborts, 1);
         Ok(())
     }
 
