@@ -345,6 +345,11 @@ if [ "$node" = a ]; then
 	# checked.
 	barrier rmpp >/dev/null
 	vm_case rmpp_64k_reassembled rmpp_is rmad 60000 -- status 0 len 65592 intact 1
+	# 5 % loss each way; the GET itself may be lost, so it has 2 retries.
+	netem loss 5%
+	barrier rmpp-lossy >/dev/null
+	vm_case rmpp_64k_at_5pct_loss rmpp_is rmad "30000 2" -- status 0 len 65592 intact 1
+	netem
 	barrier rmpp-done >/dev/null
 	# The peer's rmad is unloaded while requests to it are on the way (delayed 2 s
 	# by netem here): the peer's ib_core answers them (0x000C), each once.
@@ -409,7 +414,10 @@ else
 	netem
 	vm_case serve_rmpp_64k stress "serve-rmpp 0x03 65536"
 	barrier rmpp >/dev/null
+	vm_case lossy_segments netem loss 5%
+	barrier rmpp-lossy >/dev/null
 	barrier rmpp-done >/dev/null
+	netem
 	stress "respond 0x0a"
 	barrier respond-again "$(cat /sys/kernel/debug/rmad/stress)" >/dev/null
 	barrier unload-peer >/dev/null

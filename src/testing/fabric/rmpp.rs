@@ -7,8 +7,9 @@
 //!
 //! - `serve-rmpp CLASS BYTES`: a kernel-RMPP ib_core agent on this node's rxe0 answers GETs of
 //!   CLASS with BYTES of data, every byte of segment `n` equal to `n` modulo 256;
-//! - `rmpp rmad|c PEER CLASS TIMEOUT_MS`: one GET of CLASS to QP1 of PEER (see
-//!   [`super::parse_peer`]) with a response timeout of TIMEOUT_MS; its line:
+//! - `rmpp rmad|c PEER CLASS TIMEOUT_MS [RETRIES]`: one GET of CLASS to QP1 of PEER (see
+//!   [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries (rmad
+//!   only; default 0); its line:
 //!   `WHO: rmpp status S len L intact I retries R` (`status -1`: no send completion), and for
 //!   rmad `acks A aborts B dropped D`.
 //!
@@ -152,11 +153,17 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
     let (dgid, sgid_index) = parse_peer(words.next().ok_or(EINVAL)?)?;
     let class = parse_u8(words.next().ok_or(EINVAL)?)?;
     let timeout_ms: i32 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
-    if words.next().is_some() || timeout_ms <= 0 {
+    let retries: i32 = match words.next() {
+        Some(r) => r.parse().map_err(|_| EINVAL)?,
+        None => 0,
+    };
+    if words.next().is_some() || timeout_ms <= 0 || !(0..=10).contains(&retries) {
         return Err(EINVAL);
     }
-    // The response timer and then some: the send handler runs by then.
-    let wait_ms = i64::from(timeout_ms).saturating_add(10_000);
+    // Every try's response timer and then some: the send handler runs by then.
+    let wait_ms = i64::from(timeout_ms)
+        .saturating_mul(i64::from(retries).saturating_add(1))
+        .saturating_add(10_000);
     let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
     let mut w = Writer(out);
     match who {
@@ -191,6 +198,7 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
                 let mut buf = requests::mad(&a, class, wire::IB_MGMT_METHOD_GET, 1)?;
                 buf.set_ah(Some(ah));
                 buf.set_timeout_ms(timeout_ms);
+                buf.set_retries(retries);
                 Agent::post(buf).map(|_| ()).map_err(|e| e.err)
             })();
             let done = sent.is_ok() && wait(wait_ms, || get.status.load(Relaxed) >= 0);
