@@ -197,8 +197,7 @@ burst_is() {
 
 # rmpp_is WHO TIMEOUT_MS -- FIELDS...: one GET of the SA class to the peer,
 # answered by its kernel-RMPP ib_core agent with an RMPP transfer, asked for by
-# rmad's (or the C layer's: `c`) kernel-RMPP agent (src/testing/fabric/rmpp.rs);
-# checks its line.
+# rmad's kernel-RMPP agent (src/testing/fabric/rmpp.rs); checks its line.
 rmpp_is() {
 	line="$(stress "rmpp $1 $P 0x03 $2" && cat /sys/kernel/debug/rmad/stress)" || {
 		echo "rmpp $1 failed"

@@ -142,15 +142,7 @@ impl Agent {
                 return;
             }
             let Some(rec) = self.find_send(&g, hdr, &recv) else {
-                if self.unmatched_to_handler(&mut g, hdr, &recv) {
-                    drop(g);
-                    self.in_handler(|| rh.recv(self, None, recv));
-                    self.recv_done();
-                    return;
-                }
-                g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
-                self.trace_dropped(hdr);
-                return;
+                return self.unmatched(g, &rh, hdr, recv);
             };
             let r = Self::with_state(&mut g, &rec, |g, st| {
                 let was = st.facts.state;
@@ -171,15 +163,7 @@ impl Agent {
                 Some((st.gen, o.complete.is_some()))
             });
             let Some((gen, inline)) = r else {
-                if self.unmatched_to_handler(&mut g, hdr, &recv) {
-                    drop(g);
-                    self.in_handler(|| rh.recv(self, None, recv));
-                    self.recv_done();
-                    return;
-                }
-                g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
-                self.trace_dropped(hdr);
-                return;
+                return self.unmatched(g, &rh, hdr, recv);
             };
             g.in_recv = g.in_recv.saturating_add(1);
             (SendHandle { rec, gen }, inline)
@@ -192,22 +176,32 @@ impl Agent {
         self.recv_done();
     }
 
-    /// Whether a response that matched no send still goes to the receive handler, with no send
-    /// (Documentation/behaviour.md §2.10.7): on a user-RMPP agent (`IB_MAD_USER_RMPP`), an
-    /// active RMPP response of an RMPP class, such as segments 2..N of a segmented answer whose
-    /// first segment completed the request. If so, it counts the delivery as one handler call
-    /// in progress. Plain agents (`rmpp_version` 0) drop them, unlike C (§8.14).
-    fn unmatched_to_handler(&self, g: &mut AgentInner, hdr: &MadHdr, recv: &RecvMad) -> bool {
+    /// A response that matched no send, with the agent's lock `g` held: dropped and counted,
+    /// or, on a user-RMPP agent (`IB_MAD_USER_RMPP`) for an active RMPP response of an RMPP
+    /// class such as segments 2..N of an answer whose first segment completed the request,
+    /// handed to the receive handler with no send (Documentation/behaviour.md §2.10.7). Plain
+    /// agents (`rmpp_version` 0) drop those too, unlike C (§8.14).
+    fn unmatched(
+        self: &Arc<Self>,
+        mut g: super::hold::Held<'_>,
+        rh: &Arc<dyn RecvHandler>,
+        hdr: &MadHdr,
+        recv: RecvMad,
+    ) {
         let user_rmpp = self.rmpp_version != 0 && self.flags & wire::IB_MAD_USER_RMPP != 0;
         let active = wire::rmpp_hdr(&recv.mad)
             .and_then(wire::ib_get_rmpp_flags)
             .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0);
         if !(user_rmpp && active && wire::ib_is_mad_class_rmpp(hdr.mgmt_class)) {
-            return false;
+            g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+            self.trace_dropped(hdr);
+            return;
         }
         g.stats.user_rmpp_unmatched = g.stats.user_rmpp_unmatched.saturating_add(1);
         g.in_recv = g.in_recv.saturating_add(1);
-        true
+        drop(g);
+        self.in_handler(|| rh.recv(self, None, recv));
+        self.recv_done();
     }
 
     /// Traces a response that matched no send that takes one.

@@ -193,27 +193,27 @@ impl Agent {
         {
             return fail(EINVAL, buf);
         }
-        // An active DATA MAD on a kernel-RMPP agent is a segmented send (`ib_send_rmpp_mad`);
-        // an ACK, STOP or ABORT goes as an ordinary MAD, as in C.
-        let rmpp_active = self.kernel_rmpp()
-            && wire::rmpp_hdr(buf.mad()).is_ok_and(|h| {
-                h.get(1) == Some(&wire::IB_MGMT_RMPP_TYPE_DATA)
-                    && wire::ib_get_rmpp_flags(h)
+        // On a kernel-RMPP agent an active RMPP MAD is the RMPP layer's (`ib_send_rmpp_mad`):
+        // DATA is a segmented send, which rmad does not do yet (Documentation/behaviour.md
+        // §8.14); an ACK, STOP or ABORT goes out as one MAD and, even when the client posts it,
+        // is freed at its completion with no handler call (`ib_process_rmpp_send_wc` returns
+        // INTERNAL, §2.10.8).
+        let active_type = if self.kernel_rmpp() {
+            wire::rmpp_hdr(buf.mad())
+                .ok()
+                .filter(|h| {
+                    wire::ib_get_rmpp_flags(h)
                         .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
-            });
-        if rmpp_active && !buf.body.internal {
-            // Segmented sends are not there yet (Documentation/behaviour.md §8.14).
+                })
+                .and_then(|h| h.get(1).copied())
+        } else {
+            None
+        };
+        let rmpp_active = active_type == Some(wire::IB_MGMT_RMPP_TYPE_DATA);
+        if rmpp_active {
             return fail(EOPNOTSUPP, buf);
         }
-        // An ACK, STOP or ABORT on a kernel-RMPP agent is the RMPP layer's own message, even
-        // when the client posts it: freed at its completion with no handler call
-        // (`ib_process_rmpp_send_wc` returns INTERNAL, Documentation/behaviour.md §2.10.8).
-        let control = self.kernel_rmpp()
-            && wire::rmpp_hdr(buf.mad()).is_ok_and(|h| {
-                h.get(1) != Some(&wire::IB_MGMT_RMPP_TYPE_DATA)
-                    && wire::ib_get_rmpp_flags(h)
-                        .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
-            });
+        let control = active_type.is_some();
         // The checks above make both conversions lossless.
         let timeout_ms = u32::try_from(buf.body.timeout_ms).unwrap_or(0);
         let retries = u32::try_from(buf.body.retries).unwrap_or(0);

@@ -13,7 +13,6 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/jiffies.h>
-#include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/stddef.h>
 #include <rdma/ib_mad.h>
@@ -209,120 +208,5 @@ free_calls:
 	kvfree(b->calls);
 free_b:
 	kfree(b);
-	return ret;
-}
-
-/* What the handlers of one RMPP GET share. */
-struct fabric_rmpp {
-	struct rmad_fabric_rmpp *r;
-	struct completion done;
-};
-
-/*
- * Whether every data byte of segment n (after @hdr_len) of the message in @rwc is n
- * (mod 256), walking its segments as ib_core holds them.
- */
-static bool fabric_rmpp_intact(struct ib_mad_recv_wc *rwc, u32 hdr_len)
-{
-	u32 left = rwc->mad_len > hdr_len ? rwc->mad_len - hdr_len : 0;
-	struct ib_mad_recv_buf *seg;
-	u32 n = 0, i, chunk;
-	bool ok = true;
-
-	list_for_each_entry(seg, &rwc->rmpp_list, list) {
-		const u8 *d = (const u8 *)seg->mad + hdr_len;
-
-		n++;
-		chunk = min_t(u32, left, IB_MGMT_MAD_SIZE - hdr_len);
-		for (i = 0; i < chunk; i++)
-			ok = ok && d[i] == (u8)n;
-		left -= chunk;
-	}
-	return ok && left == 0;
-}
-
-static void fabric_rmpp_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
-{
-	struct fabric_rmpp *f = agent->context;
-
-	f->r->status = wc->status;
-	f->r->retries = wc->send_buf->retries;
-	ib_free_send_mad(wc->send_buf);
-	complete(&f->done);
-}
-
-static void fabric_rmpp_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
-				     struct ib_mad_recv_wc *rwc)
-{
-	struct fabric_rmpp *f = agent->context;
-	u32 hdr_len = ib_get_mad_data_offset(rwc->recv_buf.mad->mad_hdr.mgmt_class);
-
-	if (send_buf) {
-		f->r->len = rwc->mad_len;
-		f->r->intact = fabric_rmpp_intact(rwc, hdr_len);
-	}
-	ib_free_recv_mad(rwc);
-}
-
-int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
-		       int timeout_ms, s64 wait_ms, struct rmad_fabric_rmpp *out)
-{
-	struct ib_mad_send_buf *msg;
-	struct ib_mad_agent *agent;
-	struct ib_mad_hdr *hdr;
-	struct fabric_rmpp *f;
-	struct ib_ah *ah;
-	int ret;
-
-	memset(out, 0, sizeof(*out));
-	out->status = -1;
-	f = kzalloc_obj(*f);
-	if (!f)
-		return -ENOMEM;
-	f->r = out;
-	init_completion(&f->done);
-	agent = ib_register_mad_agent(dev, FABRIC_PORT, IB_QPT_GSI, NULL, IB_MGMT_RMPP_VERSION,
-				      fabric_rmpp_send_handler, fabric_rmpp_recv_handler, f, 0);
-	if (IS_ERR(agent)) {
-		ret = PTR_ERR(agent);
-		goto free_f;
-	}
-	ah = fabric_ah(agent, dgid, sgid_index);
-	if (IS_ERR(ah)) {
-		ret = PTR_ERR(ah);
-		goto unregister;
-	}
-	msg = ib_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
-				 IB_MGMT_BASE_VERSION);
-	if (IS_ERR(msg)) {
-		ret = PTR_ERR(msg);
-		goto destroy;
-	}
-	hdr = msg->mad;
-	hdr->base_version = IB_MGMT_BASE_VERSION;
-	hdr->mgmt_class = class;
-	hdr->class_version = 1;
-	hdr->method = IB_MGMT_METHOD_GET;
-	hdr->tid = cpu_to_be64(((u64)agent->hi_tid << 32) | 1);
-	msg->ah = ah;
-	msg->timeout_ms = timeout_ms;
-	msg->retries = 0;
-	ret = ib_post_send_mad(msg, NULL);
-	if (ret) {
-		ib_free_send_mad(msg);
-		goto destroy;
-	}
-	/* Killable: a transfer may take minutes, longer than the hung-task detector waits. */
-	wait_for_completion_killable_timeout(&f->done, msecs_to_jiffies(wait_ms));
-destroy:
-	/* Unregistered first: no handler runs after this, and nothing uses the AH. */
-	ib_unregister_mad_agent(agent);
-	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
-	kfree(f);
-	return ret;
-unregister:
-	ib_unregister_mad_agent(agent);
-free_f:
-	kfree(f);
 	return ret;
 }

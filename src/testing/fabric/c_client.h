@@ -17,19 +17,4 @@ int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8
 			u32 count, int timeout_ms, int retries, int action, int action_ms,
 			s64 wait_ms, struct rmad_fabric_tally *out);
 
-/* What one RMPP GET got: struct RmppFigures in src/testing/fabric.rs. */
-struct rmad_fabric_rmpp {
-	s32 status;	/* the send's completion status; -1 if none */
-	u32 retries;
-	u32 len;	/* the message's mad_len, 0 if none came */
-	u32 intact;	/* every data byte of segment n is n (mod 256) */
-};
-
-/*
- * GETs class @class from QP1 of @dgid through a kernel-RMPP ib_core agent on rxe0
- * (response timeout @timeout_ms) and reports the reassembled answer in @out.
- */
-int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
-		       int timeout_ms, s64 wait_ms, struct rmad_fabric_rmpp *out);
-
 #endif /* RMAD_TEST_FABRIC_C_CLIENT_H */

@@ -2,20 +2,14 @@
 
 //! The two-node RMPP checks (test flavour): one GET answered with an RMPP transfer by a
 //! kernel-RMPP ib_core agent on the other machine (`serve-rmpp`), asked for by a kernel-RMPP
-//! agent of rmad or of ib_core's C MAD layer (`src/testing/fabric/c_client.c`), with the same
-//! figures for both (tests/vm/fabric.sh).
+//! rmad agent (tests/vm/fabric.sh).
 //!
 //! - `serve-rmpp CLASS BYTES`: a kernel-RMPP ib_core agent on this node's rxe0 answers GETs of
 //!   CLASS with BYTES of data, every byte of segment `n` equal to `n` modulo 256;
-//! - `rmpp rmad|c PEER CLASS TIMEOUT_MS [RETRIES]`: one GET of CLASS to QP1 of PEER (see
-//!   [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries (rmad
-//!   only; default 0); its line:
-//!   `WHO: rmpp status S len L intact I retries R` (`status -1`: no send completion), and for
-//!   rmad `acks A aborts B dropped D`.
-//!
-//! The C layer's requester (`c`) does not get its answer yet: its GET completes at the device
-//! with `WR_FLUSH_ERR` and then times out, on one node and across two; the cause is not found,
-//! so tests/vm/fabric.sh runs only rmad's.
+//! - `rmpp rmad PEER CLASS TIMEOUT_MS [RETRIES]`: one GET of CLASS to QP1 of PEER (see
+//!   [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries (default
+//!   0); its line: `rmad: rmpp status S len L intact I retries R acks A aborts B dropped D`
+//!   (`status -1`: no send completion).
 
 use super::{
     parse_peer,
@@ -53,7 +47,6 @@ use crate::{
 };
 use core::fmt::Write;
 use kernel::{
-    ffi::c_int,
     prelude::*,
     sync::{
         atomic::{
@@ -63,20 +56,6 @@ use kernel::{
         Arc,
     },
 };
-
-/// What one RMPP GET got (`struct rmad_fabric_rmpp` in `src/testing/fabric/c_client.h`).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct RmppFigures {
-    /// The send's completion status; -1 if none came.
-    status: i32,
-    /// Its retries.
-    retries: u32,
-    /// The message's length; 0 if none came.
-    len: u32,
-    /// 1 if every data byte of segment `n` is `n` modulo 256.
-    intact: u32,
-}
 
 /// The handlers of rmad's GET.
 struct Get {
@@ -115,18 +94,6 @@ impl RecvHandler for Get {
             .store(u32::try_from(mad.mad.len()).unwrap_or(u32::MAX), Relaxed);
         self.intact.store(u32::from(intact), Relaxed);
     }
-}
-
-extern "C" {
-    fn rmad_fabric_c_rmpp(
-        dev: *mut verbs::IbDevice,
-        dgid: *const u8,
-        sgid_index: u8,
-        class: u8,
-        timeout_ms: c_int,
-        wait_ms: i64,
-        out: *mut RmppFigures,
-    ) -> c_int;
 }
 
 /// `serve-rmpp CLASS BYTES`: replaces the responder in `slot` by a kernel-RMPP ib_core agent
@@ -219,32 +186,6 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
                 stats.acks,
                 stats.aborts,
                 stats.dropped
-            )
-            .map_err(|_| ENOMEM)
-        }
-        "c" => {
-            let mut f = RmppFigures::default();
-            let ret = port.with_device(|dev| {
-                // SAFETY: `with_device` holds a registration reference on `dev` across the
-                // call; `dgid` has 16 bytes and `f` is valid for a write; the call returns only
-                // when no handler of its agent runs any more.
-                unsafe {
-                    rmad_fabric_c_rmpp(
-                        dev,
-                        dgid.as_ptr(),
-                        sgid_index,
-                        class,
-                        timeout_ms,
-                        wait_ms,
-                        &mut f,
-                    )
-                }
-            });
-            kernel::error::to_result(ret.ok_or(ENODEV)?)?;
-            writeln!(
-                w,
-                "c: rmpp status {} len {} intact {} retries {}",
-                f.status, f.len, f.intact, f.retries
             )
             .map_err(|_| ENOMEM)
         }
