@@ -217,8 +217,9 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  * @qp_type: RMAD_QPT_SMI or RMAD_QPT_GSI
  * @reg_req: class registration, or NULL
  * @rmpp_version: 0 or 1. 1 alone is kernel RMPP: rmad reassembles what the agent
- *                receives and hands it up as one message (rmad_create_send_mad() with
- *                rmpp_active is -EOPNOTSUPP: no segmented sends yet). 1 with
+ *                receives and hands it up as one message, and segments what it sends
+ *                from a buffer created with rmpp_active (ACK-driven windows, ACK
+ *                timeouts, go-back-N retries). 1 with
  *                IB_MAD_USER_RMPP in @flags is user RMPP: every segment is a MAD of its
  *                own, and segments after the first of an answer reach @recv_handler with
  *                no send buffer
@@ -323,8 +324,11 @@ int rmad_resolve_ah(struct rmad_agent *agent, const struct rmad_ah *ah);
  * @agent: the agent
  * @remote_qpn: destination QP number
  * @pkey_index: P_Key table index
- * @rmpp_active: the buffer carries an RMPP transfer
- * @hdr_len: header bytes
+ * @rmpp_active: the buffer carries an RMPP transfer: only on a kernel-RMPP
+ *               agent; @data_len is cut into segments of (256 - @hdr_len) bytes,
+ *               reached with rmad_get_rmpp_segment(), and posting sends them one
+ *               window at a time, each with the headers of the buffer's MAD
+ * @hdr_len: header bytes (at least 36, the RMPP header, with @rmpp_active)
  * @data_len: payload bytes
  * @gfp_mask: allocation flags, honoured as given: atomic-safe with GFP_ATOMIC;
  *             GFP_NOIO and GFP_NOFS hold for every allocation of the call
@@ -374,6 +378,32 @@ void *rmad_send_buf_mad(struct rmad_send_buf *send_buf);
 u32 rmad_send_buf_len(struct rmad_send_buf *send_buf);
 
 /**
+ * rmad_get_rmpp_segment - RMPP segment @seg_num of a buffer (ib_get_rmpp_segment)
+ * @send_buf: a buffer the caller owns, created with rmpp_active
+ * @seg_num: the segment, from 1 to the count rmad_send_buf_seg_count() returns
+ *
+ * Atomic-safe. The segment's bytes (seg_size of them) are the payload that
+ * follows the headers of that segment's MAD: fill them before posting. They stay
+ * where they are until the buffer is freed.
+ *
+ * Return: the segment; NULL out of range, for a buffer without segments, while
+ * the buffer is outstanding, or for a bad handle.
+ */
+void *rmad_get_rmpp_segment(struct rmad_send_buf *send_buf, int seg_num);
+
+/**
+ * rmad_send_buf_seg_count - how a buffer's payload is segmented
+ * @send_buf: a buffer the caller owns
+ * @seg_size: where to store the payload bytes per segment, or NULL
+ *
+ * Atomic-safe.
+ *
+ * Return: the number of RMPP segments (0 for a buffer created without
+ * rmpp_active); -EBUSY while outstanding; -EINVAL for a bad handle.
+ */
+int rmad_send_buf_seg_count(struct rmad_send_buf *send_buf, u32 *seg_size);
+
+/**
  * rmad_send_buf_set - set where and how a buffer the caller owns is sent
  * @send_buf: the buffer
  * @ah: destination
@@ -419,8 +449,16 @@ int rmad_send_buf_retries(struct rmad_send_buf *send_buf);
  * Atomic-safe; never calls a handler. On success the buffer is outstanding
  * until its send handler returns it; on failure the caller still owns it.
  *
+ * A buffer created with rmpp_active whose MAD still says RMPP DATA, ACTIVE, is a
+ * segmented send: its handler runs once, after the last segment is ACKed (with
+ * a timeout_ms of 0) or after the response (otherwise), with RMAD_WC_REM_ABORT_ERR
+ * and the peer's RMPP status in vendor_err if the peer stops or aborts it, and
+ * RMAD_WC_RESP_TIMEOUT_ERR when a window's retries run out; retries count per
+ * window, and each window waits min(timeout_ms, 2000) ms for its ACK.
+ *
  * Return: 0; -EBUSY if the buffer is already outstanding; -EINVAL for a bad
- * handle or bad contents; the errors of ib_post_send_mad otherwise.
+ * handle or bad contents (RMPP DATA, ACTIVE on a buffer created without
+ * rmpp_active, too); the errors of ib_post_send_mad otherwise.
  */
 int rmad_post_send_mad(struct rmad_send_buf *send_buf, struct rmad_send_buf **bad_send_buf);
 

@@ -782,6 +782,42 @@ pub(crate) extern "C" fn rmad_send_buf_len(send_buf: *mut c_void) -> u32 {
     .unwrap_or(0)
 }
 
+/// `rmad_get_rmpp_segment`.
+#[no_mangle]
+pub(crate) extern "C" fn rmad_get_rmpp_segment(
+    send_buf: *mut c_void,
+    seg_num: c_int,
+) -> *mut c_void {
+    with_buf(send_buf, |b| {
+        let body = b.body.as_mut().ok_or(EBUSY)?;
+        let n = usize::try_from(seg_num).map_err(|_| EINVAL)?;
+        let seg = body.segment_mut(n).ok_or(EINVAL)?;
+        Ok(seg.as_mut_ptr().cast::<c_void>())
+    })
+    .unwrap_or(core::ptr::null_mut())
+}
+
+/// `rmad_send_buf_seg_count`.
+///
+/// # Safety
+///
+/// `seg_size` must be NULL or valid for a write of a `u32`.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rmad_send_buf_seg_count(
+    send_buf: *mut c_void,
+    seg_size: *mut u32,
+) -> c_int {
+    with_buf(send_buf, |b| {
+        let body = b.body.as_ref().ok_or(EBUSY)?;
+        if !seg_size.is_null() {
+            // SAFETY: Caller's promise.
+            unsafe { seg_size.write(u32::try_from(body.seg_size).unwrap_or(0)) };
+        }
+        Ok(c_int::try_from(body.seg_count).unwrap_or(c_int::MAX))
+    })
+    .unwrap_or_else(|e| e.to_errno())
+}
+
 /// `rmad_send_buf_set`.
 ///
 /// # Safety

@@ -83,6 +83,8 @@ EXPORT_SYMBOL_GPL(rmad_create_send_mad);
 EXPORT_SYMBOL_GPL(rmad_free_send_mad);
 EXPORT_SYMBOL_GPL(rmad_send_buf_mad);
 EXPORT_SYMBOL_GPL(rmad_send_buf_len);
+EXPORT_SYMBOL_GPL(rmad_get_rmpp_segment);
+EXPORT_SYMBOL_GPL(rmad_send_buf_seg_count);
 EXPORT_SYMBOL_GPL(rmad_send_buf_set);
 EXPORT_SYMBOL_GPL(rmad_send_buf_context);
 EXPORT_SYMBOL_GPL(rmad_send_buf_retries);

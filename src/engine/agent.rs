@@ -64,6 +64,7 @@ use crate::{
         Engine, //
     },
     mad::{
+        rmpp::send::Window,
         state::{
             self,
             Admission,
@@ -129,6 +130,7 @@ mod post;
 mod queues;
 mod reply;
 mod rmpp_recv;
+mod rmpp_send;
 mod unregister;
 
 pub(crate) use create::SendSpec;

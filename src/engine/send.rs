@@ -23,6 +23,7 @@ use crate::{
         AgentInner, //
     },
     mad::{
+        rmpp::send::Window,
         state::{
             SendFacts,
             SendState,
@@ -129,11 +130,6 @@ impl core::ops::DerefMut for MadBytes {
 }
 
 /// The part of a send buffer that moves between the client and the engine.
-#[allow(
-    dead_code,
-    reason = "RMPP segments: kernel-RMPP agents, the only ones that have them, are refused until \
-              the RMPP engine lands (Documentation/behaviour.md §8.14)"
-)]
 pub(crate) struct SendBody {
     /// The MAD: `mad_size` bytes, the headers first.
     pub(crate) mad: MadBytes,
@@ -170,6 +166,19 @@ pub(crate) struct SendBody {
     pub(crate) _token: BufToken,
 }
 
+impl SendBody {
+    /// RMPP segment `n` (numbered from 1): `seg_size` bytes of the payload; `None` out of
+    /// range and for a buffer without segments.
+    pub(crate) fn segment_mut(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n == 0 || n > self.seg_count {
+            return None;
+        }
+        let start = n.checked_sub(1)?.checked_mul(self.seg_size)?;
+        let end = start.checked_add(self.seg_size)?;
+        self.segments.get_mut(start..end)
+    }
+}
+
 // A body with its inline MAD fits the 512-byte slab bucket: one allocation of at most 512
 // bytes where the body and a separate 256-byte MAD took two.
 const _: () = assert!(core::mem::size_of::<SendBody>() <= 512);
@@ -201,6 +210,8 @@ pub(crate) struct RecordState {
     pub(crate) is_response: bool,
     /// Destination captured at post.
     pub(crate) ah: Option<Address>,
+    /// The window of a segmented (kernel-RMPP) send, from its post to its end.
+    pub(crate) rmpp: Option<Window>,
 }
 
 impl Default for SendFacts {
@@ -287,14 +298,8 @@ impl SendBuf {
     }
 
     /// RMPP segment `n` (numbered from 1), as `ib_get_rmpp_segment`; `None` out of range.
-    #[allow(dead_code, reason = "kernel-RMPP agents are refused for now (§8.14)")]
     pub(crate) fn rmpp_segment(&mut self, n: usize) -> Option<&mut [u8]> {
-        let start = n.checked_sub(1)?.checked_mul(self.body.seg_size)?;
-        let end = start.checked_add(self.body.seg_size)?;
-        if n > self.body.seg_count {
-            return None;
-        }
-        self.body.segments.get_mut(start..end)
+        self.body.segment_mut(n)
     }
 
     /// Relative response timeout in milliseconds (0: no response expected).
@@ -353,7 +358,6 @@ impl SendBuf {
     }
 
     /// Payload bytes per RMPP segment.
-    #[allow(dead_code, reason = "kernel-RMPP agents are refused for now (§8.14)")]
     pub(crate) fn seg_size(&self) -> usize {
         self.body.seg_size
     }

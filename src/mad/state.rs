@@ -12,8 +12,11 @@
 //! or knows about kernel types, so the same file is compiled into the host tests, which check
 //! every state/event pair.
 //!
-//! The transition numbers (T1–T27) are those of Documentation/behaviour.md §2.3. RMPP (T27) and
-//! local directed-route SMPs have no state here: rmad's transports carry neither.
+//! The transition numbers (T1–T27) are those of Documentation/behaviour.md §2.3. A segmented
+//! (kernel-RMPP) send moves through the same states; its window (`rmpp/send.rs`) decides what a
+//! segment's completion, an ACK or an expiry means, and hands the result here as one of the
+//! RMPP events ([`Event::SegmentCompleted`] to [`Event::SegmentExpired`], §2.8). Local
+//! directed-route SMPs have no state here: rmad's transports carry none.
 
 /// Work-completion status delivered to a send handler (`enum ib_wc_status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +124,30 @@ pub(crate) enum Recv {
     Deliver,
     /// Drop the response without calling any handler.
     Drop,
+}
+
+/// What a segmented send's window makes of a segment's send completion (§2.8 "On each segment
+/// completion").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Segment {
+    /// The window has room: the next segment goes out now, with no handler call.
+    Next,
+    /// The window is full (or the last segment is out): wait this long for an ACK.
+    AwaitAck(u32),
+    /// Every segment is ACKed: wait for the response, or finish when none is expected.
+    Finished,
+}
+
+/// What a segmented send's window makes of an expired wait (§2.8 "Retry").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SegTimeout {
+    /// Go back N: the segment after the last ACKed one goes out now; one retry is used.
+    Resend,
+    /// Everything was ACKed and the response did not come: `RESP_TIMEOUT_ERR`, one retry used
+    /// (as C counts it), whatever the retries left.
+    NoResponse,
+    /// No retry left: `RESP_TIMEOUT_ERR`.
+    Fail,
 }
 
 /// Change of one flow-control counter.
@@ -242,6 +269,22 @@ pub(crate) enum Event {
     Unregister,
     /// The send handler has been called; the client owns the buffer again.
     Delivered,
+    /// RMPP: a segment's send completion with this status, and what the window makes of it.
+    SegmentCompleted(WcStatus, Segment),
+    /// RMPP: the transport refused a segment that the window or an ACK sent (not a retry, not
+    /// the post's own): C recovers it by the ACK timeout and a retry, so the send waits this
+    /// long.
+    SegmentDispatchFailed(u32),
+    /// RMPP: an ACK opened the window of a send waiting for one; the next segment goes out
+    /// (T27).
+    WindowOpened,
+    /// RMPP: an ACK acknowledged the last segment.
+    AllAcked,
+    /// RMPP: the transfer was stopped or aborted, by the peer's STOP or ABORT or for a
+    /// protocol error in its ACK; the engine stores `REM_ABORT_ERR` with the RMPP status.
+    RmppAborted,
+    /// RMPP: a segmented send's wait expired, and what its window makes of it.
+    SegmentExpired(SegTimeout),
 }
 
 /// What the agent knows about one send when an event arrives.
@@ -428,6 +471,80 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
             .complete(WcStatus::WrFlushErr),
 
         (Done, Event::Delivered) => Outcome::to(Idle),
+
+        // RMPP (§2.8). A segment's completion: the window decides.
+        (SendStart, Event::SegmentCompleted(_, Segment::Next)) => {
+            let mut o = Outcome::to(SendStart);
+            o.transmit = true;
+            o
+        }
+        (SendStart, Event::SegmentCompleted(_, Segment::AwaitAck(ms))) => {
+            Outcome::to(WaitResp).place(Place::Waiting { ms })
+        }
+        (SendStart, Event::SegmentCompleted(st, Segment::Finished)) => {
+            if s.timeout_ms != 0 {
+                Outcome::to(WaitResp).place(Place::Waiting { ms: s.timeout_ms })
+            } else {
+                Outcome::to(Done).place(Place::Nowhere).complete(st)
+            }
+        }
+        // Decided before the completion came (an answer, the last ACK with no response
+        // expected, an abort, a cancel): as T8 and T20.
+        (EarlyResp, Event::SegmentCompleted(st, _)) => {
+            Outcome::to(Done).place(Place::Nowhere).complete(st)
+        }
+        (Canceled(SendCompletion), Event::SegmentCompleted(..)) => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .complete(WcStatus::WrFlushErr),
+        (SendStart, Event::SegmentDispatchFailed(ms)) => {
+            Outcome::to(WaitResp).place(Place::Waiting { ms })
+        }
+        // T27: an ACK opened the window of a send waiting for one.
+        (WaitResp, Event::WindowOpened) => {
+            let mut o = Outcome::to(SendStart).place(Place::InFlight);
+            o.transmit = true;
+            o
+        }
+        // The last ACK: with no response expected it ends the send (at the segment's
+        // completion if one is in flight); otherwise the wait is now for the response.
+        (SendStart, Event::AllAcked) if s.timeout_ms == 0 => Outcome::to(EarlyResp),
+        (SendStart, Event::AllAcked) => Outcome::to(SendStart),
+        (WaitResp, Event::AllAcked) if s.timeout_ms == 0 => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .complete(WcStatus::Success),
+        (WaitResp, Event::AllAcked) => {
+            Outcome::to(WaitResp).place(Place::Waiting { ms: s.timeout_ms })
+        }
+        // STOP or ABORT: a send waiting ends now; one with a segment in flight ends at its
+        // completion, with `REM_ABORT_ERR` (C reports the completion's status and loses the
+        // abort, §7.2 item 5; Documentation/behaviour.md §8.15).
+        (WaitResp, Event::RmppAborted) => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .complete(WcStatus::RemAbortErr),
+        (SendStart, Event::RmppAborted) => Outcome::to(EarlyResp),
+        // A send already decided ignores later ACKs, STOPs and ABORTs.
+        (EarlyResp | Canceled(_) | Done, Event::AllAcked | Event::RmppAborted) => {
+            Outcome::to(s.state)
+        }
+        (WaitResp, Event::SegmentExpired(SegTimeout::Resend)) => {
+            let mut o = Outcome::to(SendStart).place(Place::InFlight);
+            o.retry = true;
+            o.transmit = true;
+            o
+        }
+        (WaitResp, Event::SegmentExpired(SegTimeout::NoResponse)) => {
+            let mut o = Outcome::to(Done)
+                .place(Place::Nowhere)
+                .complete(WcStatus::RespTimeoutErr);
+            o.retry = true;
+            o
+        }
+        (WaitResp, Event::SegmentExpired(SegTimeout::Fail)) => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .complete(WcStatus::RespTimeoutErr),
+        (Canceled(TimeoutWork), Event::SegmentExpired(_)) => Outcome::to(Done)
+            .place(Place::Nowhere)
+            .complete(WcStatus::WrFlushErr),
 
         _ => return Err(Reject::Impossible),
     };

@@ -17,6 +17,7 @@
 //! | `rmad_recv_rules` | receive-path rules of the C layer no other suite pins | [`recv_rules`] |
 //! | `rmad_reply` | the reply address is `ib_init_ah_attr_from_wc`'s | [`reply`] |
 //! | `rmad_rmpp` | kernel RMPP's receive side: reassembly, ACKs, aborts, bounds | [`rmpp`] |
+//! | `rmad_rmpp_send` | kernel RMPP's send side: segments, windows, retries, aborts, cancel | [`rmpp_send`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
 
@@ -31,6 +32,7 @@ pub(crate) mod races;
 pub(crate) mod recv_rules;
 pub(crate) mod reply;
 pub(crate) mod rmpp;
+pub(crate) mod rmpp_send;
 pub(crate) mod rxe;
 pub(crate) mod tables;
 pub(crate) mod unregister;

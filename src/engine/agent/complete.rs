@@ -21,11 +21,24 @@ impl Agent {
                 return;
             }
             this.trace_send(trace::Ev::SendCompletion, st, status.code());
-            match this.apply(g, rec, st, Event::SendCompleted(status)) {
+            // A segmented send in flight asks its window what comes next (§2.8).
+            let timeout_ms = st.facts.timeout_ms;
+            let ev = match (st.rmpp.as_mut(), st.facts.state) {
+                (Some(w), SendState::SendStart) => {
+                    Event::SegmentCompleted(status, rmpp_send::after_segment(w, status, timeout_ms))
+                }
+                _ => Event::SendCompleted(status),
+            };
+            let decided = st.status.is_some();
+            match this.apply(g, rec, st, ev) {
                 Ok(o) => {
-                    if let Some(s) = o.complete {
-                        // Statuses decided at a send completion carry its vendor error.
-                        st.status = Some((s, vendor_err));
+                    if o.complete.is_some() && !decided {
+                        // Statuses decided at a send completion carry its vendor error; one
+                        // decided before (an RMPP abort) stands.
+                        st.status = o.complete.map(|s| (s, vendor_err));
+                    }
+                    if o.transmit {
+                        this.send_segment(g, rec, st);
                     }
                     if o.frees_fc_slot {
                         this.dispatch_some(g);
@@ -194,8 +207,14 @@ impl Agent {
                 break;
             }
             Self::with_state(&mut g, &rec, |g, st| {
-                let ev = Event::Expired {
-                    backlog_empty: q == Q_CANCEL || g.backlog == 0,
+                // A segmented send that waits asks its window (go-back-N, §2.8 "Retry").
+                let ev = match (st.rmpp.as_mut(), st.facts.state) {
+                    (Some(w), SendState::WaitResp) => {
+                        Event::SegmentExpired(rmpp_send::on_expiry(w))
+                    }
+                    _ => Event::Expired {
+                        backlog_empty: q == Q_CANCEL || g.backlog == 0,
+                    },
                 };
                 if let Ok(o) = self.apply(g, &rec, st, ev) {
                     if o.retry {

@@ -109,11 +109,6 @@ impl Agent {
             if !rmpp_active && message_size > mad_size {
                 return Err(EINVAL);
             }
-            if rmpp_active {
-                // Segmented sends are not there yet (Documentation/behaviour.md §8.14); the
-                // receive side is.
-                return Err(EOPNOTSUPP);
-            }
         } else if rmpp_active || message_size > mad_size {
             return Err(EINVAL);
         }

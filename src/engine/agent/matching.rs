@@ -65,7 +65,8 @@ impl Agent {
             bound = (k.0, k.1, k.2.saturating_add(1));
             let st = rec.state.access(g);
             let listed = match st.facts.state {
-                SendState::SendStart => st.facts.timeout_ms != 0,
+                // A segmented send in flight takes its ACKs (C's ACK timeout is set then).
+                SendState::SendStart => st.facts.timeout_ms != 0 || st.rmpp.is_some(),
                 SendState::WaitResp | SendState::Queued => true,
                 SendState::Canceled(CancelWait::TimeoutWork) => true,
                 _ => false,

@@ -7,12 +7,16 @@ use super::*;
 
 impl Agent {
     /// Hands the send to the transport.
+    /// A segmented send's segment is built into its MAD first ([`rmpp_send::load_segment`]).
     pub(super) fn transmit(
         &self,
         g: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &RecordState,
+        st: &mut RecordState,
     ) -> Result {
+        if st.rmpp.is_some() {
+            rmpp_send::load_segment(st)?;
+        }
         let body = st.body.as_ref().ok_or(EINVAL)?;
         let ah = st.ah.ok_or(EINVAL)?;
         self.transport.post_send(
@@ -194,10 +198,10 @@ impl Agent {
             return fail(EINVAL, buf);
         }
         // On a kernel-RMPP agent an active RMPP MAD is the RMPP layer's (`ib_send_rmpp_mad`):
-        // DATA is a segmented send, which rmad does not do yet (Documentation/behaviour.md
-        // §8.14); an ACK, STOP or ABORT goes out as one MAD and, even when the client posts it,
-        // is freed at its completion with no handler call (`ib_process_rmpp_send_wc` returns
-        // INTERNAL, §2.10.8).
+        // DATA is a segmented send, of the segments its buffer was created with (a buffer
+        // created without them cannot be one: EINVAL); an ACK, STOP or ABORT goes out as one
+        // MAD and, even when the client posts it, is freed at its completion with no handler
+        // call (`ib_process_rmpp_send_wc` returns INTERNAL, §2.10.8).
         let active_type = if self.kernel_rmpp() {
             wire::rmpp_hdr(buf.mad())
                 .ok()
@@ -210,10 +214,26 @@ impl Agent {
             None
         };
         let rmpp_active = active_type == Some(wire::IB_MGMT_RMPP_TYPE_DATA);
-        if rmpp_active {
-            return fail(EOPNOTSUPP, buf);
-        }
-        let control = active_type.is_some();
+        let window = if rmpp_active {
+            let pad = buf
+                .body
+                .seg_count
+                .checked_mul(buf.body.seg_size)
+                .and_then(|b| b.checked_sub(buf.body.data_len))
+                .and_then(|p| u32::try_from(p).ok());
+            let count = u32::try_from(buf.body.seg_count).ok();
+            let retries = u32::try_from(buf.body.retries).unwrap_or(0);
+            match (count, pad) {
+                (Some(c), Some(p)) => match Window::new(c, p, retries, None) {
+                    Some(w) => Some(w),
+                    None => return fail(EINVAL, buf),
+                },
+                _ => return fail(EINVAL, buf),
+            }
+        } else {
+            None
+        };
+        let control = active_type.is_some() && !rmpp_active;
         // The checks above make both conversions lossless.
         let timeout_ms = u32::try_from(buf.body.timeout_ms).unwrap_or(0);
         let retries = u32::try_from(buf.body.retries).unwrap_or(0);
@@ -241,6 +261,11 @@ impl Agent {
             st.is_response = hdr.is_response();
             st.ah = body.ah;
             st.status = None;
+            st.rmpp = window.map(|mut w| {
+                // Segment 1 goes out with the post.
+                let _ = w.next();
+                w
+            });
             st.facts = SendFacts {
                 state: SendState::Idle,
                 fc,

@@ -165,6 +165,11 @@ impl Agent {
             }
         }
         st.facts.state = o.next;
+        if matches!(o.next, SendState::Canceled(_)) && !matches!(was, SendState::Canceled(_)) {
+            // A cancel wins over a status decided before the completion it waits for (an RMPP
+            // abort during a segment in flight): the send reports the flush.
+            st.status = None;
+        }
 
         let now = self.now_ns();
         match o.place {

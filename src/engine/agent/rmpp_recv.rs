@@ -31,7 +31,6 @@ use crate::{
                 Verdict, //
                 MAX_SEGMENTS,
             },
-            signed,
             Ack,
             RmppHdr,
             Status, //
@@ -243,7 +242,7 @@ struct After {
 }
 
 /// A control message to send back: its RMPP header, built from which segment's header.
-struct Control {
+pub(super) struct Control {
     hdr: RmppHdr,
     /// Bytes 0 to the class's data offset of the segment it answers.
     from: [u8; wire::IB_MGMT_MAD_SIZE],
@@ -296,25 +295,29 @@ impl Agent {
         }
         let bad = match h.rmpp_type {
             wire::IB_MGMT_RMPP_TYPE_DATA => return self.rmpp_data(hdr, &h, recv),
-            // rmad sends no segmented transfer, so an ACK, STOP or ABORT concerns no send of
-            // this agent; a malformed one still draws C's ABORT.
-            wire::IB_MGMT_RMPP_TYPE_ACK if h.status != 0 => Some(Status::BadStatus),
-            wire::IB_MGMT_RMPP_TYPE_ACK if signed(h.paylen_newwin) < signed(h.seg_num) => {
-                Some(Status::W2s)
+            // An ACK moves the window of the segmented send it matches, and a malformed one
+            // draws C's ABORT (rmpp_send.rs).
+            wire::IB_MGMT_RMPP_TYPE_ACK => {
+                self.rmpp_ack(hdr, &h, &recv);
+                return None;
             }
-            wire::IB_MGMT_RMPP_TYPE_ACK => None,
             wire::IB_MGMT_RMPP_TYPE_STOP if h.status != Status::Resx.code() => {
                 Some(Status::BadStatus)
             }
-            wire::IB_MGMT_RMPP_TYPE_STOP => None,
             wire::IB_MGMT_RMPP_TYPE_ABORT
                 if !(Status::T2l.code()..=Status::Unspec.code()).contains(&h.status) =>
             {
                 Some(Status::BadStatus)
             }
-            wire::IB_MGMT_RMPP_TYPE_ABORT => None,
-            _ => Some(Status::Badt),
+            wire::IB_MGMT_RMPP_TYPE_STOP | wire::IB_MGMT_RMPP_TYPE_ABORT => None,
+            _ => {
+                self.send_control(Self::reject(Status::Badt, &recv, None));
+                return None;
+            }
         };
+        // A STOP or ABORT ends the segmented send it matches: with its status, or BAD_STATUS
+        // (and C's ABORT back) for a status its type does not allow.
+        self.rmpp_stopped(hdr, &recv, bad.map_or(h.status, Status::code));
         if let Some(s) = bad {
             self.send_control(Self::reject(s, &recv, None));
         }
@@ -615,6 +618,23 @@ impl Agent {
         }
     }
 
+    /// The ACK `a` answering the MAD `recv` itself, sent where it came from (`ack_ds_ack`).
+    pub(super) fn answer(a: Ack, recv: &RecvMad) -> Control {
+        let hdr_len = MadHdr::parse(&recv.mad)
+            .map_or(wire::IB_MGMT_RMPP_HDR, |h| {
+                wire::ib_get_mad_data_offset(h.mgmt_class)
+            })
+            .max(wire::IB_MGMT_RMPP_HDR);
+        let from = head(&recv.mad, hdr_len);
+        Control {
+            hdr: Self::ack_hdr(a, &from),
+            from,
+            hdr_len,
+            wc: recv.wc,
+            reply: None,
+        }
+    }
+
     /// An ACK's RMPP header (`format_ack`): type ACK, flags ACTIVE only, the response time of
     /// the segment it answers kept.
     fn ack_hdr(a: Ack, from: &[u8]) -> RmppHdr {
@@ -628,7 +648,7 @@ impl Agent {
 
     /// A STOP or ABORT with status `s`, answering the segment `recv` (`nack_recv`). `reply` is
     /// the sender's address if known already.
-    fn reject(s: Status, recv: &RecvMad, reply: Option<Address>) -> Control {
+    pub(super) fn reject(s: Status, recv: &RecvMad, reply: Option<Address>) -> Control {
         let hdr_len = MadHdr::parse(&recv.mad)
             .map_or(wire::IB_MGMT_RMPP_HDR, |h| {
                 wire::ib_get_mad_data_offset(h.mgmt_class)
@@ -652,7 +672,7 @@ impl Agent {
     /// Sends `c` to the sender of the segment it answers: an internal send, through post like
     /// any other, with no response expected and no send handler call (§2.10.8). Any failure
     /// drops it, as in C. Process context.
-    fn send_control(self: &Arc<Self>, c: Control) {
+    pub(super) fn send_control(self: &Arc<Self>, c: Control) {
         let reply = match c.reply {
             Some(a) => a,
             None => match self.reply_address(&c.wc) {

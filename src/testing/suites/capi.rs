@@ -19,6 +19,7 @@ use crate::{
         rmad_create_send_mad,
         rmad_free_recv_mad,
         rmad_free_send_mad,
+        rmad_get_rmpp_segment,
         rmad_keep_recv_mad,
         rmad_modify_mad,
         rmad_modify_post,
@@ -30,6 +31,7 @@ use crate::{
         rmad_register_agent,
         rmad_resolve_ah,
         rmad_send_buf_mad,
+        rmad_send_buf_seg_count,
         rmad_send_buf_set,
         rmad_unregister_agent,
         RmadAh,
@@ -794,10 +796,11 @@ mod tests {
     }
 
     #[test]
-    fn kernel_rmpp_agent_registers_segmented_create_eopnotsupp() -> Result {
-        // rmad.h: rmpp_version 1 without IB_MAD_USER_RMPP is kernel RMPP: the agent registers
-        // and reassembles what it receives, but an RMPP buffer (rmpp_active) is -EOPNOTSUPP
-        // until rmad segments sends; with the flag (user RMPP) it is -EINVAL, as in C.
+    fn kernel_rmpp_agent_segments_through_the_c_api() -> Result {
+        // rmad.h: rmpp_version 1 without IB_MAD_USER_RMPP is kernel RMPP: an RMPP buffer of
+        // 56 + 201 bytes is 2 segments of 200 bytes, rmad_send_buf_seg_count() says so, and
+        // rmad_get_rmpp_segment() reaches segments 1 and 2, 200 bytes apart, and nothing else;
+        // with the flag (user RMPP) rmpp_active is -EINVAL, as in C.
         let reg = RmadRegReq {
             mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
             mgmt_class_version: 2,
@@ -812,6 +815,7 @@ mod tests {
             GFP_KERNEL,
         )?;
         let mut codes = [0i32; 2];
+        let mut shape = None;
         let mut registered = 0;
         for (i, flags) in [0, wire::IB_MAD_USER_RMPP].into_iter().enumerate() {
             // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
@@ -838,13 +842,24 @@ mod tests {
                 *c = if is_err(b) { ptr_errno(b) } else { 0 };
             }
             if !is_err(b) {
+                let mut size = 0u32;
+                // SAFETY: `size` is a valid `u32`.
+                let count = unsafe { rmad_send_buf_seg_count(b, &mut size) };
+                let segs = [1, 2, 3, 0, -1].map(|n| rmad_get_rmpp_segment(b, n) as usize);
+                let apart = segs[1].wrapping_sub(segs[0]);
+                let reached = segs.map(|p| p != 0);
+                shape = Some((count, size, apart, reached));
                 let _ = rmad_free_send_mad(b);
             }
             let _ = rmad_unregister_agent(a);
         }
         assert_eq!(registered, 2);
-        assert_eq!(codes[0], EOPNOTSUPP.to_errno());
+        assert_eq!(codes[0], 0);
         assert_eq!(codes[1], EINVAL.to_errno());
+        assert_eq!(
+            shape,
+            Some((2, 200, 200, [true, true, false, false, false]))
+        );
         Ok(())
     }
 

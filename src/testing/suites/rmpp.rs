@@ -302,6 +302,32 @@ impl Pair {
     }
 }
 
+/// A send-only kernel-RMPP agent on port 1 of rxe0 with `h` as both handlers, and the port;
+/// `None` without rxe0.
+pub(super) fn rxe_rmpp_agent<H: SendHandler + RecvHandler + 'static>(
+    h: &Arc<H>,
+) -> Result<Option<(Arc<crate::verbs::VerbsPort>, Arc<Agent>)>> {
+    let Some(port) = crate::verbs::find_port(c"rxe0", 1) else {
+        return Ok(None);
+    };
+    let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+    let transport: Arc<dyn Transport> = port.clone();
+    let r = Agent::register(
+        &engine,
+        &transport,
+        AgentConfig {
+            port: 1,
+            qp_type: QpType::Gsi,
+            reg: None,
+            rmpp_version: 1,
+            flags: 0,
+            send_handler: Some(h.clone()),
+            recv_handler: Some(h.clone()),
+        },
+    )?;
+    Ok(Some((port, r)))
+}
+
 /// The RMPP figures of `a` as (reassembled, ACKs, aborts, dropped), for the log.
 fn t_stats(a: &Agent) -> (u64, u64, u64, u64) {
     let s = a.rmpp_stats();
@@ -674,28 +700,13 @@ mod tests {
         // segments), windowed by rmad's ACKs. Each arrives as one message with its send, every
         // byte where it belongs; rmad's send completes with SUCCESS, and so does ib_core's
         // (it got the final ACK).
-        let port = crate::verbs::find_port(c"rxe0", 1);
+        let log = Log::new()?;
+        let found = rxe_rmpp_agent(&log)?;
         // The test VM always creates rxe0; without it the suite fails.
-        assert!(port.is_some());
-        let Some(port) = port else {
+        assert!(found.is_some());
+        let Some((port, r)) = found else {
             return Ok(());
         };
-        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
-        let log = Log::new()?;
-        let r = Agent::register(
-            &engine,
-            &transport,
-            AgentConfig {
-                port: 1,
-                qp_type: QpType::Gsi,
-                reg: None,
-                rmpp_version: 1,
-                flags: 0,
-                send_handler: Some(log.clone()),
-                recv_handler: Some(log.clone()),
-            },
-        )?;
         let mut wrong = 0u32;
         for (i, len) in [20_000usize, 1 << 20].into_iter().enumerate() {
             let Some(responder) = IbResponder::start_rmpp(&port, SA, u32::try_from(len)?) else {

@@ -104,10 +104,9 @@ pub(super) fn s03_create_rmpp_on_non_kernel_rmpp_agent_einval() -> Result {
 }
 
 pub(super) fn s04_create_on_kernel_rmpp_agent() -> Result {
-    // Scenario 4, as far as rmad goes: a kernel-RMPP agent registers (send-only, or for a
-    // class) and reassembles what it receives (rmad_rmpp), but has no segmented sends yet, so
-    // an RMPP buffer is EOPNOTSUPP (Documentation/behaviour.md §8.14) rather than 2 segments.
-    // One MAD of 56 + 201 bytes does not fit, on any agent.
+    // Scenario 4: a kernel-RMPP agent (send-only, or for a class) creates an RMPP buffer of
+    // 56 + 201 bytes as 2 segments of 200 bytes (199 of padding), each reachable, the third
+    // not; the same as one MAD does not fit, on any agent. (rmad_rmpp_send sends them.)
     let env = Env::new()?;
     let rec = Recorder::new(Behaviour::default())?;
     let send_only = rmpp_agent(&env, &rec, 1, 0)?;
@@ -125,19 +124,17 @@ pub(super) fn s04_create_on_kernel_rmpp_agent() -> Result {
         },
     );
     let registered = with_class.is_ok();
-    let create = |a: &Arc<Agent>, rmpp_active: bool| {
-        errno(&a.create_send(
-            SendSpec {
-                rmpp_active,
-                hdr_len: 56,
-                data_len: 201,
-                ..SendSpec::mad(1)
-            },
-            GFP_KERNEL,
-        ))
+    let spec = |rmpp_active: bool| SendSpec {
+        rmpp_active,
+        hdr_len: 56,
+        data_len: 201,
+        ..SendSpec::mad(1)
     };
-    let too_large = create(&send_only, false);
-    let segmented = create(&send_only, true);
+    let too_large = errno(&send_only.create_send(spec(false), GFP_KERNEL));
+    let shape = send_only.create_send(spec(true), GFP_KERNEL).map(|mut b| {
+        let reachable = [1, 2, 3, 0].map(|n| b.rmpp_segment(n).map(|s| s.len()));
+        (b.seg_count(), b.seg_size(), b.mad().len(), reachable)
+    });
     let count = send_only.buffers();
     send_only.unregister()?;
     if let Ok(a) = with_class {
@@ -145,7 +142,10 @@ pub(super) fn s04_create_on_kernel_rmpp_agent() -> Result {
     }
     assert!(registered);
     assert_eq!(too_large, EINVAL.to_errno());
-    assert_eq!(segmented, EOPNOTSUPP.to_errno());
+    assert_eq!(
+        shape.ok(),
+        Some((2, 200, 256, [Some(200), Some(200), None, None]))
+    );
     assert_eq!(count, 0);
     Ok(())
 }

@@ -100,10 +100,20 @@ pub(crate) enum Tr {
     NotOutstanding,
     /// An event that cannot happen in the state.
     Impossible,
+    /// RMPP (§2.8): a segment's completion, as the window decided.
+    RmppSegment,
+    /// RMPP: an ACK opened a window (T27) or acknowledged the last segment.
+    RmppAck,
+    /// RMPP: STOP, ABORT or a protocol error in an ACK.
+    RmppAbort,
+    /// RMPP: an expired wait, as the window decided.
+    RmppExpiry,
+    /// RMPP: an ACK, STOP or ABORT for a send already decided.
+    RmppIgnored,
 }
 
 /// Names of [`Tr`], in order.
-pub(crate) const TRANSITIONS: [&str; 36] = [
+pub(crate) const TRANSITIONS: [&str; 41] = [
     "T1",
     "T2",
     "T3",
@@ -140,19 +150,30 @@ pub(crate) const TRANSITIONS: [&str; 36] = [
     "post of an outstanding send",
     "modify of a send not outstanding",
     "impossible",
+    "RMPP segment completion",
+    "RMPP ACK",
+    "RMPP abort",
+    "RMPP expiry",
+    "RMPP ignored",
 ];
 
 /// The cells the engine never produces (so the `agent` walks cannot reach them; `step` covers
 /// them): dispatch failures after a response or cancel slipped in (§8.8), a response for a send
 /// that §4 does not make a candidate (the engine drops it without a step), and events on a send
-/// that is not outstanding.
-const ENGINE_UNREACHABLE: [Tr; 6] = [
+/// that is not outstanding. The RMPP cells too: the walks post no segmented send (the
+/// `rmpp` target drives the window, and `rmad_rmpp_send` the engine).
+const ENGINE_UNREACHABLE: [Tr; 11] = [
     Tr::T3Late,
     Tr::T4FailLate,
     Tr::NoMatch,
     Tr::NotOutstanding,
     Tr::Impossible,
     Tr::UnregNoop,
+    Tr::RmppSegment,
+    Tr::RmppAck,
+    Tr::RmppAbort,
+    Tr::RmppExpiry,
+    Tr::RmppIgnored,
 ];
 
 /// Known divergences between `step` and the behaviour reference, which the model accepts unless
@@ -401,6 +422,107 @@ pub(crate) fn model(f: SendFacts, ev: Event, _strict: bool) -> (Result<Outcome, 
             Done => (stay(Idle), Tr::Delivered),
             _ => return (Err(Reject::Impossible), Tr::Impossible),
         },
+        // §2.8 "On each segment completion", in SEND_START: the next segment with no handler;
+        // WAIT_RESP for an ACK; or, all ACKed, WAIT_RESP for the response (timeout_ms) or DONE
+        // with the completion's status. A send decided before its completion ends as T8/T20.
+        Event::SegmentCompleted(st, seg) => match (s, seg) {
+            (SendStart, Segment::Next) => (
+                Outcome {
+                    transmit: true,
+                    ..stay(SendStart)
+                },
+                Tr::RmppSegment,
+            ),
+            (SendStart, Segment::AwaitAck(ms)) => (
+                Outcome {
+                    place: Place::Waiting { ms },
+                    ..stay(WaitResp)
+                },
+                Tr::RmppSegment,
+            ),
+            (SendStart, Segment::Finished) if f.timeout_ms == 0 => (done(st), Tr::RmppSegment),
+            (SendStart, Segment::Finished) => (
+                Outcome {
+                    place: Place::Waiting { ms: f.timeout_ms },
+                    ..stay(WaitResp)
+                },
+                Tr::RmppSegment,
+            ),
+            (EarlyResp, _) => (done(st), Tr::T8),
+            (SC, _) => (done(WcStatus::WrFlushErr), Tr::T20),
+            _ => return (Err(Reject::Impossible), Tr::Impossible),
+        },
+        // "If that dispatch fails ... recovers through the ACK timeout and a retry".
+        Event::SegmentDispatchFailed(ms) => match s {
+            SendStart => (
+                Outcome {
+                    place: Place::Waiting { ms },
+                    ..stay(WaitResp)
+                },
+                Tr::RmppSegment,
+            ),
+            _ => return (Err(Reject::Impossible), Tr::Impossible),
+        },
+        // T27: a send waiting for an ACK sends the next segment of the opened window.
+        Event::WindowOpened => match s {
+            WaitResp => (
+                Outcome {
+                    place: Place::InFlight,
+                    transmit: true,
+                    ..stay(SendStart)
+                },
+                Tr::RmppAck,
+            ),
+            _ => return (Err(Reject::Impossible), Tr::Impossible),
+        },
+        // "All ACKed": with timeout_ms 0 the send is done (at once if waiting, at the
+        // completion if in flight); otherwise the wait restarts for the response.
+        Event::AllAcked => match s {
+            SendStart if f.timeout_ms == 0 => (stay(EarlyResp), Tr::RmppAck),
+            SendStart => (stay(SendStart), Tr::RmppAck),
+            WaitResp if f.timeout_ms == 0 => (done(WcStatus::Success), Tr::RmppAck),
+            WaitResp => (
+                Outcome {
+                    place: Place::Waiting { ms: f.timeout_ms },
+                    ..stay(WaitResp)
+                },
+                Tr::RmppAck,
+            ),
+            EarlyResp | SC | TW | Done => (stay(s), Tr::RmppIgnored),
+            _ => return (Err(Reject::Impossible), Tr::Impossible),
+        },
+        // "Peer STOP or ABORT": WAIT_RESP is done with REM_ABORT_ERR; in flight the abort is
+        // kept for the completion (rmad's deviation from §7.2 item 5); decided sends ignore it.
+        Event::RmppAborted => match s {
+            WaitResp => (done(WcStatus::RemAbortErr), Tr::RmppAbort),
+            SendStart => (stay(EarlyResp), Tr::RmppAbort),
+            EarlyResp | SC | TW | Done => (stay(s), Tr::RmppIgnored),
+            _ => return (Err(Reject::Impossible), Tr::Impossible),
+        },
+        // "Retry on ACK or response timeout": go back N with a retry counted, or
+        // RESP_TIMEOUT_ERR (a retry counted when everything was ACKed); a cancelled send is
+        // reported as T21.
+        Event::SegmentExpired(e) => match (s, e) {
+            (WaitResp, SegTimeout::Resend) => (
+                Outcome {
+                    place: Place::InFlight,
+                    transmit: true,
+                    retry: true,
+                    ..stay(SendStart)
+                },
+                Tr::RmppExpiry,
+            ),
+            (WaitResp, SegTimeout::NoResponse) => (
+                Outcome {
+                    retry: true,
+                    ..done(WcStatus::RespTimeoutErr)
+                },
+                Tr::RmppExpiry,
+            ),
+            (WaitResp, SegTimeout::Fail) => (done(WcStatus::RespTimeoutErr), Tr::RmppExpiry),
+            (TW, _) => (done(WcStatus::WrFlushErr), Tr::T21),
+            _ => return (Err(Reject::Impossible), Tr::Impossible),
+        },
     };
     // The engine must try the backlog before this send's handler whenever a flow-controlled send
     // gives up its slot (§3.3 "Slots come free"), and after a matched response of a queued send
@@ -470,7 +592,7 @@ fn random_facts(rng: &mut Rng) -> SendFacts {
 
 /// A random event with random parameters.
 fn random_event(rng: &mut Rng) -> Event {
-    match rng.below(11) {
+    match rng.below(17) {
         0 => {
             let limit = rng.edgy_u32();
             let in_use = match rng.below(3) {
@@ -495,7 +617,24 @@ fn random_event(rng: &mut Rng) -> Event {
         7 => Event::RetransmitFailed,
         8 => Event::Modify(if rng.chance(1, 2) { 0 } else { rng.edgy_u32() }),
         9 => Event::Unregister,
-        _ => Event::Delivered,
+        10 => Event::Delivered,
+        11 => Event::SegmentCompleted(
+            random_status(rng),
+            match rng.below(3) {
+                0 => Segment::Next,
+                1 => Segment::AwaitAck(rng.edgy_u32()),
+                _ => Segment::Finished,
+            },
+        ),
+        12 => Event::SegmentDispatchFailed(rng.edgy_u32()),
+        13 => Event::WindowOpened,
+        14 => Event::AllAcked,
+        15 => Event::RmppAborted,
+        _ => Event::SegmentExpired(rng.pick(&[
+            SegTimeout::Resend,
+            SegTimeout::NoResponse,
+            SegTimeout::Fail,
+        ])),
     }
 }
 
@@ -573,7 +712,7 @@ pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, 
 /// The status code an event carries, or 0.
 fn ev_code(ev: Event) -> u32 {
     match ev {
-        Event::SendCompleted(s) => s.code(),
+        Event::SendCompleted(s) | Event::SegmentCompleted(s, _) => s.code(),
         _ => 0,
     }
 }

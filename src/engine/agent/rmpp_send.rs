@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel RMPP, send side (`mad_rmpp.c`, Documentation/behaviour.md §2.8): the segments of a
+//! send with `rmpp_active`, one in flight at a time, and what the peer's ACKs, STOPs and
+//! ABORTs do to it.
+//!
+//! The window ([`Window`]) decides; the send state machine ([`state::step`]) moves the send;
+//! this file applies both under the agent's lock and builds each segment into the send's MAD
+//! just before it is handed to the transport ([`load_segment`]). The control messages a
+//! received ACK draws (the double-sided turnaround ACK, the ABORT of a protocol error) are sent
+//! after the lock is dropped, through the receive side's `send_control`.
+//!
+//! Where it differs from C (each pinned by a `rmad_rmpp` case, Documentation/behaviour.md
+//! §8.15): the ACK wait is min(`timeout_ms`, 2000) ms, relative, after every window (C's is
+//! effectively unbounded from the second window on for a `timeout_ms` of 2000 or less); a STOP
+//! or ABORT while a segment is in flight ends the send with `REM_ABORT_ERR` at that segment's
+//! completion (C reports the completion's status, normally SUCCESS); the first window of a
+//! response is 1 (C may take the window a double-sided peer announced; Linux peers announce 1).
+
+use super::*;
+use crate::mad::{
+    rmpp::{
+        self,
+        send::{
+            ack_timeout_ms,
+            AckVerdict,
+            AfterSend,
+            Timeout,
+            Window, //
+        },
+        Ack,
+        RmppHdr,
+        Status, //
+    },
+    state::{
+        SegTimeout,
+        Segment, //
+    },
+};
+
+/// Writes the segment the window sends now (`sent`) into the send's MAD: its data after the
+/// headers, and the RMPP fields `send_next_seg` sets (flags ACTIVE, FIRST and LAST, the
+/// SegmentNumber, the PayloadLength), keeping the response time the client set.
+pub(super) fn load_segment(st: &mut RecordState) -> Result {
+    let (Some(w), Some(body)) = (st.rmpp.as_ref(), st.body.as_mut()) else {
+        return Err(EINVAL);
+    };
+    let n = w.sent();
+    let seg = w.segment(n).ok_or(EINVAL)?;
+    let SendBody {
+        mad,
+        segments,
+        hdr_len,
+        seg_size: size,
+        ..
+    } = &mut **body;
+    let start = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| i.checked_mul(*size))
+        .ok_or(EINVAL)?;
+    let end = start.checked_add(*size).ok_or(EINVAL)?;
+    let data_end = hdr_len.checked_add(*size).ok_or(EINVAL)?;
+    let data = segments.get(start..end).ok_or(EINVAL)?;
+    mad.get_mut(*hdr_len..data_end)
+        .ok_or(EINVAL)?
+        .copy_from_slice(data);
+    let mut h = RmppHdr::parse(&body.mad).map_err(|_| EINVAL)?;
+    h.flags = seg.flags;
+    h.seg_num = seg.seg_num;
+    h.paylen_newwin = seg.paylen;
+    h.write(&mut body.mad).map_err(|_| EINVAL)
+}
+
+/// What the window of a send in flight makes of its segment's completion with `status`: an
+/// error is recovered by the ACK timeout and a retry, as in C (which swallows it).
+pub(super) fn after_segment(w: &mut Window, status: WcStatus, timeout_ms: u32) -> Segment {
+    let wait = Segment::AwaitAck(ack_timeout_ms(timeout_ms));
+    if status != WcStatus::Success {
+        return if w.all_acked() {
+            Segment::Finished
+        } else {
+            wait
+        };
+    }
+    match w.after_send() {
+        AfterSend::Send(_) => Segment::Next,
+        AfterSend::AwaitAck => wait,
+        AfterSend::AwaitResponse => Segment::Finished,
+    }
+}
+
+/// What the window of a send waiting makes of an expired wait.
+pub(super) fn on_expiry(w: &mut Window) -> SegTimeout {
+    match w.on_timeout() {
+        Timeout::Retry { .. } => SegTimeout::Resend,
+        Timeout::NoResponse => SegTimeout::NoResponse,
+        Timeout::Fail => SegTimeout::Fail,
+    }
+}
+
+/// A control message an ACK, STOP or ABORT draws, sent once the agent's lock is dropped.
+enum Reply {
+    /// Nothing.
+    None,
+    /// ABORT with this status to the peer (`nack_recv`).
+    Abort(Status),
+    /// The double-sided turnaround ACK (`ack_ds_ack`): SegmentNumber 0, NewWindowLast 1.
+    Turnaround,
+}
+
+impl Agent {
+    /// Whether `rec` is a segmented send that the peer's ACK, STOP or ABORT still concerns:
+    /// in flight or waiting, and not fully ACKed.
+    fn rmpp_open(st: &RecordState) -> bool {
+        matches!(st.facts.state, SendState::SendStart | SendState::WaitResp) && st.rmpp.is_some()
+    }
+
+    /// An ACK that reached this kernel-RMPP agent (`process_rmpp_ack`): matched like a response
+    /// to a segmented send, whose window it moves; a malformed one draws C's ABORT, matched or
+    /// not.
+    pub(super) fn rmpp_ack(self: &Arc<Self>, hdr: &MadHdr, h: &RmppHdr, recv: &RecvMad) {
+        let reply = {
+            let mut g = self.lock();
+            if g.dead {
+                return;
+            }
+            let rec = self
+                .find_send(&g, hdr, recv)
+                .filter(|rec| Self::rmpp_open(rec.state.access(&g)));
+            match rec {
+                Some(rec) => Self::with_state(&mut g, &rec, |g, st| self.ack_send(g, &rec, st, h)),
+                // C's checks before it looks for the send.
+                None if h.status != 0 => Reply::Abort(Status::BadStatus),
+                None if rmpp::signed(h.paylen_newwin) < rmpp::signed(h.seg_num) => {
+                    Reply::Abort(Status::W2s)
+                }
+                None => Reply::None,
+            }
+        };
+        self.send_reply(reply, recv);
+    }
+
+    /// Applies the ACK `h` to the segmented send `rec` (state `st`), under the agent's lock.
+    fn ack_send(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+        h: &RmppHdr,
+    ) -> Reply {
+        let Some(w) = st.rmpp.as_mut() else {
+            return Reply::None;
+        };
+        let was_acked = w.all_acked();
+        let verdict = w.on_ack(h);
+        let timeout_ms = st.facts.timeout_ms;
+        match verdict {
+            AckVerdict::Abort(s) => {
+                if !was_acked {
+                    self.abort_send(g, rec, st, s.code());
+                }
+                Reply::Abort(s)
+            }
+            AckVerdict::AlreadyAcked
+                if st.facts.state == SendState::WaitResp && timeout_ms != 0 =>
+            {
+                Reply::Turnaround
+            }
+            AckVerdict::AlreadyAcked | AckVerdict::Ignore => Reply::None,
+            AckVerdict::Progress { .. } => {
+                let opens = st.facts.state == SendState::WaitResp
+                    && st.rmpp.as_mut().is_some_and(|w| w.next().is_some());
+                if opens && self.apply(g, rec, st, Event::WindowOpened).is_ok() {
+                    self.send_segment(g, rec, st);
+                }
+                Reply::None
+            }
+            AckVerdict::AllAcked => {
+                let _ = self.apply(g, rec, st, Event::AllAcked);
+                if timeout_ms != 0 {
+                    Reply::Turnaround
+                } else {
+                    Reply::None
+                }
+            }
+        }
+    }
+
+    /// Ends the segmented send `rec` for a STOP, an ABORT or a protocol error, with
+    /// `REM_ABORT_ERR` and the RMPP status `code` as its vendor error (`abort_send`); now if it
+    /// is waiting, at its segment's completion if one is in flight.
+    fn abort_send(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+        code: u8,
+    ) {
+        let was = st.facts.state;
+        if let Ok(o) = self.apply(g, rec, st, Event::RmppAborted) {
+            if o.next != was {
+                st.status = Some((WcStatus::RemAbortErr, u32::from(code)));
+            }
+        }
+    }
+
+    /// A STOP or ABORT from the peer (`process_rmpp_stop`, `process_rmpp_abort`), with the
+    /// RMPP status its send ends with: the segmented send it matches, if still open and not
+    /// fully ACKed, ends with `REM_ABORT_ERR`.
+    pub(super) fn rmpp_stopped(self: &Arc<Self>, hdr: &MadHdr, recv: &RecvMad, code: u8) {
+        let mut g = self.lock();
+        if g.dead {
+            return;
+        }
+        let Some(rec) = self.find_send(&g, hdr, recv) else {
+            return;
+        };
+        Self::with_state(&mut g, &rec, |g, st| {
+            let acked = st.rmpp.as_ref().is_none_or(Window::all_acked);
+            if Self::rmpp_open(st) && !acked {
+                self.abort_send(g, &rec, st, code);
+            }
+        });
+    }
+
+    /// Hands the segment the window chose to the transport, after an ACK or a segment's
+    /// completion opened room for it; if the transport refuses, the send waits for the ACK
+    /// timeout and its retry (C's "send failure will just result in a timeout/retry").
+    pub(super) fn send_segment(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+    ) {
+        match self.transmit(g, rec, st) {
+            Ok(()) => self.trace_sent(st),
+            Err(_) => {
+                let ms = ack_timeout_ms(st.facts.timeout_ms);
+                let _ = self.apply(g, rec, st, Event::SegmentDispatchFailed(ms));
+            }
+        }
+    }
+
+    /// Sends the control message an ACK drew, answering the MAD `recv`.
+    fn send_reply(self: &Arc<Self>, reply: Reply, recv: &RecvMad) {
+        match reply {
+            Reply::None => {}
+            Reply::Abort(s) => self.send_control(Self::reject(s, recv, None)),
+            Reply::Turnaround => {
+                let a = Ack {
+                    seg_num: 0,
+                    newwin: 1,
+                };
+                self.send_control(Self::answer(a, recv));
+            }
+        }
+    }
+}

@@ -1,0 +1,850 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_rmpp_send`: kernel RMPP, send side (Documentation/behaviour.md §2.8), on
+//! the loopback fabric and against ib_core on rxe0, with exact segment, ACK and retry counts.
+//!
+//! Agent R is a kernel-RMPP agent on port 1 that sends segmented SETs of the SA class (56-byte
+//! header, 200 data bytes per segment, every byte of segment `n` equal to `n`). Peer P on port
+//! 2 is either a user-RMPP agent that sees every segment as a MAD of its own and answers with
+//! ACKs, STOPs and ABORTs written by hand ([`Peer::Script`]), or a second kernel-RMPP agent
+//! that reassembles and ACKs by itself ([`Peer::Kernel`]).
+
+use crate::{
+    engine::{
+        agent::{
+            Agent,
+            AgentConfig,
+            RecvHandler,
+            SendHandler,
+            SendSpec, //
+        },
+        send::{
+            SendBuf,
+            SendCompletion,
+            SendHandle, //
+        },
+        transport::{
+            RecvMad,
+            Transport, //
+        },
+    },
+    mad::{
+        rmpp::{
+            RmppHdr,
+            Status, //
+        },
+        state::{
+            SendState,
+            WcStatus, //
+        },
+        wire::{
+            self,
+            MadHdr, //
+        },
+        Address, QpType,
+    },
+    testing::{
+        ib_responder::IbResponder,
+        post,
+        reg,
+        requests::gid_address,
+        sleep_ms,
+        suites::{
+            conformance::{
+                mad_hdr,
+                mad_to, //
+            },
+            rmpp::rxe_rmpp_agent,
+        },
+        wait_for,
+        wait_state,
+        Env, //
+    },
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+};
+
+/// The class: SA, an RMPP class with a 56-byte header.
+const SA: u8 = wire::IB_MGMT_CLASS_SUBN_ADM;
+/// The SA class header.
+const HDR: usize = 56;
+/// Data bytes per segment of [`SA`].
+const DATA: usize = 200;
+
+/// A MAD a [`Tap`] received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Got {
+    /// With a send (a matched response).
+    matched: bool,
+    /// The MAD's method.
+    method: u8,
+    /// Its RMPP header.
+    rmpp: RmppHdr,
+    /// Its length.
+    len: usize,
+    /// Whether the data of every 200-byte chunk `i` after the header is all `i + 1`, or for
+    /// one segment `n`, all `n` (mod 256).
+    intact: bool,
+}
+
+/// A control message a [`Tap`] received: (method, type, status, SegmentNumber,
+/// NewWindowLast).
+type Control = (u8, u8, u8, u32, u32);
+
+/// A send completion a [`Tap`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Done {
+    status: WcStatus,
+    vendor_err: u32,
+    retries: i32,
+}
+
+/// Handlers that record what they see.
+#[pin_data]
+struct Tap {
+    #[pin]
+    got: Mutex<KVec<Got>>,
+    #[pin]
+    done: Mutex<KVec<Done>>,
+}
+
+impl Tap {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Tap {
+                got <- new_mutex!(KVec::new(), "rmpp_send::Tap::got"),
+                done <- new_mutex!(KVec::new(), "rmpp_send::Tap::done"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Every MAD received so far.
+    fn got(&self) -> Result<KVec<Got>> {
+        let g = self.got.lock();
+        let mut v = KVec::with_capacity(g.len(), GFP_KERNEL)?;
+        for x in g.iter() {
+            v.push(*x, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// The send completions so far.
+    fn done(&self) -> Result<KVec<Done>> {
+        let g = self.done.lock();
+        let mut v = KVec::with_capacity(g.len(), GFP_KERNEL)?;
+        for x in g.iter() {
+            v.push(*x, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// The (SegmentNumber, flags, PayloadLength, intact) of every DATA segment received.
+    fn segments(&self) -> Result<KVec<(u32, u8, u32, bool)>> {
+        let mut v = KVec::new();
+        for g in self.got()?.iter() {
+            if g.rmpp.rmpp_type == wire::IB_MGMT_RMPP_TYPE_DATA {
+                v.push(
+                    (g.rmpp.seg_num, g.rmpp.flags, g.rmpp.paylen_newwin, g.intact),
+                    GFP_KERNEL,
+                )?;
+            }
+        }
+        Ok(v)
+    }
+
+    /// The SegmentNumbers of the DATA segments received.
+    fn seg_nums(&self) -> Result<KVec<u32>> {
+        let mut v = KVec::new();
+        for s in self.segments()?.iter() {
+            v.push(s.0, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// The (method, type, status, SegmentNumber, NewWindowLast) of every control message.
+    fn controls(&self) -> Result<KVec<Control>> {
+        let mut v = KVec::new();
+        for g in self.got()?.iter() {
+            let t = g.rmpp.rmpp_type;
+            if t != wire::IB_MGMT_RMPP_TYPE_DATA && t != 0 {
+                v.push(
+                    (
+                        g.method,
+                        t,
+                        g.rmpp.status,
+                        g.rmpp.seg_num,
+                        g.rmpp.paylen_newwin,
+                    ),
+                    GFP_KERNEL,
+                )?;
+            }
+        }
+        Ok(v)
+    }
+}
+
+impl RecvHandler for Tap {
+    fn recv(&self, _agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+        let method = MadHdr::parse(&mad.mad).map_or(0, |h| h.method);
+        let rmpp = RmppHdr::parse(&mad.mad).unwrap_or_default();
+        let data = mad.mad.get(HDR..).unwrap_or(&[]);
+        let intact = if mad.mad.len() == wire::IB_MGMT_MAD_SIZE {
+            let n = u8::try_from(rmpp.seg_num % 256).unwrap_or(0);
+            data.iter().all(|b| *b == n)
+        } else {
+            data.chunks(DATA).enumerate().all(|(i, c)| {
+                c.iter()
+                    .all(|b| usize::from(*b) == (i.saturating_add(1)) % 256)
+            })
+        };
+        let _ = self.got.lock().push(
+            Got {
+                matched: send.is_some(),
+                method,
+                rmpp,
+                len: mad.mad.len(),
+                intact,
+            },
+            GFP_KERNEL,
+        );
+    }
+}
+
+impl SendHandler for Tap {
+    fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
+        // P's own hand-written control messages complete too; only R's sends are of interest,
+        // and the tests read R's tap.
+        let _ = self.done.lock().push(
+            Done {
+                status: wc.status,
+                vendor_err: wc.vendor_err,
+                retries: buf.retries(),
+            },
+            GFP_KERNEL,
+        );
+    }
+}
+
+/// A segmented SA MAD of `a` with `method` and `tid` and `data_len` bytes to QP 1, every
+/// byte of segment `n` equal to `n`; no destination yet.
+fn segmented(a: &Arc<Agent>, method: u8, tid: u64, data_len: i32) -> Result<SendBuf> {
+    let mut buf = a.create_send(
+        SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    )?;
+    mad_hdr(SA, method, tid)
+        .write(buf.mad_mut())
+        .map_err(|_| EINVAL)?;
+    for n in 1..=buf.seg_count() {
+        let byte = u8::try_from(n % 256).unwrap_or(0);
+        buf.rmpp_segment(n).ok_or(EINVAL)?.fill(byte);
+    }
+    Ok(buf)
+}
+
+/// What answers R's segments on port 2.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    /// A user-RMPP agent; the test writes its ACKs.
+    Script,
+    /// A kernel-RMPP agent, which ACKs by itself.
+    Kernel,
+}
+
+/// R on port 1 and P on port 2.
+struct Pair {
+    env: Env,
+    r: Arc<Agent>,
+    rtap: Arc<Tap>,
+    p: Arc<Agent>,
+    ptap: Arc<Tap>,
+}
+
+impl Pair {
+    fn new(peer: Peer) -> Result<Self> {
+        let env = Env::new()?;
+        let register = |port: u8, flags: u32, tap: &Arc<Tap>| {
+            Agent::register(
+                &env.engine,
+                &env.transport,
+                AgentConfig {
+                    port,
+                    qp_type: QpType::Gsi,
+                    reg: Some(reg(SA)),
+                    rmpp_version: 1,
+                    flags,
+                    send_handler: Some(tap.clone()),
+                    recv_handler: Some(tap.clone()),
+                },
+            )
+        };
+        let rtap = Tap::new()?;
+        let ptap = Tap::new()?;
+        let r = register(1, 0, &rtap)?;
+        let flags = if peer == Peer::Script {
+            wire::IB_MAD_USER_RMPP
+        } else {
+            0
+        };
+        let p = register(2, flags, &ptap)?;
+        Ok(Self {
+            env,
+            r,
+            rtap,
+            p,
+            ptap,
+        })
+    }
+
+    /// The TID of R's transfer `lo`.
+    fn tid(&self, lo: u32) -> u64 {
+        wire::make_tid(self.r.hi_tid, lo)
+    }
+
+    /// R's segmented SET `lo` of `data_len` bytes to P, every byte of segment `n` equal to
+    /// `n`, with `timeout_ms` and `retries`; not posted.
+    fn transfer(&self, lo: u32, data_len: i32, timeout_ms: i32, retries: i32) -> Result<SendBuf> {
+        let mut buf = segmented(&self.r, wire::IB_MGMT_METHOD_SET, self.tid(lo), data_len)?;
+        buf.set_ah(Some(Address {
+            sl: 0,
+            dlid: 2,
+            src_path_bits: 0,
+            grh: None,
+        }));
+        buf.set_timeout_ms(timeout_ms);
+        buf.set_retries(retries);
+        Ok(buf)
+    }
+
+    /// P's RMPP control message of `rmpp_type` for R's transfer `lo`: ACK(`seg`, `newwin`),
+    /// or a STOP or ABORT with `status`.
+    fn control(&self, lo: u32, rmpp_type: u8, status: u8, seg: u32, newwin: u32) -> Result {
+        let method = wire::IB_MGMT_METHOD_SET | wire::IB_MGMT_METHOD_RESP;
+        let mut buf = mad_to(&self.p, 1, mad_hdr(SA, method, self.tid(lo)), 1, None)?;
+        RmppHdr {
+            version: wire::IB_MGMT_RMPP_VERSION,
+            rmpp_type,
+            resp_time: 0,
+            flags: wire::IB_MGMT_RMPP_FLAG_ACTIVE,
+            status,
+            seg_num: seg,
+            paylen_newwin: newwin,
+        }
+        .write(buf.mad_mut())
+        .map_err(|_| EINVAL)?;
+        post(buf).map(|_| ())
+    }
+
+    /// P's ACK(`seg`, `newwin`) of R's transfer `lo`.
+    fn ack(&self, lo: u32, seg: u32, newwin: u32) -> Result {
+        self.control(lo, wire::IB_MGMT_RMPP_TYPE_ACK, 0, seg, newwin)
+    }
+
+    /// Waits until the fabric has carried everything and the agents' work ran.
+    fn settle(&self) -> bool {
+        let idle = wait_for(|| self.env.fabric().is_idle());
+        sleep_ms(20);
+        idle && wait_for(|| self.env.fabric().is_idle())
+    }
+
+    /// Waits until R's tap saw `n` send completions.
+    fn completions(&self, n: usize) -> bool {
+        wait_for(|| self.rtap.done().is_ok_and(|d| d.len() >= n))
+    }
+
+    /// Unregisters both agents.
+    fn finish(self) -> Result {
+        self.r.unregister()?;
+        self.p.unregister()
+    }
+}
+
+/// ACTIVE, FIRST and LAST as they appear in a segment's flags.
+const A: u8 = wire::IB_MGMT_RMPP_FLAG_ACTIVE;
+const F: u8 = wire::IB_MGMT_RMPP_FLAG_FIRST;
+const L: u8 = wire::IB_MGMT_RMPP_FLAG_LAST;
+
+#[kernel::prelude::kunit_tests(rmad_rmpp_send)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_go_out_window_by_window_as_acked() -> Result {
+        // Scenarios 53 and 54: 1 000 bytes with a 56-byte header are 5 segments of 200, no
+        // padding. The first window is one segment (FIRST, PayloadLength 5 × 220 = 1 100);
+        // ACK(1, 3) lets 2 and 3 go, ACK(3, 5) lets 4 and 5 go (LAST, PayloadLength 220), and
+        // the final ACK(5, 5) completes the send with SUCCESS (no response expected), with no
+        // retry.
+        let t = Pair::new(Peer::Script)?;
+        let buf = t.transfer(1, 1000, 0, 3)?;
+        let count = buf.seg_count();
+        let _h = post(buf)?;
+        let idle1 = t.settle();
+        let first = t.ptap.segments()?;
+        t.ack(1, 1, 3)?;
+        let idle2 = t.settle();
+        let second = t.ptap.seg_nums()?;
+        t.ack(1, 3, 5)?;
+        let idle3 = t.settle();
+        let before = t.rtap.done()?.len();
+        t.ack(1, 5, 5)?;
+        let completed = t.completions(1);
+        let segs = t.ptap.segments()?;
+        let done = t.rtap.done()?;
+        let stats = t.r.stats();
+        t.finish()?;
+        assert!(idle1 && idle2 && idle3);
+        assert_eq!(count, 5);
+        assert_eq!(&first[..], &[(1, A | F, 1100, true)][..]);
+        assert_eq!(&second[..], &[1, 2, 3][..]);
+        assert_eq!(
+            &segs[..],
+            &[
+                (1, A | F, 1100, true),
+                (2, A, 0, true),
+                (3, A, 0, true),
+                (4, A, 0, true),
+                (5, A | L, 220, true)
+            ][..]
+        );
+        assert_eq!(before, 0);
+        assert!(completed);
+        assert_eq!(
+            &done[..],
+            &[Done {
+                status: WcStatus::Success,
+                vendor_err: 0,
+                retries: 0
+            }][..]
+        );
+        assert_eq!(stats.transmitted, 5);
+        assert_eq!(stats.completed, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn padding_shows_in_first_and_last_payload_length() -> Result {
+        // §1.5's worked example: 201 bytes are 2 segments with 199 bytes of padding: segment 1
+        // says 2 × 220 − 199 = 241, segment 2 says 220 − 199 = 21. No data at all is one
+        // segment with FIRST and LAST and C's LAST value, 220 − 200 = 20.
+        let t = Pair::new(Peer::Script)?;
+        let _h = post(t.transfer(2, 201, 0, 0)?)?;
+        let _ = t.settle();
+        t.ack(2, 1, 2)?;
+        let _ = t.settle();
+        t.ack(2, 2, 2)?;
+        let two = t.completions(1);
+        let _h = post(t.transfer(3, 0, 0, 0)?)?;
+        let _ = t.settle();
+        t.ack(3, 1, 1)?;
+        let one = t.completions(2);
+        let segs = t.ptap.segments()?;
+        let done = t.rtap.done()?;
+        t.finish()?;
+        assert!(two && one);
+        assert_eq!(segs.len(), 3);
+        assert_eq!(segs.first().map(|s| (s.0, s.1, s.2)), Some((1, A | F, 241)));
+        assert_eq!(segs.get(1).map(|s| (s.0, s.1, s.2)), Some((2, A | L, 21)));
+        assert_eq!(
+            segs.get(2).map(|s| (s.0, s.1, s.2)),
+            Some((1, A | F | L, 20))
+        );
+        assert!(done.iter().all(|d| d.status == WcStatus::Success));
+        Ok(())
+    }
+
+    #[test]
+    fn lost_acks_retried_go_back_n_with_retries_per_window() -> Result {
+        // Scenarios 55 and 56, and §7.2 item 11 not copied: `timeout_ms` 300 gives an ACK wait
+        // of 300 ms after every window. Without an ACK segment 1 is sent again (retry 1 of
+        // 1); ACK(1, 2) moves on and gives the window its retry back; segment 2 is sent and
+        // sent again after 300 ms (C would wait for ever here); with no retry left the send
+        // ends with RESP_TIMEOUT_ERR, 2 retries in all.
+        let t = Pair::new(Peer::Script)?;
+        let _h = post(t.transfer(4, 1000, 300, 1)?)?;
+        let resent1 = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.len() == 2));
+        t.ack(4, 1, 2)?;
+        let ended = t.completions(1);
+        let _ = t.settle();
+        let segs = t.ptap.seg_nums()?;
+        let done = t.rtap.done()?;
+        let stats = t.r.stats();
+        t.finish()?;
+        assert!(resent1);
+        assert!(ended);
+        assert_eq!(&segs[..], &[1, 1, 2, 2][..]);
+        assert_eq!(
+            &done[..],
+            &[Done {
+                status: WcStatus::RespTimeoutErr,
+                vendor_err: 0,
+                retries: 2
+            }][..]
+        );
+        assert_eq!(stats.retried, 2);
+        assert_eq!(stats.timed_out, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn response_after_last_ack_with_turnaround_ack() -> Result {
+        // Scenario 57: with a response expected, the final ACK starts the wait for it and
+        // draws the double-sided turnaround ACK (SegmentNumber 0, NewWindowLast 1, the
+        // request's method); a repeated final ACK draws it again. P's GET_RESP then completes
+        // the send with SUCCESS after R's receive handler saw it.
+        let t = Pair::new(Peer::Script)?;
+        let h = post(t.transfer(5, 400, 30_000, 0)?)?;
+        let _ = t.settle();
+        t.ack(5, 1, 2)?;
+        let _ = t.settle();
+        t.ack(5, 2, 2)?;
+        let _ = t.settle();
+        t.ack(5, 2, 2)?;
+        let _ = t.settle();
+        let waiting = t.r.send_state(&h);
+        let controls = t.ptap.controls()?;
+        let resp = wire::IB_MGMT_METHOD_GET_RESP;
+        post(mad_to(&t.p, 1, mad_hdr(SA, resp, t.tid(5)), 1, None)?)?;
+        let completed = t.completions(1);
+        let matched = t.rtap.got()?.iter().filter(|g| g.matched).count();
+        let done = t.rtap.done()?;
+        t.finish()?;
+        assert_eq!(waiting, Some(SendState::WaitResp));
+        let turn = (
+            wire::IB_MGMT_METHOD_SET,
+            wire::IB_MGMT_RMPP_TYPE_ACK,
+            0,
+            0,
+            1,
+        );
+        assert_eq!(&controls[..], &[turn, turn][..]);
+        assert!(completed);
+        assert_eq!(matched, 1);
+        assert_eq!(done.first().map(|d| d.status), Some(WcStatus::Success));
+        Ok(())
+    }
+
+    #[test]
+    fn stop_abort_and_bad_acks_end_with_rem_abort_err() -> Result {
+        // Scenario 58: the peer's STOP(RESX) and ABORT(T2L) end the send with REM_ABORT_ERR and
+        // the RMPP status in vendor_err; an ACK whose window is below its segment (W2S) and an
+        // ACK beyond the window (S2B) do too, and draw C's ABORT with that status. A STOP for
+        // a send that is fully ACKed changes nothing.
+        let t = Pair::new(Peer::Script)?;
+        let cases: [(u32, u8, u8, u32, u32); 4] = [
+            (10, wire::IB_MGMT_RMPP_TYPE_STOP, Status::Resx.code(), 0, 0),
+            (11, wire::IB_MGMT_RMPP_TYPE_ABORT, Status::T2l.code(), 0, 0),
+            (12, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 3, 2),
+            (13, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 4, 4),
+        ];
+        for (i, (lo, ty, status, seg, win)) in cases.into_iter().enumerate() {
+            let _h = post(t.transfer(lo, 1000, 0, 0)?)?;
+            let _ = t.settle();
+            t.control(lo, ty, status, seg, win)?;
+            let _ = t.completions(i.saturating_add(1));
+        }
+        let _h = post(t.transfer(14, 200, 0, 0)?)?;
+        let _ = t.settle();
+        t.ack(14, 1, 1)?;
+        let acked = t.completions(5);
+        t.control(14, wire::IB_MGMT_RMPP_TYPE_STOP, 1, 0, 0)?;
+        let _ = t.settle();
+        let done = t.rtap.done()?;
+        let controls = t.ptap.controls()?;
+        let segs = t.ptap.seg_nums()?;
+        t.finish()?;
+        let statuses: KVec<(WcStatus, u32)> = {
+            let mut v = KVec::new();
+            for d in done.iter() {
+                v.push((d.status, d.vendor_err), GFP_KERNEL)?;
+            }
+            v
+        };
+        let rae = WcStatus::RemAbortErr;
+        assert!(acked);
+        assert_eq!(
+            &statuses[..],
+            &[
+                (rae, 1),
+                (rae, 118),
+                (rae, u32::from(Status::W2s.code())),
+                (rae, u32::from(Status::S2b.code())),
+                (WcStatus::Success, 0)
+            ][..]
+        );
+        let abort = |s: Status| (wire::IB_MGMT_RMPP_TYPE_ABORT, s.code());
+        let sent: KVec<(u8, u8)> = {
+            let mut v = KVec::new();
+            for c in controls.iter() {
+                v.push((c.1, c.2), GFP_KERNEL)?;
+            }
+            v
+        };
+        assert_eq!(&sent[..], &[abort(Status::W2s), abort(Status::S2b)][..]);
+        // One segment each: nothing went out after the end.
+        assert_eq!(&segs[..], &[1, 1, 1, 1, 1][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn abort_while_a_segment_is_in_flight_is_rem_abort_err() -> Result {
+        // §7.2 item 5 not copied (behaviour §8.15): the peer's ABORT arrives before segment
+        // 1's send completion (the segment itself is lost, the ABORT overtakes the
+        // completion). C marks the send done and reports the completion's SUCCESS; rmad
+        // reports REM_ABORT_ERR with the status, at that completion.
+        let t = Pair::new(Peer::Script)?;
+        t.env.fabric().set_knobs(|k| {
+            k.hold = true;
+            k.drop_requests = 1;
+        });
+        let h = post(t.transfer(20, 1000, 0, 0)?)?;
+        t.control(
+            20,
+            wire::IB_MGMT_RMPP_TYPE_ABORT,
+            Status::Unspec.code(),
+            0,
+            0,
+        )?;
+        let promoted = t.env.fabric().promote_recv();
+        t.env.fabric().release(1);
+        let early = wait_state(&t.r, &h, SendState::EarlyResp);
+        t.env.fabric().set_knobs(|k| k.hold = false);
+        t.env.fabric().release(16);
+        let completed = t.completions(1);
+        let done = t.rtap.done()?;
+        t.finish()?;
+        assert!(promoted);
+        assert!(early);
+        assert!(completed);
+        assert_eq!(
+            &done[..],
+            &[Done {
+                status: WcStatus::RemAbortErr,
+                vendor_err: u32::from(Status::Unspec.code()),
+                retries: 0
+            }][..]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn cancel_at_each_stage_flushes_and_later_acks_are_ignored() -> Result {
+        // Cancel with segment 1 in flight, while the send waits for an ACK, and while it waits
+        // for the response after the last ACK: WR_FLUSH_ERR each time; a second cancel is
+        // EINVAL; ACKs that come after open no window and send nothing.
+        let t = Pair::new(Peer::Script)?;
+        let mut results = KVec::new();
+        // In flight.
+        t.env.fabric().set_knobs(|k| k.hold = true);
+        let h = post(t.transfer(30, 1000, 0, 0)?)?;
+        results.push(h.cancel().is_ok(), GFP_KERNEL)?;
+        results.push(h.cancel() == Err(EINVAL), GFP_KERNEL)?;
+        t.env.fabric().set_knobs(|k| k.hold = false);
+        t.env.fabric().release(16);
+        let _ = t.settle();
+        t.ack(30, 1, 5)?;
+        // Waiting for an ACK.
+        let h = post(t.transfer(31, 1000, 0, 0)?)?;
+        results.push(wait_state(&t.r, &h, SendState::WaitResp), GFP_KERNEL)?;
+        results.push(h.cancel().is_ok(), GFP_KERNEL)?;
+        let _ = t.settle();
+        t.ack(31, 1, 5)?;
+        // Waiting for the response.
+        let h = post(t.transfer(32, 200, 30_000, 0)?)?;
+        let _ = t.settle();
+        t.ack(32, 1, 1)?;
+        let _ = t.settle();
+        results.push(t.r.send_state(&h) == Some(SendState::WaitResp), GFP_KERNEL)?;
+        results.push(h.cancel().is_ok(), GFP_KERNEL)?;
+        let all = t.completions(3);
+        let _ = t.settle();
+        let done = t.rtap.done()?;
+        let segs = t.ptap.seg_nums()?;
+        t.finish()?;
+        assert!(results.iter().all(|r| *r));
+        assert!(all);
+        assert_eq!(done.len(), 3);
+        assert!(done.iter().all(|d| d.status == WcStatus::WrFlushErr));
+        assert_eq!(&segs[..], &[1, 1, 1][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn kernel_rmpp_peers_carry_1_mib() -> Result {
+        // rmad to rmad, both kernel RMPP: 1 MiB is 5 243 segments, windowed by the receiver's
+        // ACKs (W = 64); one message of 56 + 1 048 576 bytes at P, every byte in place, and
+        // SUCCESS at R with no retry: every segment transmitted once.
+        let t = Pair::new(Peer::Kernel)?;
+        let _h = post(t.transfer(40, 1 << 20, 0, 0)?)?;
+        let completed = t.completions(1);
+        let _ = t.settle();
+        let got = t.ptap.got()?;
+        let done = t.rtap.done()?;
+        let stats = t.r.stats();
+        let pstats = t.p.rmpp_stats();
+        pr_info!(
+            "rmpp_send: 1 MiB: {} transmissions, {} ACKs from the receiver\n",
+            stats.transmitted,
+            pstats.acks
+        );
+        t.finish()?;
+        assert!(completed);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got.first().map(|g| (g.len, g.intact)),
+            Some((HDR + (1 << 20), true))
+        );
+        assert_eq!(
+            &done[..],
+            &[Done {
+                status: WcStatus::Success,
+                vendor_err: 0,
+                retries: 0
+            }][..]
+        );
+        assert_eq!(stats.transmitted, 5243);
+        assert_eq!(pstats.completed, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn kernel_rmpp_peers_recover_a_lost_segment_and_a_lost_ack() -> Result {
+        // The first segment and then the first ACK are lost: each is recovered by an ACK
+        // timeout (2 s with no response expected) and a go-back-N retry, and 64 KiB (328
+        // segments) arrive intact; the retries used show in the send's count.
+        let t = Pair::new(Peer::Kernel)?;
+        t.env.fabric().set_knobs(|k| {
+            k.drop_requests = 1;
+            k.drop_responses = 1;
+        });
+        let _h = post(t.transfer(41, 64 << 10, 0, 2)?)?;
+        let completed = t.completions(1);
+        let _ = t.settle();
+        let got = t.ptap.got()?;
+        let done = t.rtap.done()?;
+        let lost = t.env.fabric().stats().lost;
+        t.finish()?;
+        assert!(completed);
+        assert_eq!(lost, 2);
+        assert_eq!(
+            got.first().map(|g| (g.len, g.intact)),
+            Some((HDR + (64 << 10), true))
+        );
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            &done[..],
+            &[Done {
+                status: WcStatus::Success,
+                vendor_err: 0,
+                retries: 2
+            }][..]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn segmented_create_and_post_rules() -> Result {
+        // A user-RMPP agent cannot create a segmented buffer (EINVAL, as C); a kernel-RMPP
+        // agent's plain buffer whose header the client turned into RMPP DATA, ACTIVE cannot be
+        // posted (EINVAL: it has no segments), and nothing is lost: the buffer comes back.
+        let t = Pair::new(Peer::Script)?;
+        let spec = SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len: 400,
+            ..SendSpec::mad(1)
+        };
+        let user = t.p.create_send(spec, GFP_KERNEL).err();
+        let mut buf = mad_to(
+            &t.r,
+            1,
+            mad_hdr(SA, wire::IB_MGMT_METHOD_SET, t.tid(50)),
+            2,
+            None,
+        )?;
+        RmppHdr {
+            version: 1,
+            rmpp_type: wire::IB_MGMT_RMPP_TYPE_DATA,
+            flags: A | F | L,
+            ..RmppHdr::default()
+        }
+        .write(buf.mad_mut())
+        .map_err(|_| EINVAL)?;
+        let refused = Agent::post(buf).err().map(|e| (e.err, e.buf.seg_count()));
+        let segmented =
+            t.r.create_send(spec, GFP_KERNEL)
+                .map(|b| (b.seg_count(), b.seg_size()));
+        t.finish()?;
+        assert_eq!(user, Some(EINVAL));
+        assert_eq!(refused, Some((EINVAL, 0)));
+        assert_eq!(segmented.ok(), Some((2, DATA)));
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_segmented_request_to_ib_core_answered_with_a_segmented_response() -> Result {
+        // Interoperation with ib_core's RMPP on rxe0, both directions in one exchange: rmad
+        // sends a GET of 20 000 bytes (100 segments) to a kernel-RMPP ib_core agent, which
+        // reassembles it (its ACKs window rmad's segments) and answers with 20 000 bytes of its
+        // own, which rmad reassembles and matches. rmad's send completes with SUCCESS and
+        // ib_core's with SUCCESS too (it got rmad's final ACK).
+        let tap = Tap::new()?;
+        let found = rxe_rmpp_agent(&tap)?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(found.is_some());
+        let Some((port, r)) = found else {
+            return Ok(());
+        };
+        let responder = IbResponder::start_rmpp(&port, SA, 20_000);
+        assert!(responder.is_some());
+        let Some(responder) = responder else {
+            r.unregister()?;
+            return Ok(());
+        };
+        let tid = wire::make_tid(r.hi_tid, 60);
+        let mut buf = segmented(&r, wire::IB_MGMT_METHOD_GET, tid, 20_000)?;
+        // To the IPv6 link-local GID (ib_core's RMPP over RoCEv2 matches ACKs there only,
+        // Documentation/behaviour.md §8.21).
+        buf.set_ah(Some(gid_address(port.gid(1, 0).ok_or(ENODEV)?, 0)));
+        buf.set_timeout_ms(60_000);
+        buf.set_retries(3);
+        let count = buf.seg_count();
+        let posted = post(buf).is_ok();
+        let done = wait_for(|| tap.done().is_ok_and(|d| !d.is_empty()));
+        let acked = wait_for(|| responder.sent() == (1, 0));
+        let sent = responder.sent();
+        drop(responder);
+        let got = tap.got()?;
+        let d = tap.done()?;
+        let stats = r.stats();
+        r.unregister()?;
+        pr_info!(
+            "rmpp_send: rxe0: {} segments, {} transmissions, ib_core answers {:?}\n",
+            count,
+            stats.transmitted,
+            sent
+        );
+        assert!(posted);
+        assert_eq!(count, 100);
+        assert!(done);
+        assert!(acked);
+        assert_eq!(
+            got.first().map(|g| (g.matched, g.len, g.intact)),
+            Some((true, HDR + 20_000, true))
+        );
+        assert_eq!(d.first().map(|x| x.status), Some(WcStatus::Success));
+        Ok(())
+    }
+}
