@@ -742,10 +742,25 @@ unsafe extern "C" fn rmad_rust_recv(
     // learnt the private QP's number must not reach responders around those checks.
     // (What is no MAD at all, a base version other than 1, goes on and is dropped with the
     // engine's other validation, uncounted, as before.)
+    // The one exception: the RMPP ACKs, STOPs and ABORTs of a peer that receives a segmented
+    // response rmad sent from here (they are requests, and go where the segments came from);
+    // the engine gives them to RMPP agents only, never to a plain agent's receive handler.
     let request = wire::MadHdr::parse(bytes)
         .ok()
         .filter(|h| h.base_version == wire::IB_MGMT_BASE_VERSION && !h.is_response());
-    if let Some(h) = request.filter(|_| info.via_qp1 == 0) {
+    let private_request = request.is_some() && info.via_qp1 == 0;
+    let control = wire::rmpp_hdr(bytes).is_ok_and(|r| {
+        wire::ib_get_rmpp_flags(r).is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
+            && matches!(
+                r.get(1).copied(),
+                Some(
+                    wire::IB_MGMT_RMPP_TYPE_ACK
+                        | wire::IB_MGMT_RMPP_TYPE_STOP
+                        | wire::IB_MGMT_RMPP_TYPE_ABORT
+                )
+            )
+    }) && request.is_some_and(|h| wire::ib_is_mad_class_rmpp(h.mgmt_class));
+    if let Some(h) = request.filter(|_| private_request && !control) {
         port.requests_dropped.add(1, Relaxed);
         trace::fire(trace::Ev::RequestDropped, || trace::Info {
             dev: port.name.get().as_char_ptr(),
@@ -779,6 +794,7 @@ unsafe extern "C" fn rmad_rust_recv(
             traffic_class: info.traffic_class,
             flow_label: info.flow_label,
         },
+        private_request,
     };
     port.engine.receive(
         core::ptr::from_ref(port).cast::<()>(),

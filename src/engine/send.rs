@@ -23,7 +23,10 @@ use crate::{
         AgentInner, //
     },
     mad::{
-        rmpp::send::Window,
+        rmpp::send::{
+            AckClock,
+            Window, //
+        },
         state::{
             SendFacts,
             SendState,
@@ -212,6 +215,8 @@ pub(crate) struct RecordState {
     pub(crate) ah: Option<Address>,
     /// The window of a segmented (kernel-RMPP) send, from its post to its end.
     pub(crate) rmpp: Option<Window>,
+    /// How long a segmented send waits for an ACK (reset at each post).
+    pub(crate) ack_clock: AckClock,
 }
 
 impl Default for SendFacts {

@@ -86,6 +86,9 @@ pub(crate) struct RecvWc {
     pub(crate) grh: Option<(Gid, Gid)>,
     /// The GRH's other routing fields as they arrived (zero without a GRH).
     pub(crate) grh_fields: GrhFields,
+    /// A request that bypassed QP1: an RMPP ACK, STOP or ABORT that a peer sent to the
+    /// private QP a segmented response of rmad's came from. Only an RMPP agent takes it.
+    pub(crate) private_request: bool,
 }
 
 /// Hop limit, traffic class and flow label of a received packet's GRH (on RoCEv2 over IPv4:

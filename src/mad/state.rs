@@ -517,7 +517,7 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
         }
         // STOP or ABORT: a send waiting ends now; one with a segment in flight ends at its
         // completion, with `REM_ABORT_ERR` (C reports the completion's status and loses the
-        // abort, §7.2 item 5; Documentation/behaviour.md §8.15).
+        // abort, §7.2 item 5; Documentation/behaviour.md §8.14).
         (WaitResp, Event::RmppAborted) => Outcome::to(Done)
             .place(Place::Nowhere)
             .complete(WcStatus::RemAbortErr),

@@ -150,6 +150,10 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
         (Some("serve-rmpp"), Some(class), Some(bytes), None) => {
             fabric::serve_rmpp(class, bytes, &mut out)?;
         }
+        (Some("respond-rmpp"), Some(class), Some(bytes), None) => {
+            fabric::respond_rmpp(Some((class, bytes)), &mut out)?;
+        }
+        (Some("unrespond-rmpp"), None, None, None) => fabric::respond_rmpp(None, &mut out)?,
         (Some("respond"), class, None, None) => fabric::respond(class, &mut out)?,
         (Some("unrespond"), None, None, None) => fabric::respond(None, &mut out)?,
         (Some("trace"), None, None, None) => traced_sends::run(&mut out)?,

@@ -13,7 +13,8 @@
 //!   fields of the last response as they arrived (`resp_hop_limit` ...);
 //! - `serve CLASS` / `unserve`: an agent registered in ib_core on this node's rxe0 answers
 //!   GETs of CLASS with status 0 (or stops answering);
-//! - `serve-rmpp CLASS BYTES` and `rmpp ...`: RMPP transfers ([`rmpp`]);
+//! - `serve-rmpp CLASS BYTES`, `respond-rmpp CLASS BYTES` and `rmpp ...`: RMPP transfers
+//!   ([`rmpp`]);
 //! - `respond CLASS` / `unrespond`: the same from an rmad agent on rxe0 (the responder role:
 //!   ib_core forwards the requests to rmad, rmad answers from its own QP); `respond` reports
 //!   the registration's error, `unrespond` how many requests were answered and the GRH
@@ -538,6 +539,8 @@ struct Served {
     rmpp: Option<IbResponder>,
     /// `respond`: an rmad agent, and its handlers.
     rmad: Option<(Arc<Agent>, Arc<Responder>)>,
+    /// `respond-rmpp`: a kernel-RMPP rmad agent, and its handlers.
+    rmad_rmpp: Option<(Arc<Agent>, Arc<rmpp::Server>)>,
 }
 
 kernel::sync::global_lock! {
@@ -546,6 +549,7 @@ kernel::sync::global_lock! {
         ib_core: None,
         rmpp: None,
         rmad: None,
+        rmad_rmpp: None,
     };
 }
 
@@ -651,9 +655,18 @@ pub(crate) fn serve_rmpp(class: &str, bytes: &str, out: &mut KVec<u8>) -> Result
     rmpp::serve(&mut SERVED.lock().rmpp, class, bytes, out)
 }
 
+/// `respond-rmpp CLASS BYTES` and `unrespond-rmpp` ([`rmpp::respond`]).
+pub(crate) fn respond_rmpp(what: Option<(&str, &str)>, out: &mut KVec<u8>) -> Result {
+    let served = &mut *SERVED.lock();
+    rmpp::respond(&mut served.rmad_rmpp, &mut served.rmpp, what, out)
+}
+
 /// Stops the responders (module unload).
 pub(crate) fn exit() {
     let mut served = SERVED.lock();
+    if let Some((a, _)) = served.rmad_rmpp.take() {
+        let _ = a.unregister();
+    }
     drop(served.ib_core.take());
     drop(served.rmpp.take());
     if let Some((a, _)) = served.rmad.take() {

@@ -495,6 +495,7 @@ impl Fabric {
                     traffic_class: h.traffic_class,
                     flow_label: h.flow_label,
                 }),
+                private_request: false,
             };
             if g.knobs.duplicate > 0 {
                 g.knobs.duplicate -= 1;

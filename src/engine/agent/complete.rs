@@ -22,13 +22,12 @@ impl Agent {
             }
             this.trace_send(trace::Ev::SendCompletion, st, status.code());
             // A segmented send in flight asks its window what comes next (§2.8).
-            let timeout_ms = st.facts.timeout_ms;
-            let ev = match (st.rmpp.as_mut(), st.facts.state) {
-                (Some(w), SendState::SendStart) => {
-                    Event::SegmentCompleted(status, rmpp_send::after_segment(w, status, timeout_ms))
-                }
-                _ => Event::SendCompleted(status),
-            };
+            let ev = match st.facts.state {
+                SendState::SendStart => rmpp_send::after_segment(st, status, this.now_ns())
+                    .map(|seg| Event::SegmentCompleted(status, seg)),
+                _ => None,
+            }
+            .unwrap_or(Event::SendCompleted(status));
             let decided = st.status.is_some();
             match this.apply(g, rec, st, ev) {
                 Ok(o) => {
@@ -210,7 +209,7 @@ impl Agent {
                 // A segmented send that waits asks its window (go-back-N, §2.8 "Retry").
                 let ev = match (st.rmpp.as_mut(), st.facts.state) {
                     (Some(w), SendState::WaitResp) => {
-                        Event::SegmentExpired(rmpp_send::on_expiry(w))
+                        Event::SegmentExpired(rmpp_send::on_expiry(w, &mut st.ack_clock))
                     }
                     _ => Event::Expired {
                         backlog_empty: q == Q_CANCEL || g.backlog == 0,

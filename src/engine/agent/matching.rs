@@ -88,6 +88,10 @@ impl Agent {
 
     /// Handles a MAD routed to this agent by the engine.
     pub(crate) fn receive(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad) {
+        if recv.wc.private_request && self.rmpp_version == 0 {
+            // An RMPP control message that bypassed QP1 (src/verbs.rs) is for RMPP agents only.
+            return;
+        }
         let Some(rh) = self.recv_handler.clone() else {
             // Dropped, as in C (which logs it); a response is counted and traced with the
             // other responses nobody takes.

@@ -261,6 +261,7 @@ impl Agent {
             st.is_response = hdr.is_response();
             st.ah = body.ah;
             st.status = None;
+            st.ack_clock = Default::default();
             st.rmpp = window.map(|mut w| {
                 // Segment 1 goes out with the post.
                 let _ = w.next();

@@ -285,8 +285,17 @@ impl Agent {
                 });
             drop(g);
             if !matched {
-                bump(&mut self.rmpp.lock().stats.dropped);
-                return None;
+                // Unless it is a retransmission of a response reassembled already, whose
+                // sender missed the final ACK.
+                let mut r = self.rmpp.lock();
+                let done = r
+                    .map
+                    .get(&Key::of(hdr, &recv.wc))
+                    .is_some_and(|rx| rx.lingering);
+                if !done {
+                    bump(&mut r.stats.dropped);
+                    return None;
+                }
             }
         }
         if h.version != wire::IB_MGMT_RMPP_VERSION {
@@ -518,7 +527,6 @@ impl Agent {
             after.deadline = Some(linger);
             after.done = Some(RecvMad { mad, wc: rx.wc });
         }
-        let response = MadHdr::parse(&recv.mad).is_ok_and(|h| h.is_response());
         if ack.is_some() {
             bump(&mut r.stats.acks);
         }
@@ -527,17 +535,14 @@ impl Agent {
             r.bytes = r.bytes.saturating_sub(uncharge);
             r.active = r.active.saturating_sub(1);
             bump(&mut r.stats.completed);
-            if response {
-                // Its request completes with it: later segments fail the response precheck,
-                // so the record could never repeat its ACK.
-                r.remove(&key);
-            } else {
-                r.evict_lingering();
-                if let Some(rx) = r.map.get_mut(&key) {
-                    rx.lingering = true;
-                    // INVARIANT: counted, within MAX_LINGERING after the eviction.
-                    r.lingering = r.lingering.saturating_add(1);
-                }
+            // A response lingers too, although its request completes with it: if the final
+            // ACK is lost, the sender's retransmissions draw it again (C drops them without
+            // a word, and its sender retries until it gives up).
+            r.evict_lingering();
+            if let Some(rx) = r.map.get_mut(&key) {
+                rx.lingering = true;
+                // INVARIANT: counted, within MAX_LINGERING after the eviction.
+                r.lingering = r.lingering.saturating_add(1);
             }
         }
         after

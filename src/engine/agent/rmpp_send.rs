@@ -10,19 +10,22 @@
 //! received ACK draws (the double-sided turnaround ACK, the ABORT of a protocol error) are sent
 //! after the lock is dropped, through the receive side's `send_control`.
 //!
-//! Where it differs from C (each pinned by a `rmad_rmpp` case, Documentation/behaviour.md
-//! §8.15): the ACK wait is min(`timeout_ms`, 2000) ms, relative, after every window (C's is
-//! effectively unbounded from the second window on for a `timeout_ms` of 2000 or less); a STOP
-//! or ABORT while a segment is in flight ends the send with `REM_ABORT_ERR` at that segment's
-//! completion (C reports the completion's status, normally SUCCESS); the first window of a
-//! response is 1 (C may take the window a double-sided peer announced; Linux peers announce 1).
+//! Where it differs from C (each pinned by a `rmad_rmpp_send` case, Documentation/behaviour.md
+//! §8.14): the ACK wait is relative after every window and bounded by min(`timeout_ms`, 2000)
+//! ms (C's is effectively unbounded from the second window on for a `timeout_ms` of 2000 or
+//! less), and within that bound it follows the round trip the send measured ([`AckClock`]:
+//! four smoothed round trips, at least 50 ms, doubling with each expiry), where C always
+//! waits the bound; a STOP or ABORT while a segment is in flight ends the send with
+//! `REM_ABORT_ERR` at that segment's completion (C reports the completion's status, normally
+//! SUCCESS); the first window of a response is 1 (C may take the window a double-sided peer
+//! announced; Linux peers announce 1).
 
 use super::*;
 use crate::mad::{
     rmpp::{
         self,
         send::{
-            ack_timeout_ms,
+            AckClock,
             AckVerdict,
             AfterSend,
             Timeout,
@@ -72,26 +75,37 @@ pub(super) fn load_segment(st: &mut RecordState) -> Result {
     h.write(&mut body.mad).map_err(|_| EINVAL)
 }
 
-/// What the window of a send in flight makes of its segment's completion with `status`: an
-/// error is recovered by the ACK timeout and a retry, as in C (which swallows it).
-pub(super) fn after_segment(w: &mut Window, status: WcStatus, timeout_ms: u32) -> Segment {
-    let wait = Segment::AwaitAck(ack_timeout_ms(timeout_ms));
-    if status != WcStatus::Success {
-        return if w.all_acked() {
-            Segment::Finished
+/// What the window of a send in flight makes of its segment's completion with `status`, at
+/// `now_ns`: an error is recovered by the ACK wait and a retry, as in C (which swallows it).
+/// A wait for an ACK starts the send's [`AckClock`].
+pub(super) fn after_segment(
+    st: &mut RecordState,
+    status: WcStatus,
+    now_ns: i64,
+) -> Option<Segment> {
+    let w = st.rmpp.as_mut()?;
+    let next = if status != WcStatus::Success {
+        if w.all_acked() {
+            AfterSend::AwaitResponse
         } else {
-            wait
-        };
-    }
-    match w.after_send() {
+            AfterSend::AwaitAck
+        }
+    } else {
+        w.after_send()
+    };
+    Some(match next {
         AfterSend::Send(_) => Segment::Next,
-        AfterSend::AwaitAck => wait,
+        AfterSend::AwaitAck => {
+            st.ack_clock.waiting(now_ns);
+            Segment::AwaitAck(st.ack_clock.wait_ms(st.facts.timeout_ms))
+        }
         AfterSend::AwaitResponse => Segment::Finished,
-    }
+    })
 }
 
-/// What the window of a send waiting makes of an expired wait.
-pub(super) fn on_expiry(w: &mut Window) -> SegTimeout {
+/// What the window of a send waiting makes of an expired wait; the next ACK wait is longer.
+pub(super) fn on_expiry(w: &mut Window, clock: &mut AckClock) -> SegTimeout {
+    clock.expired();
     match w.on_timeout() {
         Timeout::Retry { .. } => SegTimeout::Resend,
         Timeout::NoResponse => SegTimeout::NoResponse,
@@ -155,6 +169,9 @@ impl Agent {
         let was_acked = w.all_acked();
         let verdict = w.on_ack(h);
         let timeout_ms = st.facts.timeout_ms;
+        if let AckVerdict::Progress { advanced: true } | AckVerdict::AllAcked = verdict {
+            st.ack_clock.acked(self.now_ns(), true);
+        }
         match verdict {
             AckVerdict::Abort(s) => {
                 if !was_acked {
@@ -236,7 +253,7 @@ impl Agent {
         match self.transmit(g, rec, st) {
             Ok(()) => self.trace_sent(st),
             Err(_) => {
-                let ms = ack_timeout_ms(st.facts.timeout_ms);
+                let ms = st.ack_clock.wait_ms(st.facts.timeout_ms);
                 let _ = self.apply(g, rec, st, Event::SegmentDispatchFailed(ms));
             }
         }

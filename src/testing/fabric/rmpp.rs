@@ -6,16 +6,23 @@
 //!
 //! - `serve-rmpp CLASS BYTES`: a kernel-RMPP ib_core agent on this node's rxe0 answers GETs of
 //!   CLASS with BYTES of data, every byte of segment `n` equal to `n` modulo 256;
-//! - `rmpp rmad PEER CLASS TIMEOUT_MS [RETRIES]`: one GET of CLASS to QP1 of PEER (see
-//!   [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries (default
-//!   0); its line: `rmad: rmpp status S len L intact I retries R acks A aborts B dropped D`
-//!   (`status -1`: no send completion).
+//! - `respond-rmpp CLASS BYTES`: a kernel-RMPP rmad agent on this node's rxe0 answers GETs of
+//!   CLASS with a segmented GET_RESP of BYTES, every byte of segment `n` equal to `n` modulo
+//!   256 (it replaces `serve-rmpp`'s agent, which would hold the class); `unrespond-rmpp`
+//!   stops it: `answered N ok K bad B retries R request_len L` (its sends' completions, the
+//!   most retries one used, the length of the last request as reassembled);
+//! - `rmpp rmad PEER CLASS TIMEOUT_MS [RETRIES [REQ_BYTES]]`: one GET of CLASS to QP1 of PEER
+//!   (see [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries
+//!   (default 0), segmented with REQ_BYTES of data when given; its line: `rmad: rmpp status S
+//!   len L intact I retries R acks A aborts B dropped D sent T` (`status -1`: no send
+//!   completion; T: transmissions, segments and ACKs).
 
 use super::{
     parse_peer,
     parse_u8,
     wait, //
 };
+use crate::engine::agent::SendSpec;
 use crate::{
     engine::{
         agent::{
@@ -35,6 +42,7 @@ use crate::{
         },
     },
     mad::{
+        state::WcStatus,
         wire,
         QpType, //
     },
@@ -96,6 +104,166 @@ impl RecvHandler for Get {
     }
 }
 
+/// The handlers of `respond-rmpp`: every GET is answered with one segmented GET_RESP.
+pub(crate) struct Server {
+    /// Data bytes of each answer.
+    bytes: i32,
+    answered: Atomic<u32>,
+    ok: Atomic<u32>,
+    bad: Atomic<u32>,
+    /// The most retries one answer used.
+    retries: Atomic<u32>,
+    /// The length of the last request, as reassembled.
+    request_len: Atomic<u32>,
+}
+
+impl Server {
+    /// Handlers that answer with `bytes` of data.
+    pub(crate) fn new(bytes: i32) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Server {
+                bytes,
+                answered: Atomic::new(0),
+                ok: Atomic::new(0),
+                bad: Atomic::new(0),
+                retries: Atomic::new(0),
+                request_len: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// (answered, ok, bad, most retries) so far.
+    pub(crate) fn figures(&self) -> (u32, u32, u32, u32) {
+        (
+            self.answered.load(Relaxed),
+            self.ok.load(Relaxed),
+            self.bad.load(Relaxed),
+            self.retries.load(Relaxed),
+        )
+    }
+
+    /// The answer of `agent` to the request `req`: its header with GET_RESP, `bytes` of data
+    /// in segments, back where it came from; not posted.
+    fn answer(&self, agent: &Arc<Agent>, req: &RecvMad) -> Result<SendBuf> {
+        let class = req.mad.get(1).copied().ok_or(EINVAL)?;
+        let hdr_len = wire::ib_get_mad_data_offset(class).max(wire::IB_MGMT_RMPP_HDR);
+        let mut buf = agent.create_send(
+            SendSpec {
+                remote_qpn: req.wc.src_qp,
+                pkey_index: req.wc.pkey_index,
+                rmpp_active: true,
+                hdr_len: i32::try_from(hdr_len)?,
+                data_len: self.bytes,
+                base_version: 1,
+            },
+            GFP_KERNEL,
+        )?;
+        let head = req.mad.get(..wire::IB_MGMT_MAD_HDR).ok_or(EINVAL)?;
+        buf.mad_mut()
+            .get_mut(..wire::IB_MGMT_MAD_HDR)
+            .ok_or(EINVAL)?
+            .copy_from_slice(head);
+        if let Some(m) = buf.mad_mut().get_mut(3) {
+            *m = wire::IB_MGMT_METHOD_GET_RESP;
+        }
+        for n in 1..=buf.seg_count() {
+            let byte = u8::try_from(n % 256).unwrap_or(0);
+            buf.rmpp_segment(n).ok_or(EINVAL)?.fill(byte);
+        }
+        buf.set_ah(Some(agent.reply_address(&req.wc)?));
+        // No response to a response: the ACKs are all it waits for, each window with the
+        // retries a lossy link needs.
+        buf.set_retries(10);
+        Ok(buf)
+    }
+}
+
+impl RecvHandler for Server {
+    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+        if send.is_some() || wire::ib_response_mad(&mad.mad).unwrap_or(true) {
+            return;
+        }
+        self.request_len
+            .store(u32::try_from(mad.mad.len()).unwrap_or(u32::MAX), Relaxed);
+        let Ok(buf) = self.answer(agent, &mad) else {
+            pr_warn!("fabric: respond-rmpp could not build an answer\n");
+            return;
+        };
+        if Agent::post(buf).is_ok() {
+            self.answered.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl SendHandler for Server {
+    fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
+        if wc.status == WcStatus::Success {
+            self.ok.fetch_add(1, Relaxed);
+        } else {
+            pr_info!(
+                "fabric: respond-rmpp answer ended with {:?} ({})\n",
+                wc.status,
+                wc.vendor_err
+            );
+            self.bad.fetch_add(1, Relaxed);
+        }
+        let r = u32::try_from(buf.retries()).unwrap_or(0);
+        if r > self.retries.load(Relaxed) {
+            self.retries.store(r, Relaxed);
+        }
+    }
+}
+
+/// `respond-rmpp CLASS BYTES` (`Some`) or `unrespond-rmpp` (`None`), with the agent of
+/// `slot`; `ib_core` is `serve-rmpp`'s agent, stopped first.
+pub(super) fn respond(
+    slot: &mut Option<(Arc<Agent>, Arc<Server>)>,
+    ib_core: &mut Option<IbResponder>,
+    what: Option<(&str, &str)>,
+    out: &mut KVec<u8>,
+) -> Result {
+    let mut w = Writer(out);
+    if let Some((a, s)) = slot.take() {
+        a.unregister()?;
+        if what.is_none() {
+            return writeln!(
+                w,
+                "answered {} ok {} bad {} retries {} request_len {}",
+                s.answered.load(Relaxed),
+                s.ok.load(Relaxed),
+                s.bad.load(Relaxed),
+                s.retries.load(Relaxed),
+                s.request_len.load(Relaxed)
+            )
+            .map_err(|_| ENOMEM);
+        }
+    }
+    let Some((class, bytes)) = what else {
+        return Err(ENOENT);
+    };
+    drop(ib_core.take());
+    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+    let transport: Arc<dyn Transport> = port;
+    let server = Server::new(bytes.parse().map_err(|_| EINVAL)?)?;
+    let a = Agent::register(
+        &engine,
+        &transport,
+        AgentConfig {
+            port: 1,
+            qp_type: QpType::Gsi,
+            reg: Some(crate::testing::reg(parse_u8(class)?)),
+            rmpp_version: 1,
+            flags: 0,
+            send_handler: Some(server.clone()),
+            recv_handler: Some(server.clone()),
+        },
+    )?;
+    *slot = Some((a, server));
+    writeln!(w, "responding").map_err(|_| ENOMEM)
+}
+
 /// `serve-rmpp CLASS BYTES`: replaces the responder in `slot` by a kernel-RMPP ib_core agent
 /// on rxe0 that answers GETs of CLASS with BYTES of data.
 pub(super) fn serve(
@@ -124,7 +292,11 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
         Some(r) => r.parse().map_err(|_| EINVAL)?,
         None => 0,
     };
-    if words.next().is_some() || timeout_ms <= 0 || !(0..=10).contains(&retries) {
+    let req_bytes: i32 = match words.next() {
+        Some(b) => b.parse().map_err(|_| EINVAL)?,
+        None => 0,
+    };
+    if words.next().is_some() || timeout_ms <= 0 || !(0..=10).contains(&retries) || req_bytes < 0 {
         return Err(EINVAL);
     }
     // Every try's response timer and then some: the send handler runs by then.
@@ -160,35 +332,69 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
                 },
             )?;
             let ah = requests::gid_address(dgid, sgid_index);
-            let sent = (|| -> Result {
+            let posted = (|| -> Result {
                 a.resolve_address(&ah)?;
-                let mut buf = requests::mad(&a, class, wire::IB_MGMT_METHOD_GET, 1)?;
+                let mut buf = if req_bytes > 0 {
+                    segmented_get(&a, class, req_bytes)?
+                } else {
+                    requests::mad(&a, class, wire::IB_MGMT_METHOD_GET, 1)?
+                };
                 buf.set_ah(Some(ah));
                 buf.set_timeout_ms(timeout_ms);
                 buf.set_retries(retries);
                 Agent::post(buf).map(|_| ()).map_err(|e| e.err)
             })();
-            let done = sent.is_ok() && wait(wait_ms, || get.status.load(Relaxed) >= 0);
+            let done = posted.is_ok() && wait(wait_ms, || get.status.load(Relaxed) >= 0);
             let stats = a.rmpp_stats();
+            let sent = a.stats().transmitted;
             let unreg = a.unregister();
-            sent?;
+            posted?;
             unreg?;
             if !done {
                 pr_warn!("fabric: the RMPP GET did not complete\n");
             }
             writeln!(
                 w,
-                "rmad: rmpp status {} len {} intact {} retries {} acks {} aborts {} dropped {}",
+                "rmad: rmpp status {} len {} intact {} retries {} acks {} aborts {} dropped {} \
+                 sent {}",
                 get.status.load(Relaxed),
                 get.len.load(Relaxed),
                 get.intact.load(Relaxed),
                 get.retries.load(Relaxed),
                 stats.acks,
                 stats.aborts,
-                stats.dropped
+                stats.dropped,
+                sent
             )
             .map_err(|_| ENOMEM)
         }
         _ => Err(EINVAL),
     }
+}
+
+/// A GET of `class` from `a`, TID 1, segmented with `bytes` of data, every byte of segment `n`
+/// equal to `n` modulo 256.
+fn segmented_get(a: &Arc<Agent>, class: u8, bytes: i32) -> Result<SendBuf> {
+    let hdr_len = wire::ib_get_mad_data_offset(class).max(wire::IB_MGMT_RMPP_HDR);
+    let mut buf = a.create_send(
+        SendSpec {
+            rmpp_active: true,
+            hdr_len: i32::try_from(hdr_len)?,
+            data_len: bytes,
+            ..SendSpec::mad(1)
+        },
+        GFP_KERNEL,
+    )?;
+    let plain = requests::mad(a, class, wire::IB_MGMT_METHOD_GET, 1)?;
+    let head = plain.mad().get(..wire::IB_MGMT_MAD_HDR).ok_or(EINVAL)?;
+    buf.mad_mut()
+        .get_mut(..wire::IB_MGMT_MAD_HDR)
+        .ok_or(EINVAL)?
+        .copy_from_slice(head);
+    drop(plain);
+    for n in 1..=buf.seg_count() {
+        let byte = u8::try_from(n % 256).unwrap_or(0);
+        buf.rmpp_segment(n).ok_or(EINVAL)?.fill(byte);
+    }
+    Ok(buf)
 }

@@ -662,6 +662,33 @@ mod tests {
     }
 
     #[test]
+    fn lost_final_ack_of_a_response_drawn_again() -> Result {
+        // Behaviour §8.14 (C drops them): R's GET is answered with 3 segments and completes;
+        // P missed the final ACK and sends segments 2 and 3 again. Each draws the final
+        // ACK(3, 65) again, and nothing is delivered twice. A stray segment of another TID is
+        // still dropped without an ACK.
+        let t = Pair::new()?;
+        let _h = post(request(&t.r, SA, 2, 2, 60_000, 0)?)?;
+        let tid = wire::make_tid(t.r.hi_tid, 2);
+        let resp = wire::IB_MGMT_METHOD_GET_RESP;
+        for n in 1..=3 {
+            t.segment_with(resp, tid, n, 3, 0, 0)?;
+        }
+        let idle = t.settle();
+        t.segment_with(resp, tid, 2, 3, 0, 0)?;
+        t.segment_with(resp, tid, 3, 3, 0, 0)?;
+        t.segment_with(resp, wire::make_tid(t.r.hi_tid, 0x78), 3, 3, 0, 0)?;
+        let idle2 = t.settle();
+        let acks = t.plog.acks()?;
+        let msgs = t.rlog.messages()?;
+        t.finish()?;
+        assert!(idle && idle2);
+        assert_eq!(&acks[..], &[(1, 65), (3, 65), (3, 65), (3, 65)][..]);
+        assert_eq!(&msgs[..], &[(true, len_of(3), true)][..]);
+        Ok(())
+    }
+
+    #[test]
     fn inactive_transfer_ends_with_abort_t2l() -> Result {
         // Scenario 73's deadline, as an inactivity timeout: segment 1 of 3 and then nothing.
         // After INACTIVITY_MS the transfer ends with ABORT(T2L 118) to the sender and holds

@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn abort_while_a_segment_is_in_flight_is_rem_abort_err() -> Result {
-        // §7.2 item 5 not copied (behaviour §8.15): the peer's ABORT arrives before segment
+        // §7.2 item 5 not copied (behaviour §8.14): the peer's ABORT arrives before segment
         // 1's send completion (the segment itself is lost, the ABORT overtakes the
         // completion). C marks the send done and reports the completion's SUCCESS; rmad
         // reports REM_ABORT_ERR with the status, at that completion.
@@ -750,6 +750,75 @@ mod tests {
                 vendor_err: 0,
                 retries: 2
             }][..]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn kernel_rmpp_responder_answers_256_kib_over_a_slow_lossy_wire() -> Result {
+        // The responder role: R answers P's GET with a segmented GET_RESP of 256 KiB (no
+        // response to wait for, so only ACKs drive it), over a wire that takes 1 ms each way
+        // and loses a few segments and ACKs: P reassembles it once, intact, and R's answer
+        // completes with SUCCESS.
+        let t = Pair::new(Peer::Kernel)?;
+        t.r.unregister()?;
+        let server = crate::testing::fabric::rmpp::Server::new(256 << 10)?;
+        let r = Agent::register(
+            &t.env.engine,
+            &t.env.transport,
+            AgentConfig {
+                port: 1,
+                qp_type: QpType::Gsi,
+                reg: Some(reg(SA)),
+                rmpp_version: 1,
+                flags: 0,
+                send_handler: Some(server.clone()),
+                recv_handler: Some(server.clone()),
+            },
+        )?;
+        t.env.fabric().set_knobs(|k| k.delay_ms = 1);
+        let get = mad_to(
+            &t.p,
+            1,
+            mad_hdr(
+                SA,
+                wire::IB_MGMT_METHOD_GET,
+                wire::make_tid(t.p.hi_tid, 0x99),
+            ),
+            1,
+            None,
+        )?;
+        let mut get = get;
+        get.set_timeout_ms(25_000);
+        let _h = post(get)?;
+        let mut lossy = 0;
+        let done = wait_for(|| {
+            lossy += 1;
+            if lossy % 200 == 0 {
+                t.env.fabric().set_knobs(|k| {
+                    k.drop_requests = 1;
+                    k.drop_responses = 1;
+                });
+            }
+            server.figures().1 + server.figures().2 > 0
+        }) || wait_for(|| server.figures().1 + server.figures().2 > 0);
+        let _ = t.settle();
+        let figures = server.figures();
+        let got = t.ptap.got()?;
+        let lost = t.env.fabric().stats().lost;
+        pr_info!(
+            "rmpp_send: responder 256 KiB: answers {:?}, {} lost, P transfers {:?}\n",
+            figures,
+            lost,
+            t.p.rmpp_stats()
+        );
+        r.unregister()?;
+        t.p.unregister()?;
+        assert!(done);
+        assert_eq!((figures.0, figures.1, figures.2), (1, 1, 0));
+        assert_eq!(
+            got.first().map(|g| (g.matched, g.len, g.intact)),
+            Some((true, HDR + (256 << 10), true))
         );
         Ok(())
     }
