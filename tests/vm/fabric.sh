@@ -354,24 +354,6 @@ if [ "$node" = a ]; then
 		rmpp_is rmad "30000 2 20000" -- status 0 len 65592 intact 1
 	netem
 	barrier rmpp-done >/dev/null
-	# rmad on both ends: the peer's kernel-RMPP rmad agent answers with 1 MiB (5 243
-	# segments), clean, then at 1 % and 5 % loss each way; then a segmented GET
-	# of 64 KiB to it at 5 %.
-	barrier rmpp-rmad >/dev/null
-	vm_case rmpp_1m_rmad_to_rmad rmpp_is rmad 120000 -- status 0 len 1048632 intact 1 \
-		retries 0
-	netem loss 1%
-	barrier rmpp-rmad-1 >/dev/null
-	vm_case rmpp_1m_rmad_to_rmad_at_1pct_loss rmpp_is rmad "120000 2" -- status 0 \
-		len 1048632 intact 1
-	netem loss 5%
-	barrier rmpp-rmad-5 >/dev/null
-	vm_case rmpp_1m_rmad_to_rmad_at_5pct_loss rmpp_is rmad "240000 2" -- status 0 \
-		len 1048632 intact 1
-	vm_case rmpp_64k_segmented_request_to_rmad_at_5pct_loss \
-		rmpp_is rmad "240000 2 65536" -- status 0 len 1048632 intact 1
-	netem
-	barrier rmpp-rmad-done >/dev/null
 	# The peer's rmad is unloaded while requests to it are on the way (delayed 2 s
 	# by netem here): the peer's ib_core answers them (0x000C), each once.
 	respond_again="$(barrier respond-again)"
@@ -439,19 +421,6 @@ else
 	barrier rmpp-lossy >/dev/null
 	barrier rmpp-done >/dev/null
 	netem
-	vm_case respond_rmpp_1m_from_rmad sh -c \
-		'echo "respond-rmpp 0x03 1048576" >/sys/kernel/debug/rmad/stress && grep -qx responding /sys/kernel/debug/rmad/stress'
-	barrier rmpp-rmad >/dev/null
-	vm_case lossy_segments_1pct netem loss 1%
-	barrier rmpp-rmad-1 >/dev/null
-	vm_case lossy_segments_5pct netem loss 5%
-	barrier rmpp-rmad-5 >/dev/null
-	barrier rmpp-rmad-done >/dev/null
-	netem
-	# Node a asked four times (the GETs that were lost are not answered); each answer
-	# ended with SUCCESS, and the last request was a reassembled 40 + 65 536 bytes.
-	vm_case unrespond_rmpp_answered_each sh -c \
-		'echo unrespond-rmpp >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress | tee /dev/kmsg | grep -q "bad 0 .*request_len 65592"'
 	stress "respond 0x0a"
 	barrier respond-again "$(cat /sys/kernel/debug/rmad/stress)" >/dev/null
 	barrier unload-peer >/dev/null

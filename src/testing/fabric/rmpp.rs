@@ -167,10 +167,7 @@ impl Server {
         if let Some(m) = buf.mad_mut().get_mut(3) {
             *m = wire::IB_MGMT_METHOD_GET_RESP;
         }
-        for n in 1..=buf.seg_count() {
-            let byte = u8::try_from(n % 256).unwrap_or(0);
-            buf.rmpp_segment(n).ok_or(EINVAL)?.fill(byte);
-        }
+        fill_segments(&mut buf)?;
         buf.set_ah(Some(agent.reply_address(&req.wc)?));
         // No response to a response: the ACKs are all it waits for, each window with the
         // retries a lossy link needs.
@@ -392,9 +389,15 @@ fn segmented_get(a: &Arc<Agent>, class: u8, bytes: i32) -> Result<SendBuf> {
         .ok_or(EINVAL)?
         .copy_from_slice(head);
     drop(plain);
+    fill_segments(&mut buf)?;
+    Ok(buf)
+}
+
+/// Fills every RMPP segment `n` of `buf` with the byte `n` modulo 256.
+pub(crate) fn fill_segments(buf: &mut SendBuf) -> Result {
     for n in 1..=buf.seg_count() {
         let byte = u8::try_from(n % 256).unwrap_or(0);
         buf.rmpp_segment(n).ok_or(EINVAL)?.fill(byte);
     }
-    Ok(buf)
+    Ok(())
 }

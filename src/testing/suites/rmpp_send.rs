@@ -247,10 +247,7 @@ fn segmented(a: &Arc<Agent>, method: u8, tid: u64, data_len: i32) -> Result<Send
     mad_hdr(SA, method, tid)
         .write(buf.mad_mut())
         .map_err(|_| EINVAL)?;
-    for n in 1..=buf.seg_count() {
-        let byte = u8::try_from(n % 256).unwrap_or(0);
-        buf.rmpp_segment(n).ok_or(EINVAL)?.fill(byte);
-    }
+    crate::testing::fabric::rmpp::fill_segments(&mut buf)?;
     Ok(buf)
 }
 
@@ -382,7 +379,7 @@ mod tests {
 
     #[test]
     fn segments_go_out_window_by_window_as_acked() -> Result {
-        // Scenarios 53 and 54: 1 000 bytes with a 56-byte header are 5 segments of 200, no
+        // Scenario 53: 1 000 bytes with a 56-byte header are 5 segments of 200, no
         // padding. The first window is one segment (FIRST, PayloadLength 5 × 220 = 1 100);
         // ACK(1, 3) lets 2 and 3 go, ACK(3, 5) lets 4 and 5 go (LAST, PayloadLength 220), and
         // the final ACK(5, 5) completes the send with SUCCESS (no response expected), with no
@@ -467,13 +464,13 @@ mod tests {
 
     #[test]
     fn lost_acks_retried_go_back_n_with_retries_per_window() -> Result {
-        // Scenarios 55 and 56, and §7.2 item 11 not copied: `timeout_ms` 300 gives an ACK wait
-        // of 300 ms after every window. Without an ACK segment 1 is sent again (retry 1 of
-        // 1); ACK(1, 2) moves on and gives the window its retry back; segment 2 is sent and
-        // sent again after 300 ms (C would wait for ever here); with no retry left the send
-        // ends with RESP_TIMEOUT_ERR, 2 retries in all.
+        // Scenario 54, and §7.2 item 11 not copied: `timeout_ms` 1000 gives an ACK wait of
+        // at most 1000 ms after every window. Without an ACK segment 1 is sent again (retry 1
+        // of 1); ACK(1, 2) moves on and gives the window its retry back; segment 2 is sent
+        // and sent again when its wait expires (C would wait for ever here); with no retry
+        // left the send ends with RESP_TIMEOUT_ERR, 2 retries in all.
         let t = Pair::new(Peer::Script)?;
-        let _h = post(t.transfer(4, 1000, 300, 1)?)?;
+        let _h = post(t.transfer(4, 1000, 1000, 1)?)?;
         let resent1 = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.len() == 2));
         t.ack(4, 1, 2)?;
         let ended = t.completions(1);
@@ -500,7 +497,7 @@ mod tests {
 
     #[test]
     fn response_after_last_ack_with_turnaround_ack() -> Result {
-        // Scenario 57: with a response expected, the final ACK starts the wait for it and
+        // The double-sided turnaround (§2.10.6): with a response expected, the final ACK starts the wait for it and
         // draws the double-sided turnaround ACK (SegmentNumber 0, NewWindowLast 1, the
         // request's method); a repeated final ACK draws it again. P's GET_RESP then completes
         // the send with SUCCESS after R's receive handler saw it.
@@ -537,8 +534,37 @@ mod tests {
     }
 
     #[test]
+    fn response_wait_expired_is_resp_timeout_without_resending() -> Result {
+        // Scenario 55: every segment is ACKed and the response does not come within
+        // `timeout_ms`: RESP_TIMEOUT_ERR at once, although retries are left, with one retry
+        // counted and no segment sent again.
+        let t = Pair::new(Peer::Script)?;
+        let _h = post(t.transfer(6, 400, 2000, 3)?)?;
+        let _ = t.settle();
+        t.ack(6, 1, 2)?;
+        let _ = t.settle();
+        t.ack(6, 2, 2)?;
+        let ended = t.completions(1);
+        let _ = t.settle();
+        let segs = t.ptap.seg_nums()?;
+        let done = t.rtap.done()?;
+        t.finish()?;
+        assert!(ended);
+        assert_eq!(&segs[..], &[1, 2][..]);
+        assert_eq!(
+            &done[..],
+            &[Done {
+                status: WcStatus::RespTimeoutErr,
+                vendor_err: 0,
+                retries: 1
+            }][..]
+        );
+        Ok(())
+    }
+
+    #[test]
     fn stop_abort_and_bad_acks_end_with_rem_abort_err() -> Result {
-        // Scenario 58: the peer's STOP(RESX) and ABORT(T2L) end the send with REM_ABORT_ERR and
+        // Scenarios 56 and 58: the peer's STOP(RESX) and ABORT(T2L) end the send with REM_ABORT_ERR and
         // the RMPP status in vendor_err; an ACK whose window is below its segment (W2S) and an
         // ACK beyond the window (S2B) do too, and draw C's ABORT with that status. A STOP for
         // a send that is fully ACKed changes nothing.
@@ -641,7 +667,7 @@ mod tests {
 
     #[test]
     fn cancel_at_each_stage_flushes_and_later_acks_are_ignored() -> Result {
-        // Cancel with segment 1 in flight, while the send waits for an ACK, and while it waits
+        // Scenario 57: cancel with segment 1 in flight, while the send waits for an ACK, and while it waits
         // for the response after the last ACK: WR_FLUSH_ERR each time; a second cancel is
         // EINVAL; ACKs that come after open no window and send nothing.
         let t = Pair::new(Peer::Script)?;
@@ -820,6 +846,69 @@ mod tests {
             got.first().map(|g| (g.matched, g.len, g.intact)),
             Some((true, HDR + (256 << 10), true))
         );
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_rmad_responder_answers_rmad_with_a_segmented_response() -> Result {
+        // rmad on both ends of rxe0: a kernel-RMPP rmad agent registered for the SA class
+        // (ib_core forwards it the GET) answers with 20 000 bytes from the private QP; the
+        // requester's ACKs come back to that private QP, which takes them although they are
+        // requests (Documentation/behaviour.md §8.21). One message, intact, and SUCCESS on
+        // both sides.
+        let tap = Tap::new()?;
+        let found = rxe_rmpp_agent(&tap)?;
+        assert!(found.is_some());
+        let Some((port, r)) = found else {
+            return Ok(());
+        };
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let server = crate::testing::fabric::rmpp::Server::new(20_000)?;
+        let s = Agent::register(
+            &engine,
+            &transport,
+            AgentConfig {
+                port: 1,
+                qp_type: QpType::Gsi,
+                reg: Some(reg(SA)),
+                rmpp_version: 1,
+                flags: 0,
+                send_handler: Some(server.clone()),
+                recv_handler: Some(server.clone()),
+            },
+        );
+        let Ok(s) = s else {
+            r.unregister()?;
+            assert!(s.is_ok());
+            return Ok(());
+        };
+        let mut get = crate::testing::requests::mad(&r, SA, wire::IB_MGMT_METHOD_GET, 61)?;
+        get.set_ah(Some(gid_address(port.gid(1, 0).ok_or(ENODEV)?, 0)));
+        get.set_timeout_ms(20_000);
+        let posted = post(get).is_ok();
+        let done = wait_for(|| tap.done().is_ok_and(|d| !d.is_empty()));
+        let answered = wait_for(|| server.figures().1 + server.figures().2 > 0);
+        let figures = server.figures();
+        let got = tap.got()?;
+        let d = tap.done()?;
+        pr_info!(
+            "rmpp_send: rxe0 rmad responder: answers {:?}, requester {:?}, port {:?}\n",
+            figures,
+            r.rmpp_stats(),
+            port.drops().requests
+        );
+        s.unregister()?;
+        r.unregister()?;
+        assert!(posted);
+        assert!(done);
+        assert!(answered);
+        assert_eq!((figures.0, figures.1, figures.2), (1, 1, 0));
+        assert_eq!(
+            got.first().map(|g| (g.matched, g.len, g.intact)),
+            Some((true, HDR + 20_000, true))
+        );
+        assert_eq!(d.first().map(|x| x.status), Some(WcStatus::Success));
         Ok(())
     }
 
