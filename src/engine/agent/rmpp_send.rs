@@ -96,8 +96,9 @@ pub(super) fn after_segment(
     Some(match next {
         AfterSend::Send(_) => Segment::Next,
         AfterSend::AwaitAck => {
+            let left = w.retries_left();
             st.ack_clock.waiting(now_ns);
-            Segment::AwaitAck(st.ack_clock.wait_ms(st.facts.timeout_ms))
+            Segment::AwaitAck(st.ack_clock.wait_ms(st.facts.timeout_ms, left))
         }
         AfterSend::AwaitResponse => Segment::Finished,
     })
@@ -253,7 +254,8 @@ impl Agent {
         match self.transmit(g, rec, st) {
             Ok(()) => self.trace_sent(st),
             Err(_) => {
-                let ms = st.ack_clock.wait_ms(st.facts.timeout_ms);
+                let left = st.rmpp.as_ref().map_or(0, Window::retries_left);
+                let ms = st.ack_clock.wait_ms(st.facts.timeout_ms, left);
                 let _ = self.apply(g, rec, st, Event::SegmentDispatchFailed(ms));
             }
         }

@@ -24,7 +24,8 @@
 //!    next segment is the one after the ACKed ones.
 //! 4. **The ACK wait follows the measured round trip** ([`AckClock`]): four smoothed round
 //!    trips, at least 50 ms, doubling with each expiry of a window, at most the wait of
-//!    deviation 2; C always waits that bound, so each lost segment costs it up to 2 s.
+//!    deviation 2, and that whole bound when the window has no retry left; C always waits
+//!    the bound, so each lost segment costs it up to 2 s.
 
 use super::{
     signed,
@@ -65,7 +66,8 @@ pub(crate) const ACK_WAIT_MIN_MS: u32 = 50;
 /// four of them, at least [`ACK_WAIT_MIN_MS`], at most [`ack_timeout_ms`]. Every expiry of the
 /// same window doubles the wait up to that bound, and a window that had to be sent again gives
 /// no sample (Karn's rule), so a slow peer costs retries only until the wait is C's again. The
-/// first window, with nothing measured yet, waits C's time.
+/// first window, with nothing measured yet, and a window with no retry left wait C's time: a
+/// send never fails for a wait shorter than C's.
 ///
 /// # Invariants
 ///
@@ -82,10 +84,12 @@ pub(crate) struct AckClock {
 }
 
 impl AckClock {
-    /// How long to wait for an ACK now, for a send with `timeout_ms`.
-    pub(crate) fn wait_ms(&self, timeout_ms: u32) -> u32 {
+    /// How long to wait for an ACK now, for a send with `timeout_ms` whose window has
+    /// `retries_left`: with none left an expiry ends the send, so it waits the whole bound, as
+    /// C does; a shorter wait only ever turns a slow ACK into a retry.
+    pub(crate) fn wait_ms(&self, timeout_ms: u32, retries_left: u32) -> u32 {
         let cap = ack_timeout_ms(timeout_ms);
-        let Some(srtt) = self.srtt_ns else {
+        let Some(srtt) = self.srtt_ns.filter(|_| retries_left > 0) else {
             return cap;
         };
         let base_ms = srtt.saturating_mul(4) / 1_000_000;

@@ -889,41 +889,46 @@ mod rmpp_tests {
         const MS: i64 = 1_000_000;
         let mut c = AckClock::default();
         // Nothing measured: C's wait.
-        assert_eq!(c.wait_ms(0), 2000);
-        assert_eq!(c.wait_ms(300), 300);
+        assert_eq!(c.wait_ms(0, 3), 2000);
+        assert_eq!(c.wait_ms(300, 3), 300);
         // A 10 ms round trip: 4 × 10 = 40, raised to the 50 ms floor.
         c.waiting(0);
         c.acked(10 * MS, true);
         assert_eq!(c.srtt_ns(), Some(10 * MS));
-        assert_eq!(c.wait_ms(0), 50);
+        assert_eq!(c.wait_ms(0, 3), 50);
         // A 90 ms sample: (7 × 10 + 90) / 8 = 20 ms, so 80 ms.
         c.waiting(100 * MS);
         c.acked(190 * MS, true);
         assert_eq!(c.srtt_ns(), Some(20 * MS));
-        assert_eq!(c.wait_ms(0), 80);
+        assert_eq!(c.wait_ms(0, 3), 80);
         // Expiries double the wait up to the bound, and the resent window gives no sample.
         c.waiting(200 * MS);
         c.expired();
-        assert_eq!(c.wait_ms(0), 160);
+        assert_eq!(c.wait_ms(0, 3), 160);
         c.waiting(300 * MS);
         c.expired();
         c.expired();
         c.expired();
         c.expired();
-        assert_eq!(c.wait_ms(0), 2000);
-        assert_eq!(c.wait_ms(100), 100);
+        assert_eq!(c.wait_ms(0, 3), 2000);
+        assert_eq!(c.wait_ms(100, 3), 100);
         c.acked(5000 * MS, true);
         assert_eq!(c.srtt_ns(), Some(20 * MS));
-        assert_eq!(c.wait_ms(0), 80);
+        assert_eq!(c.wait_ms(0, 3), 80);
         // An ACK that moves nothing changes nothing; the floor never exceeds the bound.
         c.waiting(6000 * MS);
         c.acked(6001 * MS, false);
         assert_eq!(c.srtt_ns(), Some(20 * MS));
-        assert_eq!(c.wait_ms(10), 10);
+        assert_eq!(c.wait_ms(10, 3), 10);
         for _ in 0..40 {
             c.expired();
         }
-        assert_eq!(c.wait_ms(0), 2000);
+        assert_eq!(c.wait_ms(0, 3), 2000);
+        // With no retry left a window waits the whole bound, measured round trip or not.
+        c.acked(7000 * MS, true);
+        assert_eq!(c.wait_ms(0, 3), 80);
+        assert_eq!(c.wait_ms(0, 0), 2000);
+        assert_eq!(c.wait_ms(500, 0), 500);
     }
 
     #[test]
