@@ -748,8 +748,9 @@ mod tests {
     #[test]
     fn kernel_rmpp_peers_recover_a_lost_segment_and_a_lost_ack() -> Result {
         // The first segment and then the first ACK are lost: each is recovered by an ACK
-        // timeout (2 s with no response expected) and a go-back-N retry, and 64 KiB (328
-        // segments) arrive intact; the retries used show in the send's count.
+        // timeout (2 s with no response expected: nothing is measured yet) and a go-back-N
+        // retry, and 64 KiB (328 segments) arrive intact; the two retries show in the send's
+        // count (a later window whose ACK is slower than the measured wait may add one).
         let t = Pair::new(Peer::Kernel)?;
         t.env.fabric().set_knobs(|k| {
             k.drop_requests = 1;
@@ -769,14 +770,12 @@ mod tests {
             Some((HDR + (64 << 10), true))
         );
         assert_eq!(got.len(), 1);
+        assert_eq!(done.len(), 1);
         assert_eq!(
-            &done[..],
-            &[Done {
-                status: WcStatus::Success,
-                vendor_err: 0,
-                retries: 2
-            }][..]
+            done.first().map(|d| (d.status, d.vendor_err)),
+            Some((WcStatus::Success, 0))
         );
+        assert!(done.first().is_some_and(|d| d.retries >= 2));
         Ok(())
     }
 
