@@ -66,8 +66,9 @@ pub(crate) const ACK_WAIT_MIN_MS: u32 = 50;
 /// four of them, at least [`ACK_WAIT_MIN_MS`], at most [`ack_timeout_ms`]. Every expiry of the
 /// same window doubles the wait up to that bound, and a window that had to be sent again gives
 /// no sample (Karn's rule), so a slow peer costs retries only until the wait is C's again. The
-/// first window, with nothing measured yet, and a window with no retry left wait C's time: a
-/// send never fails for a wait shorter than C's.
+/// first window, with nothing measured yet, and a window with no retry left wait C's time.
+/// Known defect: each shortened wait that expires still uses a retry, so with retries left a
+/// late ACK can fail a send sooner than C would (Documentation/behaviour.md §8.14).
 ///
 /// # Invariants
 ///
