@@ -143,6 +143,8 @@ pub(crate) enum Segment {
 pub(crate) enum SegTimeout {
     /// Go back N: the segment after the last ACKed one goes out now; one retry is used.
     Resend,
+    /// Go back N after a wait the ACK clock shortened: as `Resend`, with no retry used.
+    Probe,
     /// Everything was ACKed and the response did not come: `RESP_TIMEOUT_ERR`, one retry used
     /// (as C counts it), whatever the retries left.
     NoResponse,
@@ -499,8 +501,9 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
         (SendStart, Event::SegmentDispatchFailed(ms)) => {
             Outcome::to(WaitResp).place(Place::Waiting { ms })
         }
-        // T27: an ACK opened the window of a send waiting for one.
-        (WaitResp, Event::WindowOpened) => {
+        // T27: an ACK opened the window of a send waiting for one; or a wait the ACK clock
+        // shortened expired, and the window goes back N without using a retry.
+        (WaitResp, Event::WindowOpened | Event::SegmentExpired(SegTimeout::Probe)) => {
             let mut o = Outcome::to(SendStart).place(Place::InFlight);
             o.transmit = true;
             o

@@ -98,15 +98,18 @@ pub(super) fn after_segment(
         AfterSend::AwaitAck => {
             let left = w.retries_left();
             st.ack_clock.waiting(now_ns);
-            Segment::AwaitAck(st.ack_clock.wait_ms(st.facts.timeout_ms, left))
+            Segment::AwaitAck(st.ack_clock.arm(st.facts.timeout_ms, left))
         }
         AfterSend::AwaitResponse => Segment::Finished,
     })
 }
 
 /// What the window of a send waiting makes of an expired wait; the next ACK wait is longer.
+/// A wait the clock shortened costs no retry (a probe): only a wait of C's length counts.
 pub(super) fn on_expiry(w: &mut Window, clock: &mut AckClock) -> SegTimeout {
-    clock.expired();
+    if clock.expired() && w.probe().is_some() {
+        return SegTimeout::Probe;
+    }
     match w.on_timeout() {
         Timeout::Retry { .. } => SegTimeout::Resend,
         Timeout::NoResponse => SegTimeout::NoResponse,
@@ -255,7 +258,7 @@ impl Agent {
             Ok(()) => self.trace_sent(st),
             Err(_) => {
                 let left = st.rmpp.as_ref().map_or(0, Window::retries_left);
-                let ms = st.ack_clock.wait_ms(st.facts.timeout_ms, left);
+                let ms = st.ack_clock.arm(st.facts.timeout_ms, left);
                 let _ = self.apply(g, rec, st, Event::SegmentDispatchFailed(ms));
             }
         }

@@ -24,8 +24,9 @@
 //!    next segment is the one after the ACKed ones.
 //! 4. **The ACK wait follows the measured round trip** ([`AckClock`]): four smoothed round
 //!    trips, at least 50 ms, doubling with each expiry of a window, at most the wait of
-//!    deviation 2, and that whole bound when the window has no retry left; C always waits
-//!    the bound, so each lost segment costs it up to 2 s.
+//!    deviation 2, and that whole bound when the window has no retry left; a shortened wait
+//!    that expires resends without using a retry ([`Window::probe`]). C always waits the
+//!    bound, so each lost segment costs it up to 2 s.
 
 use super::{
     signed,
@@ -67,12 +68,14 @@ pub(crate) const ACK_WAIT_MIN_MS: u32 = 50;
 /// same window doubles the wait up to that bound, and a window that had to be sent again gives
 /// no sample (Karn's rule), so a slow peer costs retries only until the wait is C's again. The
 /// first window, with nothing measured yet, and a window with no retry left wait C's time.
-/// Known defect: each shortened wait that expires still uses a retry, so with retries left a
-/// late ACK can fail a send sooner than C would (Documentation/behaviour.md §8.14).
+/// A shortened wait that expires costs no retry ([`AckClock::expired`] says which waits were
+/// shortened): the window is sent again as a probe, and only waits of the whole bound count
+/// against the window's retries, so a late ACK never fails a send sooner than C would.
 ///
 /// # Invariants
 ///
-/// `srtt_ns` is `None` or at least 0; `backoff <= 16`.
+/// `srtt_ns` is `None` or at least 0; `backoff <= 16`; `short` is true only while a wait
+/// armed by [`AckClock::arm`] below the bound runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AckClock {
     /// The smoothed round trip, once an ACK was timed.
@@ -82,6 +85,8 @@ pub(crate) struct AckClock {
     since_ns: Option<i64>,
     /// Expiries of the current window: the wait doubles with each.
     backoff: u32,
+    /// The wait armed last was shorter than the bound.
+    short: bool,
 }
 
 impl AckClock {
@@ -100,6 +105,15 @@ impl AckClock {
         base.checked_shl(self.backoff)
             .filter(|w| w >> self.backoff == base)
             .map_or(cap, |w| w.min(cap))
+    }
+
+    /// Arms the wait for an ACK: [`AckClock::wait_ms`], remembering whether it is shorter than
+    /// the bound, which decides what its expiry costs.
+    pub(crate) fn arm(&mut self, timeout_ms: u32, retries_left: u32) -> u32 {
+        let ms = self.wait_ms(timeout_ms, retries_left);
+        // INVARIANT: set for the wait armed now.
+        self.short = ms < ack_timeout_ms(timeout_ms);
+        ms
     }
 
     /// The send waits for an ACK from `now_ns` on (its window's last segment completed).
@@ -127,10 +141,13 @@ impl AckClock {
     }
 
     /// The wait expired: the window is sent again, untimed, and waits twice as long next.
-    pub(crate) fn expired(&mut self) {
+    /// Returns whether the wait that expired was shorter than the bound: then the ACK may be
+    /// late rather than lost, and the resend must not use one of the window's retries.
+    pub(crate) fn expired(&mut self) -> bool {
         self.since_ns = None;
-        // INVARIANT: at most 16.
+        // INVARIANT: at most 16; the armed wait is over.
         self.backoff = self.backoff.saturating_add(1).min(16);
+        core::mem::replace(&mut self.short, false)
     }
 
     /// The smoothed round trip in nanoseconds, once measured.
@@ -403,6 +420,18 @@ impl Window {
         // INVARIANT: not all ACKed, so `last_ack + 1 <= seg_count`.
         self.sent = self.last_ack.saturating_add(1);
         Timeout::Retry { from: self.sent }
+    }
+
+    /// A shortened ACK wait expired (deviation 4): go back N like [`Window::on_timeout`], with
+    /// no retry used. Returns the segment sent next, or `None` when everything is ACKed (the
+    /// wait was for the response, which [`Window::on_timeout`] decides).
+    pub(crate) fn probe(&mut self) -> Option<u32> {
+        if self.all_acked() {
+            return None;
+        }
+        // INVARIANT: not all ACKed, so `last_ack + 1 <= seg_count`.
+        self.sent = self.last_ack.saturating_add(1);
+        Some(self.sent)
     }
 
     /// Whether every segment is ACKed.

@@ -932,6 +932,59 @@ mod rmpp_tests {
     }
 
     #[test]
+    fn only_expiries_of_the_whole_ack_bound_use_a_retry() {
+        const MS: i64 = 1_000_000;
+        let mut c = AckClock::default();
+        // Nothing measured: the armed wait is the bound, and its expiry counts.
+        assert_eq!(c.arm(0, 3), 2000);
+        assert!(!c.expired());
+        assert_eq!(c.arm(300, 3), 300);
+        assert!(!c.expired());
+        let mut c = AckClock::default();
+        // Measured at 10 ms: 50, 100, ... 1600 ms are shortened (free), 2000 is not.
+        c.waiting(0);
+        c.acked(10 * MS, true);
+        let mut waits = Vec::new();
+        loop {
+            let ms = c.arm(0, 3);
+            let short = c.expired();
+            waits.push((ms, short));
+            if !short {
+                break;
+            }
+        }
+        assert_eq!(
+            waits,
+            [
+                (50, true),
+                (100, true),
+                (200, true),
+                (400, true),
+                (800, true),
+                (1600, true),
+                (2000, false)
+            ]
+        );
+        // An expiry with nothing armed since is not shortened.
+        assert!(!c.expired());
+        // A window with no retry left waits the bound: its expiry counts.
+        c.acked(20 * MS, true);
+        assert_eq!(c.arm(0, 0), 2000);
+        assert!(!c.expired());
+        // The window goes back N on a probe without using a retry.
+        let mut w = Window::new(4, 0, 1, None).unwrap();
+        assert_eq!((w.next(), w.next()), (Some(1), None));
+        assert_eq!(w.probe(), Some(1));
+        assert_eq!(w.retries_left(), 1);
+        assert_eq!(w.next(), None);
+        // Everything ACKed: the wait was the response's, not the clock's; no probe.
+        let mut w = Window::new(1, 0, 1, None).unwrap();
+        assert_eq!(w.next(), Some(1));
+        assert_eq!(w.on_ack(&ack_hdr(0, 1, 1)), AckVerdict::AllAcked);
+        assert_eq!(w.probe(), None);
+    }
+
+    #[test]
     fn send_window_go_back_n_and_retries() {
         let mut w = Window::new(10, 0, 2, None).unwrap();
         assert_eq!((w.next(), w.next()), (Some(1), None));

@@ -499,7 +499,8 @@ pub(crate) fn model(f: SendFacts, ev: Event, _strict: bool) -> (Result<Outcome, 
             EarlyResp | SC | TW | Done => (stay(s), Tr::RmppIgnored),
             _ => return (Err(Reject::Impossible), Tr::Impossible),
         },
-        // "Retry on ACK or response timeout": go back N with a retry counted, or
+        // "Retry on ACK or response timeout": go back N with a retry counted (none after a
+        // shortened wait, a probe), or
         // RESP_TIMEOUT_ERR (a retry counted when everything was ACKed); a cancelled send is
         // reported as T21.
         Event::SegmentExpired(e) => match (s, e) {
@@ -508,6 +509,14 @@ pub(crate) fn model(f: SendFacts, ev: Event, _strict: bool) -> (Result<Outcome, 
                     place: Place::InFlight,
                     transmit: true,
                     retry: true,
+                    ..stay(SendStart)
+                },
+                Tr::RmppExpiry,
+            ),
+            (WaitResp, SegTimeout::Probe) => (
+                Outcome {
+                    place: Place::InFlight,
+                    transmit: true,
                     ..stay(SendStart)
                 },
                 Tr::RmppExpiry,
@@ -632,6 +641,7 @@ fn random_event(rng: &mut Rng) -> Event {
         15 => Event::RmppAborted,
         _ => Event::SegmentExpired(rng.pick(&[
             SegTimeout::Resend,
+            SegTimeout::Probe,
             SegTimeout::NoResponse,
             SegTimeout::Fail,
         ])),
