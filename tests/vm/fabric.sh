@@ -209,6 +209,25 @@ rmpp_is() {
 	expect "$line" "$@"
 }
 
+# quiet: waits (at most 60 s) until no rmad agent of this node has a send outstanding.
+# A qdisc change drops what the device is sending at that moment, and rxe moves a QP
+# whose transmission fails to the error state for good; so the qdisc changes only once
+# both nodes are quiet.
+quiet() {
+	k=0
+	while grep -q "outstanding [1-9]" /sys/kernel/debug/rmad/agents; do
+		k=$((k + 1))
+		[ $k -lt 600 ] || return 1
+		sleep 0.1
+	done
+}
+
+# rmad_qp_ready: rmad's private QP on rxe0 is still ready to send (RTS), not in the error
+# state a failed transmission leaves it in.
+rmad_qp_ready() {
+	rdma res show qp | grep "comm \[rmad\]" | tee /dev/stderr | grep -q "state RTS"
+}
+
 # same_as_c ARGS...: rmad and the C MAD layer report the same figures for the
 # same burst (rmad's line also has its count of dropped responses).
 same_as_c() {
@@ -354,6 +373,32 @@ if [ "$node" = a ]; then
 		rmpp_is rmad "30000 2 20000" -- status 0 len 65592 intact 1
 	netem
 	barrier rmpp-done >/dev/null
+	# rmad on both ends: the peer's kernel-RMPP rmad agent answers with 1 MiB (5 243
+	# segments), clean, then at 1 % and 5 % loss each way, and then a segmented GET of
+	# 64 KiB to it at 5 %. Each step starts once the peer's answer is complete (quiet),
+	# so that no qdisc change meets a transmission.
+	barrier rmpp-rmad >/dev/null
+	vm_case rmpp_1m_rmad_to_rmad rmpp_is rmad 120000 -- status 0 len 1048632 intact 1 \
+		retries 0
+	barrier rmpp-rmad-ran >/dev/null
+	barrier rmpp-rmad-quiet >/dev/null
+	netem loss 1%
+	barrier rmpp-rmad-1 >/dev/null
+	vm_case rmpp_1m_rmad_to_rmad_at_1pct_loss rmpp_is rmad "120000 2" -- status 0 \
+		len 1048632 intact 1
+	barrier rmpp-rmad-1-ran >/dev/null
+	barrier rmpp-rmad-1-quiet >/dev/null
+	netem loss 5%
+	barrier rmpp-rmad-5 >/dev/null
+	vm_case rmpp_1m_rmad_to_rmad_at_5pct_loss rmpp_is rmad "240000 2" -- status 0 \
+		len 1048632 intact 1
+	vm_case rmpp_64k_segmented_request_to_rmad_at_5pct_loss \
+		rmpp_is rmad "240000 2 65536" -- status 0 len 1048632 intact 1
+	barrier rmpp-rmad-5-ran >/dev/null
+	barrier rmpp-rmad-5-quiet >/dev/null
+	netem
+	vm_case rmad_qp_ready_after_rmpp rmad_qp_ready
+	barrier rmpp-rmad-done >/dev/null
 	# The peer's rmad is unloaded while requests to it are on the way (delayed 2 s
 	# by netem here): the peer's ib_core answers them (0x000C), each once.
 	respond_again="$(barrier respond-again)"
@@ -421,6 +466,29 @@ else
 	barrier rmpp-lossy >/dev/null
 	barrier rmpp-done >/dev/null
 	netem
+	vm_case respond_rmpp_1m_from_rmad sh -c \
+		'echo "respond-rmpp 0x03 1048576" >/sys/kernel/debug/rmad/stress && grep -qx responding /sys/kernel/debug/rmad/stress'
+	barrier rmpp-rmad >/dev/null
+	barrier rmpp-rmad-ran >/dev/null
+	vm_case rmpp_rmad_answer_complete quiet
+	barrier rmpp-rmad-quiet >/dev/null
+	vm_case lossy_segments_1pct netem loss 1%
+	barrier rmpp-rmad-1 >/dev/null
+	barrier rmpp-rmad-1-ran >/dev/null
+	vm_case rmpp_rmad_answer_complete_1pct quiet
+	barrier rmpp-rmad-1-quiet >/dev/null
+	vm_case lossy_segments_5pct netem loss 5%
+	barrier rmpp-rmad-5 >/dev/null
+	barrier rmpp-rmad-5-ran >/dev/null
+	vm_case rmpp_rmad_answers_complete_5pct quiet
+	barrier rmpp-rmad-5-quiet >/dev/null
+	netem
+	vm_case rmad_qp_ready_after_rmpp rmad_qp_ready
+	barrier rmpp-rmad-done >/dev/null
+	# Node a asked four times (a lost GET is asked again: each answer is one); every
+	# answer ended with SUCCESS, and the last request was a reassembled 40 + 65 536 bytes.
+	vm_case unrespond_rmpp_answered_each sh -c \
+		'echo unrespond-rmpp >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress | tee /dev/kmsg | grep -q "bad 0 .*request_len 65592"'
 	stress "respond 0x0a"
 	barrier respond-again "$(cat /sys/kernel/debug/rmad/stress)" >/dev/null
 	barrier unload-peer >/dev/null

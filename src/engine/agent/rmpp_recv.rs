@@ -298,7 +298,10 @@ impl Agent {
                 }
             }
         }
+        // An unknown version or type ends the segmented send it matches, as the peer's ABORT
+        // would (C's `abort_send`), and draws C's ABORT back (`nack_recv`).
         if h.version != wire::IB_MGMT_RMPP_VERSION {
+            self.rmpp_stopped(hdr, &recv, Status::Unv.code());
             self.send_control(Self::reject(Status::Unv, &recv, None));
             return None;
         }
@@ -320,6 +323,7 @@ impl Agent {
             }
             wire::IB_MGMT_RMPP_TYPE_STOP | wire::IB_MGMT_RMPP_TYPE_ABORT => None,
             _ => {
+                self.rmpp_stopped(hdr, &recv, Status::Badt.code());
                 self.send_control(Self::reject(Status::Badt, &recv, None));
                 return None;
             }

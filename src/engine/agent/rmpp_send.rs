@@ -226,7 +226,8 @@ impl Agent {
         }
     }
 
-    /// A STOP or ABORT from the peer (`process_rmpp_stop`, `process_rmpp_abort`), with the
+    /// A STOP or ABORT from the peer (`process_rmpp_stop`, `process_rmpp_abort`), or an RMPP
+    /// message of unknown version or type (`abort_send`), with the
     /// RMPP status its send ends with: the segmented send it matches, if still open and not
     /// fully ACKed, ends with `REM_ABORT_ERR`.
     pub(super) fn rmpp_stopped(self: &Arc<Self>, hdr: &MadHdr, recv: &RecvMad, code: u8) {

@@ -328,10 +328,30 @@ impl Pair {
     /// P's RMPP control message of `rmpp_type` for R's transfer `lo`: ACK(`seg`, `newwin`),
     /// or a STOP or ABORT with `status`.
     fn control(&self, lo: u32, rmpp_type: u8, status: u8, seg: u32, newwin: u32) -> Result {
+        self.control_v(
+            lo,
+            wire::IB_MGMT_RMPP_VERSION,
+            rmpp_type,
+            status,
+            seg,
+            newwin,
+        )
+    }
+
+    /// [`Pair::control`] with RMPP version `version`.
+    fn control_v(
+        &self,
+        lo: u32,
+        version: u8,
+        rmpp_type: u8,
+        status: u8,
+        seg: u32,
+        newwin: u32,
+    ) -> Result {
         let method = wire::IB_MGMT_METHOD_SET | wire::IB_MGMT_METHOD_RESP;
         let mut buf = mad_to(&self.p, 1, mad_hdr(SA, method, self.tid(lo)), 1, None)?;
         RmppHdr {
-            version: wire::IB_MGMT_RMPP_VERSION,
+            version,
             rmpp_type,
             resp_time: 0,
             flags: wire::IB_MGMT_RMPP_FLAG_ACTIVE,
@@ -597,25 +617,44 @@ mod tests {
     fn stop_abort_and_bad_acks_end_with_rem_abort_err() -> Result {
         // Scenarios 56 and 58: the peer's STOP(RESX) and ABORT(T2L) end the send with REM_ABORT_ERR and
         // the RMPP status in vendor_err; an ACK whose window is below its segment (W2S) and an
-        // ACK beyond the window (S2B) do too, and draw C's ABORT with that status. A STOP for
-        // a send that is fully ACKed changes nothing.
+        // ACK beyond the window (S2B) do too, and draw C's ABORT with that status; so do an
+        // RMPP message of an unknown version (UNV) and one of an unknown type (BADT), as in
+        // C's `abort_send` and `nack_recv`. A STOP for a send that is fully ACKed changes
+        // nothing.
         let t = Pair::new(Peer::Script)?;
-        let cases: [(u32, u8, u8, u32, u32); 4] = [
-            (10, wire::IB_MGMT_RMPP_TYPE_STOP, Status::Resx.code(), 0, 0),
-            (11, wire::IB_MGMT_RMPP_TYPE_ABORT, Status::T2l.code(), 0, 0),
-            (12, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 3, 2),
-            (13, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 4, 4),
+        let v = wire::IB_MGMT_RMPP_VERSION;
+        let cases: [(u32, u8, u8, u8, u32, u32); 6] = [
+            (
+                10,
+                v,
+                wire::IB_MGMT_RMPP_TYPE_STOP,
+                Status::Resx.code(),
+                0,
+                0,
+            ),
+            (
+                11,
+                v,
+                wire::IB_MGMT_RMPP_TYPE_ABORT,
+                Status::T2l.code(),
+                0,
+                0,
+            ),
+            (12, v, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 3, 2),
+            (13, v, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 4, 4),
+            (15, 2, wire::IB_MGMT_RMPP_TYPE_ACK, 0, 1, 2),
+            (16, v, 9, 0, 1, 2),
         ];
-        for (i, (lo, ty, status, seg, win)) in cases.into_iter().enumerate() {
+        for (i, (lo, version, ty, status, seg, win)) in cases.into_iter().enumerate() {
             let _h = post(t.transfer(lo, 1000, 0, 0)?)?;
             let _ = t.settle();
-            t.control(lo, ty, status, seg, win)?;
+            t.control_v(lo, version, ty, status, seg, win)?;
             let _ = t.completions(i.saturating_add(1));
         }
         let _h = post(t.transfer(14, 200, 0, 0)?)?;
         let _ = t.settle();
         t.ack(14, 1, 1)?;
-        let acked = t.completions(5);
+        let acked = t.completions(7);
         t.control(14, wire::IB_MGMT_RMPP_TYPE_STOP, 1, 0, 0)?;
         let _ = t.settle();
         let done = t.rtap.done()?;
@@ -638,6 +677,8 @@ mod tests {
                 (rae, 118),
                 (rae, u32::from(Status::W2s.code())),
                 (rae, u32::from(Status::S2b.code())),
+                (rae, u32::from(Status::Unv.code())),
+                (rae, u32::from(Status::Badt.code())),
                 (WcStatus::Success, 0)
             ][..]
         );
@@ -649,9 +690,17 @@ mod tests {
             }
             v
         };
-        assert_eq!(&sent[..], &[abort(Status::W2s), abort(Status::S2b)][..]);
+        assert_eq!(
+            &sent[..],
+            &[
+                abort(Status::W2s),
+                abort(Status::S2b),
+                abort(Status::Unv),
+                abort(Status::Badt)
+            ][..]
+        );
         // One segment each: nothing went out after the end.
-        assert_eq!(&segs[..], &[1, 1, 1, 1, 1][..]);
+        assert_eq!(&segs[..], &[1, 1, 1, 1, 1, 1, 1][..]);
         Ok(())
     }
 
