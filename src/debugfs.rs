@@ -96,7 +96,7 @@ pub(crate) fn create() -> Result<Debugfs> {
                 writeln!(
                     f,
                     "device {} port {} qpn {} short_dropped {} requests_dropped {} \
-                     resolved {} unresolved {} lid {} lmc {} \
+                     resolved {} unresolved {} lid {} lmc {} qp_resets {} \
                      mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
                     name.to_str().unwrap_or("?"),
                     port,
@@ -107,6 +107,7 @@ pub(crate) fn create() -> Result<Debugfs> {
                     failed,
                     lid,
                     lmc,
+                    p.qp_resets().unwrap_or(0),
                     m[0],
                     m[1],
                     m[2],

@@ -135,6 +135,8 @@ extern "C" {
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
     fn rmad_shim_vport_sweep(vp: *mut Vport);
+    fn rmad_shim_vport_recover(vp: *mut Vport) -> bool;
+    fn rmad_shim_vport_resets(vp: *mut Vport) -> u32;
     fn rmad_shim_vport_qp_num(vp: *mut Vport) -> u32;
     fn rmad_shim_forward_start(
         dev: *mut IbDevice,
@@ -404,6 +406,14 @@ impl VerbsPort {
         // SAFETY: A non-null `vp` is the shim's open port (type invariant), valid while its
         // lock is held: closing it nulls the pointer under the lock first.
         (!vp.is_null()).then(|| unsafe { rmad_shim_vport_qp_num(*vp) })
+    }
+
+    /// How many times the private QP failed a send and was reset to RTS, while the port is
+    /// open.
+    pub(crate) fn qp_resets(&self) -> Option<u32> {
+        let vp = self.vp.lock();
+        // SAFETY: As in `qp_num`.
+        (!vp.is_null()).then(|| unsafe { rmad_shim_vport_resets(*vp) })
     }
 
     /// What the port dropped.

@@ -96,6 +96,16 @@ struct rmad_vport {
 	/* GID table changes of the port, which make the transmit work sweep the cache. */
 	struct ib_event_handler events;
 	atomic_t gid_changed;
+	/*
+	 * A send completed with an error: the QP may be in the error state (rxe
+	 * moves it there when the netdev refuses a packet, for good), and the
+	 * transmit work resets it before its next send (rmad_shim_vport_recover).
+	 */
+	atomic_t send_failed;
+	/* Receives posted and not yet completed (their handler done). */
+	atomic_t rq_posted;
+	/* Times the QP was reset to RTS after it failed. */
+	atomic_t resets;
 	struct rmad_slot send[RMAD_SQ];
 	struct rmad_slot recv[RMAD_RQ];
 };
@@ -258,6 +268,8 @@ static void rmad_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	u64 wr_id = s->wr_id;
 
 	ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+	if (wc->status != IB_WC_SUCCESS)
+		atomic_set(&vp->send_failed, 1);
 	rmad_put_slot(s);
 	rmad_rust_send_done(vp->ctx, wr_id, wc->status, wc->vendor_err);
 }
@@ -275,9 +287,15 @@ static int rmad_post_recv(struct rmad_slot *s)
 		.num_sge = 1,
 	};
 
+	int ret;
+
 	ib_dma_sync_single_for_device(s->vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
 				      DMA_FROM_DEVICE);
-	return ib_post_recv(s->vp->qp, &wr, NULL);
+	atomic_inc(&s->vp->rq_posted);
+	ret = ib_post_recv(s->vp->qp, &wr, NULL);
+	if (ret)
+		atomic_dec(&s->vp->rq_posted);
+	return ret;
 }
 
 /*
@@ -336,16 +354,22 @@ static void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rmad_vport *vp = s->vp;
 	struct rmad_recv_info info = {};
 
-	if (wc->status != IB_WC_SUCCESS)
-		return; /* flushed: the QP is going away */
-
-	ib_dma_sync_single_for_cpu(vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
-				   DMA_FROM_DEVICE);
-	rmad_fill_info(wc, s->buf, &info);
-	if (wc->byte_len >= RMAD_GRH_SIZE)
-		rmad_rust_recv(vp->ctx, s->buf + RMAD_GRH_SIZE,
-			       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE), &info);
-	rmad_post_recv(s);
+	/*
+	 * Flushed (the QP is closing, or in the error state and reposted by
+	 * rmad_shim_vport_recover): not posted again here. The count drops last,
+	 * after any repost, so that it reaches 0 only with no handler running.
+	 */
+	if (wc->status == IB_WC_SUCCESS) {
+		ib_dma_sync_single_for_cpu(vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
+					   DMA_FROM_DEVICE);
+		rmad_fill_info(wc, s->buf, &info);
+		if (wc->byte_len >= RMAD_GRH_SIZE)
+			rmad_rust_recv(vp->ctx, s->buf + RMAD_GRH_SIZE,
+				       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE),
+				       &info);
+		rmad_post_recv(s);
+	}
+	atomic_dec(&vp->rq_posted);
 }
 
 static void rmad_free_slots(struct rmad_vport *vp)
@@ -470,6 +494,54 @@ static bool rmad_sends_busy(struct rmad_vport *vp)
 	busy = vp->nfree < vp->nslots;
 	spin_unlock_irqrestore(&vp->lock, flags);
 	return busy;
+}
+
+/*
+ * After a send completed with an error: if the QP is in the error state (rxe
+ * puts it there for good when the netdev refuses one packet, e.g. while a
+ * qdisc is replaced), waits until the device has completed every send and
+ * flushed every receive, then takes the QP through RESET back to RTS and
+ * posts the receives again. Nothing is lost: every send completes once (the
+ * flushed ones with their flush status), and no buffer is posted twice. The
+ * transmit work calls it first in every run, so no send is posted meanwhile;
+ * if the device is slow to flush, the reset waits for a later run. Returns
+ * whether the QP was reset.
+ */
+bool rmad_shim_vport_recover(struct rmad_vport *vp)
+{
+	struct ib_qp_attr attr = {};
+	struct ib_qp_init_attr init;
+	int i;
+
+	if (!atomic_xchg(&vp->send_failed, 0))
+		return false;
+	if (ib_query_qp(vp->qp, &attr, IB_QP_STATE, &init) ||
+	    (attr.qp_state != IB_QPS_ERR && attr.qp_state != IB_QPS_SQE))
+		return false;
+	for (i = 0; i < 1000 && (rmad_sends_busy(vp) || atomic_read(&vp->rq_posted)); i++)
+		usleep_range(1000, 2000);
+	if (rmad_sends_busy(vp) || atomic_read(&vp->rq_posted)) {
+		atomic_set(&vp->send_failed, 1);
+		return false;
+	}
+	attr.qp_state = IB_QPS_RESET;
+	if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE) || rmad_qp_to_rts(vp->qp)) {
+		pr_warn("rmad: %s port %u: the private QP failed and could not be reset\n",
+			dev_name(&vp->dev->dev), vp->port);
+		return false;
+	}
+	for (i = 0; i < RMAD_RQ; i++)
+		rmad_post_recv(&vp->recv[i]);
+	atomic_inc(&vp->resets);
+	pr_info("rmad: %s port %u: the private QP failed a send and was reset\n",
+		dev_name(&vp->dev->dev), vp->port);
+	return true;
+}
+
+/* How many times rmad_shim_vport_recover reset the QP. */
+u32 rmad_shim_vport_resets(struct rmad_vport *vp)
+{
+	return atomic_read(&vp->resets);
 }
 
 /*

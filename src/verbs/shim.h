@@ -45,6 +45,8 @@ void rmad_shim_dev_put(struct ib_device *dev);
 struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *ctx);
 void rmad_shim_vport_close(struct rmad_vport *vp);
 void rmad_shim_vport_sweep(struct rmad_vport *vp);
+bool rmad_shim_vport_recover(struct rmad_vport *vp);
+u32 rmad_shim_vport_resets(struct rmad_vport *vp);
 u32 rmad_shim_vport_qp_num(struct rmad_vport *vp);
 void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
 			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);

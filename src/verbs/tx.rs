@@ -151,9 +151,14 @@ impl VerbsPort {
         {
             let vp = *self.vp.lock();
             if !vp.is_null() {
-                // SAFETY: As below: `vp` stays open while this work runs; the sweep is the
-                // transmit work's to call.
-                unsafe { rmad_shim_vport_sweep(vp) };
+                // SAFETY: As below: `vp` stays open while this work runs; the recovery and
+                // the sweep are the transmit work's to call, before it posts anything.
+                unsafe {
+                    // A QP that a failed send left in the error state is reset first, or
+                    // every later send and receive of the port would be flushed.
+                    rmad_shim_vport_recover(vp);
+                    rmad_shim_vport_sweep(vp);
+                }
             }
         }
         loop {

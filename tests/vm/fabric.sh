@@ -374,9 +374,9 @@ if [ "$node" = a ]; then
 	netem
 	barrier rmpp-done >/dev/null
 	# rmad on both ends: the peer's kernel-RMPP rmad agent answers with 1 MiB (5 243
-	# segments), clean, then at 1 % and 5 % loss each way, and then a segmented GET of
-	# 64 KiB to it at 5 %. Each step starts once the peer's answer is complete (quiet),
-	# so that no qdisc change meets a transmission.
+	# segments), clean, at 1 % loss each way, and at 5 % to a segmented GET of 64 KiB.
+	# Each step starts once the peer's answer is complete (quiet), so that no qdisc change
+	# meets a transmission.
 	barrier rmpp-rmad >/dev/null
 	vm_case rmpp_1m_rmad_to_rmad rmpp_is rmad 120000 -- status 0 len 1048632 intact 1 \
 		retries 0
@@ -390,9 +390,8 @@ if [ "$node" = a ]; then
 	barrier rmpp-rmad-1-quiet >/dev/null
 	netem loss 5%
 	barrier rmpp-rmad-5 >/dev/null
-	vm_case rmpp_1m_rmad_to_rmad_at_5pct_loss rmpp_is rmad "240000 2" -- status 0 \
-		len 1048632 intact 1
-	vm_case rmpp_64k_segmented_request_to_rmad_at_5pct_loss \
+	# At 5 % the GET itself is segmented (64 KiB), and its answer is the 1 MiB.
+	vm_case rmpp_64k_request_and_1m_answer_rmad_to_rmad_at_5pct_loss \
 		rmpp_is rmad "240000 2 65536" -- status 0 len 1048632 intact 1
 	barrier rmpp-rmad-5-ran >/dev/null
 	barrier rmpp-rmad-5-quiet >/dev/null
@@ -485,7 +484,7 @@ else
 	netem
 	vm_case rmad_qp_ready_after_rmpp rmad_qp_ready
 	barrier rmpp-rmad-done >/dev/null
-	# Node a asked four times (a lost GET is asked again: each answer is one); every
+	# Node a asked three times (a lost GET is asked again: each answer is one); every
 	# answer ended with SUCCESS, and the last request was a reassembled 40 + 65 536 bytes.
 	vm_case unrespond_rmpp_answered_each sh -c \
 		'echo unrespond-rmpp >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress | tee /dev/kmsg | grep -q "bad 0 .*request_len 65592"'

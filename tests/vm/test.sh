@@ -94,7 +94,7 @@ vm_case rust_drop_client_reports_pass sh -c 'insmod /modules/rmad_rust_drop_clie
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
-	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0 lid 0 lmc 0 mac [0-9a-f:]{17}$" /sys/kernel/debug/rmad/ports'
+	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0 lid 0 lmc 0 qp_resets 0 mac [0-9a-f:]{17}$" /sys/kernel/debug/rmad/ports'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 
@@ -141,12 +141,28 @@ vm_case request_at_private_qp_dropped_counted_traced sh -c '
 # A receive handler (in rmad's receive completion thread) unregisters another agent whose
 # send is in the device: it returns, the send flushed (ib_unregister_mad_agent hangs there).
 vm_case recv_handler_unregisters_a_sibling two_hca_action sibling "sibling unregistered"
+# A transmission the netdev refuses (here rxe1's qdisc drops every packet: pfifo limit 0)
+# makes rxe move rmad's private QP to the error state, where every later send and receive of
+# the port would be flushed. rmad resets the QP (RESET, then RTS) before its next send: the
+# refused sends complete once each, and once the qdisc is gone rxe1's agents serve again.
+refused_by_netdev() {
+	/bin/ip neigh replace 10.0.3.2 lladdr 02:00:00:00:03:02 dev rmad1 nud permanent &&
+		/bin/tc qdisc add dev rmad1 root pfifo limit 0 || return 1
+	echo refused >/sys/module/rmad_two_hca_client/parameters/action
+	/bin/tc qdisc del dev rmad1 root || return 1
+	two_hca_pass "refused:"
+}
+vm_case sends_refused_by_the_netdev_complete_once refused_by_netdev
+vm_case rxe1_serves_after_its_qp_was_reset two_hca_action round "round 3:"
+vm_case qp_reset_counted_and_ready sh -c 'cat /sys/kernel/debug/rmad/ports &&
+	grep -q "^device rxe1 port 1 .* qp_resets [1-9][0-9]* " /sys/kernel/debug/rmad/ports &&
+	rdma res show qp link rxe1/1 | grep "comm \[rmad\]" | grep -q "state RTS"'
 # RoCE address churn: an address handle must not keep a deleted address's GID entry.
 vm_case deleted_gid_entry_not_kept_by_address_handles gid_churn
 vm_case sends_parked_on_rxe1 two_hca_action park "parked"
 vm_case remove_rxe1 rdma link delete rxe1
 vm_case removal_flushed_each_rxe1_send_once two_hca_action flushed "parked sends after removal"
-vm_case rxe0_serves_after_rxe1_removed two_hca_action round "round 3:"
+vm_case rxe0_serves_after_rxe1_removed two_hca_action round "round 4:"
 # A new MAC on rxe0's netdev (ib_core deletes and adds its GIDs, and reports it) reaches
 # rmad's port, which reads its LID, LMC and MAC again: a GET from and to rxe0's IPv4 GID,
 # wherever the table put it now, with the new MAC (sends to rxe0's own GIDs carry it; rxe

@@ -22,6 +22,8 @@
  * SENDs that nobody answers on rxe1 (timeout one minute), so that the test can
  * delete rxe1 with sends outstanding, and "flushed" checks that their handlers reported
  * IB_WC_WR_FLUSH_ERR once each, while rounds on rxe0 go on working;
+ * "refused" posts N_FAR SENDs from rxe1 to 10.0.3.2 while the test has rxe1's
+ * netdev refuse every packet, each of which must complete once, unsent;
  * "lookup <name> found|absent" checks that rmad knows a device by that name
  * (after a rename: the new one, not the old), through rmad_port_gid() and a
  * registration; "sibling" registers a second requester on rxe0 and has the first one's
@@ -342,6 +344,31 @@ static void far_round(void)
 }
 
 /*
+ * N_FAR SENDs from rxe1 to 10.0.3.2, whose packets the test's qdisc on rxe1's
+ * netdev refuses: each completes exactly once, none with SUCCESS. (rxe moves
+ * rmad's private QP to the error state at the first refusal; rmad resets it
+ * before its next send, which the test's next round checks.)
+ */
+static void refused_round(void)
+{
+	static const u8 near[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 3, 2 };
+	int i, bad = 0, sent = 0;
+
+	reset(&devs[1], N_FAR);
+	for (i = 0; i < N_FAR; i++)
+		bad += post_to(&devs[1], near, FAR_LO + i, RMAD_MGMT_METHOD_SEND, 0) != 0;
+	bad += !wait_done(&devs[1].all_done);
+	/* A second completion of any of them would show here. */
+	msleep(200);
+	for (i = 0; i < N_FAR; i++)
+		sent += status_of[i] == RMAD_WC_SUCCESS;
+	pr_info("rmad_two_hca_client: refused: %s (%d completions, %d flushed, %d with status %d, %d sent, %d bad posts or waits)\n",
+		!sent && !bad && atomic_read(&devs[1].done) == N_FAR ? "PASS" : "FAIL",
+		atomic_read(&devs[1].done), atomic_read(&devs[1].flushed),
+		atomic_read(&devs[1].other), READ_ONCE(devs[1].other_status), sent, bad);
+}
+
+/*
  * A GET of the served class straight to rmad's private QP @qpn on rxe0, around
  * QP1: rmad drops it and its two retries (requests belong on QP1), so the
  * responder never sees it and the GET times out.
@@ -472,6 +499,8 @@ static int action_set(const char *val, const struct kernel_param *kp)
 		from_gid(qpn);
 	else if (sysfs_streq(val, "round"))
 		run_round();
+	else if (sysfs_streq(val, "refused"))
+		refused_round();
 	else if (sysfs_streq(val, "unreachable"))
 		far_round();
 	else if (sysfs_streq(val, "park"))
@@ -491,7 +520,7 @@ static const struct kernel_param_ops action_ops = {
 
 module_param_cb(action, &action_ops, NULL, 0200);
 MODULE_PARM_DESC(action,
-		 "round, unreachable, private <qpn>, from <gid index>, park, flushed, sibling or lookup <name> found|absent");
+		 "round, unreachable, refused, private <qpn>, from <gid index>, park, flushed, sibling or lookup <name> found|absent");
 
 /* Unregisters what @d has (also on a removed device); logs errors. */
 static void dev_stop(struct dev *d)
