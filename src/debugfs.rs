@@ -2,14 +2,21 @@
 
 //! Observability: `/sys/kernel/debug/rmad/agents` lists every agent on the RDMA devices with
 //! its counters (outstanding, backlogged, sent, retried, timed out, cancelled, early
-//! responses), one line per agent; `rmad/ports` lists every RDMA port rmad opened, with its
+//! responses) and what its RMPP reassembly holds, against its own bounds and its port's, one
+//! line per agent; `rmad/ports` lists every RDMA port rmad opened, with its
 //! private QP's number, what arrived there that rmad dropped, its destination resolutions,
 //! and its LID, LMC and MAC as rmad last read them.
 
 use crate::{
-    engine::agent::{
-        RMPP_MAX_BYTES,
-        RMPP_MAX_TRANSFERS, //
+    engine::{
+        agent::{
+            RMPP_MAX_BYTES,
+            RMPP_MAX_TRANSFERS, //
+        },
+        rmpp_budget::{
+            PORT_MAX_BYTES,
+            PORT_MAX_TRANSFERS, //
+        },
     },
     verbs, //
 };
@@ -53,7 +60,7 @@ pub(crate) fn create() -> Result<Debugfs> {
                 let r = a.rmpp_stats();
                 writeln!(
                     f,
-                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {} unsolicited {} rmpp {}/{} bytes {}/{} reassembled {} acks {} aborts {} refused {} expired {}",
+                    "device {} port {} hi_tid {:#x} outstanding {} posted {} sent {} retried {} timed_out {} cancelled {} backlogged {} responses {} early {} dropped {} completed {} unsolicited {} rmpp {}/{} bytes {}/{} port_rmpp {}/{} port_bytes {}/{} reassembled {} acks {} aborts {} refused {} expired {}",
                     a.device_name().to_str().unwrap_or("?"),
                     a.port(),
                     a.hi_tid,
@@ -73,6 +80,10 @@ pub(crate) fn create() -> Result<Debugfs> {
                     RMPP_MAX_TRANSFERS,
                     r.bytes,
                     RMPP_MAX_BYTES,
+                    r.port_active,
+                    PORT_MAX_TRANSFERS,
+                    r.port_bytes,
+                    PORT_MAX_BYTES,
                     r.completed,
                     r.acks,
                     r.aborts,

@@ -22,6 +22,7 @@ mod tx;
 use crate::{
     engine::{
         agent::Agent,
+        rmpp_budget::PortBudget,
         transport::{
             GrhFields,
             PortAttr,
@@ -228,6 +229,8 @@ pub(crate) struct VerbsPort {
     short_dropped: Atomic<u64>,
     /// Requests that arrived at the private QP (requests belong on QP0 and QP1), dropped.
     requests_dropped: Atomic<u64>,
+    /// What the port's kernel-RMPP agents may hold together while reassembling.
+    rmpp_budget: Arc<PortBudget>,
 }
 
 /// What a verbs port dropped, for debugfs.
@@ -367,6 +370,7 @@ impl VerbsPort {
                 neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),
                 short_dropped: Atomic::new(0),
                 requests_dropped: Atomic::new(0),
+                rmpp_budget: PortBudget::new()?,
             }),
             GFP_KERNEL,
         )?;
@@ -551,6 +555,10 @@ impl Transport for VerbsPort {
 
     fn name(&self) -> &CStr {
         self.name.get()
+    }
+
+    fn rmpp_budget(&self, port: u8) -> Option<Arc<PortBudget>> {
+        (port == self.port).then(|| self.rmpp_budget.clone())
     }
 
     fn queues_transmissions(&self) -> bool {

@@ -439,6 +439,7 @@ impl Agent {
         }
         // 6. The port must exist.
         let port_attr = attr.ok_or(ENODEV)?;
+        let rmpp_budget = transport.rmpp_budget(cfg.port).ok_or(ENODEV)?;
         // The device's own MAD layer hands over what the registration selects (or refuses,
         // with its error). Before the routing table: a request may arrive at once.
         let forward_key = match &cfg.reg {
@@ -488,7 +489,7 @@ impl Agent {
                     ),
                     idle <- new_condvar!("Agent::idle"),
                     work <- new_delayed_work!("Agent::work"),
-                    rmpp <- new_mutex!(rmpp_recv::Recvs::new(), "Agent::rmpp"),
+                    rmpp <- new_mutex!(rmpp_recv::Recvs::new(rmpp_budget), "Agent::rmpp"),
                 }),
                 GFP_KERNEL,
             )?;

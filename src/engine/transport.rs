@@ -11,7 +11,10 @@
 //! loopback fabric (`src/testing/loopback.rs`).
 
 use crate::{
-    engine::send::SendRecord,
+    engine::{
+        rmpp_budget::PortBudget,
+        send::SendRecord, //
+    },
     mad::{
         Address,
         Gid,
@@ -148,6 +151,10 @@ pub(crate) trait Transport: Send + Sync {
 
     /// The device's name, for diagnostics.
     fn name(&self) -> &CStr;
+
+    /// The reassembly budget that the kernel-RMPP agents of `port` share
+    /// (`engine/rmpp_budget.rs`), or `None` if the transport has no such port.
+    fn rmpp_budget(&self, port: u8) -> Option<Arc<PortBudget>>;
 
     /// Whether `post_send` only queues the transmission: the transport then reports each one it
     /// hands to the device with [`Agent::handed_over`](crate::engine::agent::Agent::handed_over).

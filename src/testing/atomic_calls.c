@@ -27,9 +27,10 @@
 #include "atomic_calls.h"
 
 /* The layout src/testing/atomic_calls.rs has. */
-static_assert(sizeof(struct rmad_atomic_result) == 84);
+static_assert(sizeof(struct rmad_atomic_result) == 100);
 static_assert(offsetof(struct rmad_atomic_result, hi_tid) == 68);
 static_assert(offsetof(struct rmad_atomic_result, recv_free) == 80);
+static_assert(offsetof(struct rmad_atomic_result, seg_beyond_null) == 96);
 
 struct rmad_atomic_call {
 	struct timer_list timer;
@@ -38,6 +39,7 @@ struct rmad_atomic_call {
 	struct rmad_agent *agent;
 	struct rmad_send_buf *buf;
 	struct rmad_recv_buf *recv;
+	struct rmad_send_buf *rmpp;
 	struct rmad_atomic_result *res;
 };
 
@@ -66,6 +68,10 @@ static void rmad_atomic_calls(struct rmad_atomic_call *c)
 	/* A kept received MAD: read, then freed. */
 	r->recv_mad_ok = !!rmad_recv_buf_mad(c->recv, NULL);
 	r->recv_free = rmad_free_recv_mad(c->recv);
+	/* The RMPP buffer's segments: the count, the last one, and one beyond it. */
+	r->seg_count = rmad_send_buf_seg_count(c->rmpp, &r->seg_size);
+	r->seg_ok = r->seg_count > 0 && !!rmad_get_rmpp_segment(c->rmpp, r->seg_count);
+	r->seg_beyond_null = !rmad_get_rmpp_segment(c->rmpp, r->seg_count + 1);
 	if (!IS_ERR(fresh)) {
 		r->send_len = rmad_send_buf_len(fresh);
 		r->mad_ok = !!rmad_send_buf_mad(fresh);
@@ -92,9 +98,12 @@ static enum hrtimer_restart rmad_atomic_hrtimer(struct hrtimer *t)
 }
 
 int rmad_test_call_from(int where, struct rmad_agent *agent, struct rmad_send_buf *buf,
-			struct rmad_recv_buf *recv, struct rmad_atomic_result *res)
+			struct rmad_recv_buf *recv, struct rmad_send_buf *rmpp,
+			struct rmad_atomic_result *res)
 {
-	struct rmad_atomic_call c = { .agent = agent, .buf = buf, .recv = recv, .res = res };
+	struct rmad_atomic_call c = {
+		.agent = agent, .buf = buf, .recv = recv, .rmpp = rmpp, .res = res
+	};
 	unsigned long left;
 
 	init_completion(&c.done);

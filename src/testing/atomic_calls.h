@@ -39,16 +39,22 @@ struct rmad_atomic_result {
 	u32 send_len;
 	int recv_mad_ok;
 	int recv_free;
+	int seg_count;
+	u32 seg_size;
+	int seg_ok;
+	int seg_beyond_null;
 };
 
 /*
  * Posts @buf, modifies and cancels that post, tries to free it (outstanding),
  * reads the agent's hi_tid and context, then creates a buffer with GFP_ATOMIC,
  * sets it, reads it back (and its length) and frees it, reads and frees the kept
- * received MAD @recv, all from a timer (RMAD_FROM_TIMER) or an hrtimer
- * (RMAD_FROM_HRTIMER) callback. Returns 0, or -ETIMEDOUT if the callback did not run.
+ * received MAD @recv, and reads the segments of the RMPP buffer @rmpp, all from a
+ * timer (RMAD_FROM_TIMER) or an hrtimer (RMAD_FROM_HRTIMER) callback. Returns 0,
+ * or -ETIMEDOUT if the callback did not run.
  */
 int rmad_test_call_from(int where, struct rmad_agent *agent, struct rmad_send_buf *buf,
-			struct rmad_recv_buf *recv, struct rmad_atomic_result *res);
+			struct rmad_recv_buf *recv, struct rmad_send_buf *rmpp,
+			struct rmad_atomic_result *res);
 
 #endif /* RMAD_TEST_ATOMIC_CALLS_H */

@@ -32,14 +32,19 @@ pub(crate) struct AtomicResult {
     pub(crate) send_len: u32,
     pub(crate) recv_mad_ok: c_int,
     pub(crate) recv_free: c_int,
+    pub(crate) seg_count: c_int,
+    pub(crate) seg_size: u32,
+    pub(crate) seg_ok: c_int,
+    pub(crate) seg_beyond_null: c_int,
 }
 
 // The layout `src/testing/atomic_calls.h` has; `src/testing/atomic_calls.c` checks the same
 // numbers in C.
 const _: () = {
-    assert!(core::mem::size_of::<AtomicResult>() == 84);
+    assert!(core::mem::size_of::<AtomicResult>() == 100);
     assert!(core::mem::offset_of!(AtomicResult, hi_tid) == 68);
     assert!(core::mem::offset_of!(AtomicResult, recv_free) == 80);
+    assert!(core::mem::offset_of!(AtomicResult, seg_beyond_null) == 96);
 };
 
 /// From a timer (softirq context).
@@ -53,22 +58,25 @@ extern "C" {
         agent: *mut c_void,
         buf: *mut c_void,
         recv: *mut c_void,
+        rmpp: *mut c_void,
         res: *mut AtomicResult,
     ) -> c_int;
 }
 
 /// Makes the calls from `from` ([`FROM_TIMER`] or [`FROM_HRTIMER`]) on `agent`, the posted
-/// and then cancelled `buf` and the received MAD `recv` (handles of the C API, validated by
-/// rmad), and returns what each call returned; `Err` when the timer could not run them.
+/// and then cancelled `buf`, the received MAD `recv` and the RMPP buffer `rmpp` (handles of
+/// the C API, validated by rmad), and returns what each call returned; `Err` when the timer
+/// could not run them.
 pub(crate) fn call_from(
     from: c_int,
     agent: *mut c_void,
     buf: *mut c_void,
     recv: *mut c_void,
+    rmpp: *mut c_void,
 ) -> Result<AtomicResult, c_int> {
     let mut res = AtomicResult::default();
     // SAFETY: `res` is valid for writes for the call; rmad validates the handles.
-    match unsafe { rmad_test_call_from(from, agent, buf, recv, &mut res) } {
+    match unsafe { rmad_test_call_from(from, agent, buf, recv, rmpp, &mut res) } {
         0 => Ok(res),
         e => Err(e),
     }

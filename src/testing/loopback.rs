@@ -19,6 +19,7 @@ pub(crate) mod fifo;
 use crate::{
     engine::{
         agent::Agent,
+        rmpp_budget::PortBudget,
         send::SendRecord,
         transport::{
             GrhFields,
@@ -541,6 +542,8 @@ impl Fabric {
 pub(crate) struct Loopback {
     /// The fabric, for tests and the demonstration to turn its knobs.
     pub(crate) fabric: Arc<Fabric>,
+    /// The reassembly budget of each port, shared by its kernel-RMPP agents.
+    budgets: [Arc<PortBudget>; PORTS],
 }
 
 impl Loopback {
@@ -549,6 +552,7 @@ impl Loopback {
         Ok(Arc::new(
             Loopback {
                 fabric: Fabric::new(engine, ports)?,
+                budgets: [PortBudget::new()?, PortBudget::new()?],
             },
             GFP_KERNEL,
         )?)
@@ -578,5 +582,10 @@ impl Transport for Loopback {
 
     fn name(&self) -> &CStr {
         c"loopback"
+    }
+
+    fn rmpp_budget(&self, port: u8) -> Option<Arc<PortBudget>> {
+        let i = usize::from(port).checked_sub(1)?;
+        self.budgets.get(i).cloned()
     }
 }

@@ -14,11 +14,15 @@
 //! RMPP classes take part (an ACTIVE MAD of another class is an ordinary MAD); a transfer ends
 //! after [`INACTIVITY_MS`] without progress instead of 40 s after its start; lengths and
 //! segment numbers are checked; and an agent holds at most [`MAX_TRANSFERS`] transfers and
-//! [`MAX_BYTES`] bytes of them, beyond which a new transfer is refused with STOP(RESX).
+//! [`MAX_BYTES`] bytes of them, and the agents of a port together at most the port's bound
+//! ([`PortBudget`]), beyond which a new transfer is refused with STOP(RESX).
 
 use super::*;
 use crate::{
-    engine::transport::RecvWc,
+    engine::{
+        rmpp_budget::PortBudget,
+        transport::RecvWc, //
+    },
     mad::{
         rmpp::{
             recv::{
@@ -114,6 +118,9 @@ struct Rx {
     deadline_ns: i64,
     /// Whether the transfer is counted in [`Recvs::active`].
     counted: bool,
+    /// Whether the transfer is counted in the port's budget (a message of one segment,
+    /// whole at once, is not).
+    port_counted: bool,
     /// Whether the transfer is complete and kept for repeat ACKs, counted in
     /// [`Recvs::lingering`].
     lingering: bool,
@@ -127,9 +134,12 @@ struct Rx {
 ///
 /// `bytes` is the sum of the `charged` bytes of the transfers in `map`, at most [`MAX_BYTES`];
 /// `active` counts the transfers in `map` whose `counted` is set (those not complete), at most
-/// [`MAX_TRANSFERS`].
+/// [`MAX_TRANSFERS`]. `port` holds, for this agent, every `charged` byte and one transfer for
+/// each `port_counted` transfer in `map`.
 pub(crate) struct Recvs {
     map: RBTree<Key, KBox<Rx>>,
+    /// What the agents of the port may hold together.
+    port: Arc<PortBudget>,
     bytes: usize,
     active: usize,
     /// The transfers in `map` whose `lingering` is set, at most [`MAX_LINGERING`].
@@ -156,16 +166,21 @@ pub(crate) struct RmppStats {
     pub(crate) active: u64,
     /// Bytes held now.
     pub(crate) bytes: u64,
+    /// Transfers being reassembled now by every agent of the port.
+    pub(crate) port_active: u64,
+    /// Bytes held now by every agent of the port.
+    pub(crate) port_bytes: u64,
     /// Completed transfers remembered now.
     pub(crate) lingering: u64,
 }
 
 impl Recvs {
-    /// No transfer.
-    pub(crate) fn new() -> Self {
-        // INVARIANT: empty map, nothing counted.
+    /// No transfer, on a port whose budget is `port`.
+    pub(crate) fn new(port: Arc<PortBudget>) -> Self {
+        // INVARIANT: empty map, nothing counted, nothing charged to the port.
         Self {
             map: RBTree::new(),
+            port,
             bytes: 0,
             active: 0,
             lingering: 0,
@@ -176,8 +191,12 @@ impl Recvs {
     /// Removes the transfer under `key`, uncounting what it held.
     fn remove(&mut self, key: &Key) {
         if let Some(rx) = self.map.remove(key) {
-            // INVARIANT: the transfer's charge and count leave with it.
+            // INVARIANT: the transfer's charge and count leave with it, here and in the port.
             self.bytes = self.bytes.saturating_sub(rx.charged);
+            self.port.put_bytes(rx.charged);
+            if rx.port_counted {
+                self.port.put_transfer();
+            }
             if rx.counted {
                 self.active = self.active.saturating_sub(1);
             }
@@ -195,6 +214,21 @@ impl Recvs {
                 rx.counted && k.slid == key.slid && k.sgid == key.sgid && k.src_qp == key.src_qp
             })
             .count()
+    }
+
+    /// Forgets every transfer, giving the port back what they held.
+    fn release_all(&mut self) {
+        for (_, rx) in self.map.iter() {
+            self.port.put_bytes(rx.charged);
+            if rx.port_counted {
+                self.port.put_transfer();
+            }
+        }
+        self.map = RBTree::new();
+        // INVARIANT: nothing held, here or in the port.
+        self.bytes = 0;
+        self.active = 0;
+        self.lingering = 0;
     }
 
     /// Makes room for one more completed transfer: forgets the one that would expire first.
@@ -258,6 +292,8 @@ impl Agent {
         RmppStats {
             active: u64::try_from(r.active).unwrap_or(u64::MAX),
             bytes: u64::try_from(r.bytes).unwrap_or(u64::MAX),
+            port_active: r.port.figures().0,
+            port_bytes: r.port.figures().1,
             lingering: u64::try_from(r.lingering).unwrap_or(u64::MAX),
             ..r.stats
         }
@@ -417,9 +453,13 @@ impl Agent {
                 return After::default();
             }
         };
-        // A message of one segment is whole at once and takes no slot.
+        // A message of one segment is whole at once and takes no slot, here or in the port.
         let whole = matches!(v, Verdict::Complete { .. });
-        if !whole && (r.active >= MAX_TRANSFERS || r.of_sender(&key) >= MAX_PER_SENDER) {
+        if !whole
+            && (r.active >= MAX_TRANSFERS
+                || r.of_sender(&key) >= MAX_PER_SENDER
+                || !r.port.take_transfer())
+        {
             return refuse(r, Status::Resx, &recv, Some(reply));
         }
         let rx = Rx {
@@ -430,6 +470,7 @@ impl Agent {
             reply,
             deadline_ns: now,
             counted: true,
+            port_counted: !whole,
             lingering: false,
             started_ns: now,
         };
@@ -437,6 +478,9 @@ impl Agent {
             .map_err(Error::from)
             .and_then(|b| RBTreeNode::new(key, b, GFP_KERNEL));
         let Ok(node) = node else {
+            if !whole {
+                r.port.put_transfer();
+            }
             bump(&mut r.stats.dropped);
             return After::default();
         };
@@ -526,6 +570,9 @@ impl Agent {
             mad.truncate(len.max(wire::IB_MGMT_MAD_SIZE));
             uncharge = core::mem::replace(&mut rx.charged, 0);
             rx.counted = false;
+            if core::mem::replace(&mut rx.port_counted, false) {
+                r.port.put_transfer();
+            }
             let linger = now.saturating_add(LINGER_MS.saturating_mul(1_000_000));
             rx.deadline_ns = linger;
             after.deadline = Some(linger);
@@ -537,6 +584,7 @@ impl Agent {
         if after.done.is_some() {
             // INVARIANT: the completed transfer holds nothing and is no longer counted.
             r.bytes = r.bytes.saturating_sub(uncharge);
+            r.port.put_bytes(uncharge);
             r.active = r.active.saturating_sub(1);
             bump(&mut r.stats.completed);
             // A response lingers too, although its request completes with it: if the final
@@ -556,6 +604,7 @@ impl Agent {
     /// bounds; segment 1 brings the class header too.
     fn store(r: &mut Recvs, key: &Key, hdr_len: usize, n: u32, mad: &[u8]) -> Result {
         let bytes = r.bytes;
+        let port = r.port.clone();
         let rx = r.map.get_mut(key).ok_or(EINVAL)?;
         let off = rx.transfer.config().offset(n).ok_or(EINVAL)?;
         let data = mad.get(hdr_len..).ok_or(EINVAL)?;
@@ -577,12 +626,22 @@ impl Agent {
                 .max(end);
             let grow = want.saturating_sub(rx.buf.len());
             let predicted = rx.buf.len().saturating_add(grow).max(rx.buf.capacity());
-            if bytes.saturating_add(predicted.saturating_sub(rx.charged)) > MAX_BYTES {
+            let delta = predicted.saturating_sub(rx.charged);
+            if bytes.saturating_add(delta) > MAX_BYTES || !port.take_bytes(delta) {
                 return Err(ENOSPC);
             }
-            rx.buf.reserve(grow, GFP_KERNEL | __GFP_NOWARN)?;
-            rx.buf.resize(want, 0, GFP_KERNEL)?;
+            let grown = rx
+                .buf
+                .reserve(grow, GFP_KERNEL | __GFP_NOWARN)
+                .map_err(Error::from)
+                .and_then(|()| rx.buf.resize(want, 0, GFP_KERNEL).map_err(Error::from));
+            if let Err(e) = grown {
+                port.put_bytes(delta);
+                return Err(e);
+            }
             let extra = rx.buf.capacity().saturating_sub(rx.charged);
+            // The port is charged what the agent is: the capacity, not the prediction.
+            port.adjust_bytes(delta, extra);
             rx.charged = rx.buf.capacity();
             // INVARIANT: `bytes` follows the transfer's charge. The capacity may exceed the
             // prediction by the allocator's rounding only.
@@ -773,11 +832,14 @@ impl Agent {
     /// Forgets every transfer (unregistration, once no MAD reaches the agent any more):
     /// partial ones end without a word to their senders, as in C.
     pub(super) fn rmpp_clear(&self) {
-        let mut r = self.rmpp.lock();
-        r.map = RBTree::new();
-        // INVARIANT: nothing held.
-        r.bytes = 0;
-        r.active = 0;
-        r.lingering = 0;
+        self.rmpp.lock().release_all();
+    }
+}
+
+impl Drop for Recvs {
+    /// An agent that goes away (a registration that failed, or the last reference dropped)
+    /// gives the port back what its transfers held.
+    fn drop(&mut self) {
+        self.release_all();
     }
 }

@@ -136,6 +136,44 @@ unsafe extern "C" fn register_race_recv(
     }
 }
 
+/// A fresh [`RegisterRace`].
+fn register_race() -> Result<Arc<RegisterRace>> {
+    Ok(Arc::new(
+        RegisterRace {
+            seen: Atomic::new(0),
+            unknown: Atomic::new(0),
+        },
+        GFP_KERNEL,
+    )?)
+}
+
+/// The SA class's GET on port 1 of lb0, registered through the C API with RMPP version 1 and
+/// `flags` (kernel RMPP without `IB_MAD_USER_RMPP`), handled by the register-race handlers
+/// with `race` as context; the agent handle or an `ERR_PTR`.
+fn sa_rmpp_agent(race: &Arc<RegisterRace>, flags: u32) -> *mut c_void {
+    let reg = RmadRegReq {
+        mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
+        mgmt_class_version: 2,
+        oui: [0; 3],
+        method_mask: [1 << wire::IB_MGMT_METHOD_GET, 0],
+    };
+    // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
+    // prototypes; the caller keeps the context alive until the agent is unregistered.
+    unsafe {
+        rmad_register_agent(
+            lb0::NAME.as_char_ptr(),
+            1,
+            1,
+            &reg,
+            1,
+            Some(register_race_send),
+            Some(register_race_recv),
+            Arc::as_ptr(race).cast_mut().cast(),
+            flags,
+        )
+    }
+}
+
 #[kernel::prelude::kunit_tests(rmad_capi)]
 mod tests {
     use super::*;
@@ -634,6 +672,15 @@ mod tests {
             ah,
         )?;
         let a = c_agent(&probe)?;
+        // A kernel-RMPP agent's buffer of 56 + 1 000 bytes (5 segments of 200), whose
+        // segments the callbacks read; `race` outlives the agent (unregistered below).
+        let race = register_race()?;
+        let ra = sa_rmpp_agent(&race, 0);
+        let rb = if is_err(ra) {
+            core::ptr::null_mut()
+        } else {
+            rmad_create_send_mad(ra, 1, 0, 1, 56, 1000, kernel::bindings::GFP_KERNEL, 1)
+        };
         let mut results = [AtomicResult::default(), AtomicResult::default()];
         let mut ran = [EINVAL.to_errno(); 2];
         let mut gone = [false; 2];
@@ -654,7 +701,7 @@ mod tests {
                 .get(where_)
                 .copied()
                 .ok_or(EINVAL)?;
-            *ran = match call_from(from, a, b, recv) {
+            *ran = match call_from(from, a, b, recv, rb) {
                 Ok(r) => {
                     *res = r;
                     0
@@ -670,6 +717,8 @@ mod tests {
         }
         let unreg = rmad_unregister_agent(a);
         let hi_tid = rmad_agent_hi_tid(a);
+        let rmpp_freed = !is_err(rb) && rmad_free_send_mad(rb) == 0;
+        let rmpp_unreg = !is_err(ra) && rmad_unregister_agent(ra) == 0;
         let [t, h] = &results;
         pr_info!("capi: from timer {:?}\n", t);
         pr_info!("capi: from hrtimer {:?}\n", h);
@@ -690,7 +739,12 @@ mod tests {
             assert_eq!(r.stale_free, EINVAL.to_errno());
             assert_eq!(r.send_len, 256);
             assert_eq!((r.recv_mad_ok, r.recv_free), (1, 0));
+            assert_eq!(
+                (r.seg_count, r.seg_size, r.seg_ok, r.seg_beyond_null),
+                (5, 200, 1, 1)
+            );
         }
+        assert!(rmpp_freed && rmpp_unreg);
         assert_eq!(gone, [true, true]);
         assert_eq!(unreg, 0);
         assert_eq!(hi_tid, 0);
@@ -708,13 +762,7 @@ mod tests {
         let (engine, transport) = devices::find(lb0::NAME, 2).ok_or(ENODEV)?;
         let rec = Recorder::new(Behaviour::default())?;
         let sender = register_gsi(&engine, &transport, 2, &rec, None)?;
-        let race = Arc::new(
-            RegisterRace {
-                seen: Atomic::new(0),
-                unknown: Atomic::new(0),
-            },
-            GFP_KERNEL,
-        )?;
+        let race = register_race()?;
         let stop = Arc::new(Atomic::<bool>::new(false), GFP_KERNEL)?;
         let flooded = Arc::new(Atomic::<u32>::new(0), GFP_KERNEL)?;
         let (s2, stop2, flooded2) = (sender.clone(), stop.clone(), flooded.clone());
@@ -800,39 +848,14 @@ mod tests {
         // rmad.h: rmpp_version 1 without IB_MAD_USER_RMPP is kernel RMPP: an RMPP buffer of
         // 56 + 201 bytes is 2 segments of 200 bytes, rmad_send_buf_seg_count() says so, and
         // rmad_get_rmpp_segment() reaches segments 1 and 2, 200 bytes apart, and nothing else;
-        // with the flag (user RMPP) rmpp_active is -EINVAL, as in C.
-        let reg = RmadRegReq {
-            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
-            mgmt_class_version: 2,
-            oui: [0; 3],
-            method_mask: [1 << wire::IB_MGMT_METHOD_GET, 0],
-        };
-        let race = Arc::new(
-            RegisterRace {
-                seen: Atomic::new(0),
-                unknown: Atomic::new(0),
-            },
-            GFP_KERNEL,
-        )?;
+        // with the flag (user RMPP) rmpp_active is -EINVAL, as in C. `race` outlives the
+        // agents (unregistered below).
+        let race = register_race()?;
         let mut codes = [0i32; 2];
         let mut shape = None;
         let mut registered = 0;
         for (i, flags) in [0, wire::IB_MAD_USER_RMPP].into_iter().enumerate() {
-            // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
-            // prototypes; the context outlives the agent (unregistered below).
-            let a = unsafe {
-                rmad_register_agent(
-                    lb0::NAME.as_char_ptr(),
-                    1,
-                    1,
-                    &reg,
-                    1,
-                    Some(register_race_send),
-                    Some(register_race_recv),
-                    Arc::as_ptr(&race).cast_mut().cast(),
-                    flags,
-                )
-            };
+            let a = sa_rmpp_agent(&race, flags);
             if is_err(a) {
                 continue;
             }

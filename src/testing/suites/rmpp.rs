@@ -328,6 +328,35 @@ pub(super) fn rxe_rmpp_agent<H: SendHandler + RecvHandler + 'static>(
     Ok(Some((port, r)))
 }
 
+/// Segment 1 (FIRST) of a SET of 100 segments of `class` from `from` to LID 1, with TID
+/// `tid`, through `grh`: a transfer it starts stays open.
+fn first_of_100(
+    class: u8,
+    from: &Arc<Agent>,
+    tid: u64,
+    grh: Option<crate::mad::GrhAttr>,
+) -> Result {
+    let mut buf = mad_to(
+        from,
+        1,
+        mad_hdr(class, wire::IB_MGMT_METHOD_SET, tid),
+        1,
+        grh,
+    )?;
+    RmppHdr {
+        version: wire::IB_MGMT_RMPP_VERSION,
+        rmpp_type: wire::IB_MGMT_RMPP_TYPE_DATA,
+        resp_time: 0,
+        flags: wire::IB_MGMT_RMPP_FLAG_ACTIVE | wire::IB_MGMT_RMPP_FLAG_FIRST,
+        status: 0,
+        seg_num: 1,
+        paylen_newwin: 100 * 220,
+    }
+    .write(buf.mad_mut())
+    .map_err(|_| EINVAL)?;
+    post(buf).map(|_| ())
+}
+
 /// The RMPP figures of `a` as (reassembled, ACKs, aborts, dropped), for the log.
 fn t_stats(a: &Agent) -> (u64, u64, u64, u64) {
     let s = a.rmpp_stats();
@@ -548,22 +577,7 @@ mod tests {
         // each: the agent's 32. A fifth sender (an agent on port 1 itself) is then refused:
         // STOP(RESX), counted, nothing more held.
         let t = Pair::new()?;
-        // Segment 1 of 100 from `from`, with TID `tid`, through `grh`.
-        let first = |from: &Arc<Agent>, tid: u64, grh: Option<crate::mad::GrhAttr>| -> Result {
-            let mut buf = mad_to(from, 1, mad_hdr(SA, wire::IB_MGMT_METHOD_SET, tid), 1, grh)?;
-            RmppHdr {
-                version: wire::IB_MGMT_RMPP_VERSION,
-                rmpp_type: wire::IB_MGMT_RMPP_TYPE_DATA,
-                resp_time: 0,
-                flags: wire::IB_MGMT_RMPP_FLAG_ACTIVE | wire::IB_MGMT_RMPP_FLAG_FIRST,
-                status: 0,
-                seg_num: 1,
-                paylen_newwin: 100 * 220,
-            }
-            .write(buf.mad_mut())
-            .map_err(|_| EINVAL)?;
-            post(buf).map(|_| ())
-        };
+        let first = |from: &Arc<Agent>, tid: u64, grh| first_of_100(SA, from, tid, grh);
         let to_r = |k: u8| -> Result<Option<crate::mad::GrhAttr>> {
             let dgid = t.env.transport.gid(1, 0).ok_or(EINVAL)?;
             Ok(requests::gid_address(dgid, k).grh)
@@ -597,6 +611,93 @@ mod tests {
         assert_eq!(after.active, max);
         assert_eq!(after.refused, 1);
         assert_eq!(after.aborts, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn port_beyond_its_bound_refused_with_stop_resx() -> Result {
+        // The port's bound (64 transfers, two agents' worth) holds over every kernel-RMPP
+        // agent of port 1: R (SA) and R2 (DeviceMgmt) take 32 each from four senders; a
+        // FIRST to a third agent R3 (DeviceAdm), which holds nothing, is then refused with
+        // STOP(RESX) for the port. Once R2 is unregistered, its transfers are given back and
+        // the next FIRST to R3 starts a transfer.
+        let t = Pair::new()?;
+        let first = first_of_100;
+        let kernel_rmpp = |class: u8, log: &Arc<Log>| {
+            Agent::register(
+                &t.env.engine,
+                &t.env.transport,
+                AgentConfig {
+                    port: 1,
+                    qp_type: QpType::Gsi,
+                    reg: Some(reg(class)),
+                    rmpp_version: 1,
+                    flags: 0,
+                    send_handler: Some(log.clone()),
+                    recv_handler: Some(log.clone()),
+                },
+            )
+        };
+        let (log2, log3) = (Log::new()?, Log::new()?);
+        let r2 = kernel_rmpp(wire::IB_MGMT_CLASS_DEVICE_MGMT, &log2)?;
+        let r3 = kernel_rmpp(wire::IB_MGMT_CLASS_DEVICE_ADM, &log3)?;
+        let to_r = |k: u8| -> Result<Option<crate::mad::GrhAttr>> {
+            let dgid = t.env.transport.gid(1, 0).ok_or(EINVAL)?;
+            Ok(requests::gid_address(dgid, k).grh)
+        };
+        let senders = [None, to_r(0)?, to_r(1)?, to_r(20)?];
+        let per = u32::try_from(crate::engine::agent::RMPP_MAX_PER_SENDER).unwrap_or(0);
+        let mut lo = 0x7000u32;
+        for class in [SA, wire::IB_MGMT_CLASS_DEVICE_MGMT] {
+            for grh in senders {
+                for _ in 0..per {
+                    first(class, &t.p, wire::make_tid(t.p.hi_tid, lo), grh)?;
+                    lo = lo.saturating_add(1);
+                }
+            }
+        }
+        let idle = t.settle();
+        let full = (t.r.rmpp_stats(), r2.rmpp_stats());
+        first(
+            wire::IB_MGMT_CLASS_DEVICE_ADM,
+            &t.p,
+            wire::make_tid(t.p.hi_tid, lo),
+            None,
+        )?;
+        let idle2 = t.settle();
+        let refused = r3.rmpp_stats();
+        let stops = t.plog.stops()?;
+        r2.unregister()?;
+        let freed = r3.rmpp_stats();
+        first(
+            wire::IB_MGMT_CLASS_DEVICE_ADM,
+            &t.p,
+            wire::make_tid(t.p.hi_tid, lo.saturating_add(1)),
+            None,
+        )?;
+        let idle3 = t.settle();
+        let started = r3.rmpp_stats();
+        r3.unregister()?;
+        t.finish()?;
+        let agent_max = u64::try_from(crate::engine::agent::RMPP_MAX_TRANSFERS).unwrap_or(0);
+        let port_max = crate::engine::rmpp_budget::PORT_MAX_TRANSFERS;
+        assert!(idle && idle2 && idle3);
+        assert_eq!((full.0.active, full.1.active), (agent_max, agent_max));
+        assert_eq!(full.0.port_active, port_max);
+        assert_eq!(
+            (refused.active, refused.refused, refused.port_active),
+            (0, 1, port_max)
+        );
+        assert_eq!(
+            &stops[..],
+            &[(wire::IB_MGMT_RMPP_TYPE_STOP, Status::Resx.code())][..]
+        );
+        assert_eq!(freed.port_active, port_max.saturating_sub(agent_max));
+        assert_eq!((started.active, started.refused), (1, 1));
+        assert_eq!(
+            started.port_active,
+            port_max.saturating_sub(agent_max).saturating_add(1)
+        );
         Ok(())
     }
 
