@@ -356,8 +356,11 @@ static void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	/*
 	 * Flushed (the QP is closing, or in the error state and reposted by
-	 * rmad_shim_vport_recover): not posted again here. The count drops last,
-	 * after any repost, so that it reaches 0 only with no handler running.
+	 * rmad_shim_vport_recover): not posted again here. Any other error (a
+	 * datagram the buffer could not take) loses only that datagram: the
+	 * buffer goes back, or a peer could use them all up. The count drops
+	 * last, after any repost, so that it reaches 0 only with no handler
+	 * running.
 	 */
 	if (wc->status == IB_WC_SUCCESS) {
 		ib_dma_sync_single_for_cpu(vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
@@ -367,8 +370,11 @@ static void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 			rmad_rust_recv(vp->ctx, s->buf + RMAD_GRH_SIZE,
 				       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE),
 				       &info);
-		rmad_post_recv(s);
 	}
+	if (wc->status != IB_WC_WR_FLUSH_ERR)
+		rmad_post_recv(s);
+	/* Release: the handler's reads of the buffer come before it may be posted again. */
+	smp_mb__before_atomic();
 	atomic_dec(&vp->rq_posted);
 }
 
@@ -497,15 +503,37 @@ static bool rmad_sends_busy(struct rmad_vport *vp)
 }
 
 /*
- * After a send completed with an error: if the QP is in the error state (rxe
- * puts it there for good when the netdev refuses one packet, e.g. while a
- * qdisc is replaced), waits until the device has completed every send and
- * flushed every receive, then takes the QP through RESET back to RTS and
- * posts the receives again. Nothing is lost: every send completes once (the
- * flushed ones with their flush status), and no buffer is posted twice. The
- * transmit work calls it first in every run, so no send is posted meanwhile;
- * if the device is slow to flush, the reset waits for a later run. Returns
- * whether the QP was reset.
+ * Whether the device has completed every send and, with @rq, flushed every
+ * receive (their handlers done); waits a little for it (about 20 ms at most:
+ * the transmit work runs on an ordered queue that every port shares).
+ */
+static bool rmad_drained(struct rmad_vport *vp, bool rq)
+{
+	int i;
+
+	for (i = 0;; i++) {
+		/* Acquire: pairs with the release before each handler's decrement. */
+		if (!rmad_sends_busy(vp) && (!rq || !atomic_read_acquire(&vp->rq_posted)))
+			return true;
+		if (i == 20)
+			return false;
+		usleep_range(500, 1000);
+	}
+}
+
+/*
+ * After a send completed with an error: brings the QP back to RTS if it left
+ * it. rxe puts the whole QP in the error state, for good, when the netdev
+ * refuses one packet (a full qdisc, or one being replaced): once the device
+ * has completed every send and flushed every receive, the QP goes through
+ * RESET back to RTS and the receives are posted again. A QP in the
+ * send-queue-error state (hardware) still receives: once its sends are
+ * done, it goes straight back to RTS, as the C MAD layer moves it. Nothing
+ * is lost: every send completes once (the flushed ones with their flush
+ * status), and no buffer is posted twice. The transmit work calls it first
+ * in every run, before it posts anything; when the device has not drained
+ * yet, or a transition fails, the next run tries again. Returns whether the
+ * QP was brought back.
  */
 bool rmad_shim_vport_recover(struct rmad_vport *vp)
 {
@@ -515,27 +543,40 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 
 	if (!atomic_xchg(&vp->send_failed, 0))
 		return false;
-	if (ib_query_qp(vp->qp, &attr, IB_QP_STATE, &init) ||
-	    (attr.qp_state != IB_QPS_ERR && attr.qp_state != IB_QPS_SQE))
+	if (ib_query_qp(vp->qp, &attr, IB_QP_STATE, &init))
+		goto later;
+	switch (attr.qp_state) {
+	case IB_QPS_RTS:
 		return false;
-	for (i = 0; i < 1000 && (rmad_sends_busy(vp) || atomic_read(&vp->rq_posted)); i++)
-		usleep_range(1000, 2000);
-	if (rmad_sends_busy(vp) || atomic_read(&vp->rq_posted)) {
-		atomic_set(&vp->send_failed, 1);
-		return false;
+	case IB_QPS_SQE:
+		if (!rmad_drained(vp, false))
+			goto later;
+		attr.qp_state = IB_QPS_RTS;
+		attr.cur_qp_state = IB_QPS_SQE;
+		if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE | IB_QP_CUR_STATE))
+			goto failed;
+		break;
+	default:
+		/* ERR, or a state a reset that failed half way left. */
+		if (!rmad_drained(vp, true))
+			goto later;
+		attr.qp_state = IB_QPS_RESET;
+		if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE) || rmad_qp_to_rts(vp->qp))
+			goto failed;
+		for (i = 0; i < RMAD_RQ; i++)
+			rmad_post_recv(&vp->recv[i]);
+		break;
 	}
-	attr.qp_state = IB_QPS_RESET;
-	if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE) || rmad_qp_to_rts(vp->qp)) {
-		pr_warn("rmad: %s port %u: the private QP failed and could not be reset\n",
-			dev_name(&vp->dev->dev), vp->port);
-		return false;
-	}
-	for (i = 0; i < RMAD_RQ; i++)
-		rmad_post_recv(&vp->recv[i]);
 	atomic_inc(&vp->resets);
-	pr_info("rmad: %s port %u: the private QP failed a send and was reset\n",
+	pr_info("rmad: %s port %u: the private QP failed a send and is back in RTS\n",
 		dev_name(&vp->dev->dev), vp->port);
 	return true;
+failed:
+	pr_warn_ratelimited("rmad: %s port %u: the private QP failed and could not be reset yet\n",
+			    dev_name(&vp->dev->dev), vp->port);
+later:
+	atomic_set(&vp->send_failed, 1);
+	return false;
 }
 
 /* How many times rmad_shim_vport_recover reset the QP. */
