@@ -705,6 +705,93 @@ mod tests {
     }
 
     #[test]
+    fn hostile_control_storm_each_send_ends_once() -> Result {
+        // A hostile peer against segmented sends: eight SETs of 20 segments (two retries per
+        // window, no response expected) get only 1 500 random ACKs, STOPs, ABORTs and RMPP
+        // messages of unknown type or version, with random statuses, SegmentNumbers and
+        // windows (the edges 0, 1, 19, 20, 21, 2^31 and 2^32 - 1 among them), on their TIDs
+        // and on two TIDs of no send. Nothing panics (the kernel would), each send completes
+        // exactly once with SUCCESS, REM_ABORT_ERR or RESP_TIMEOUT_ERR, some are aborted, no
+        // segment beyond 20 goes out, and a clean transfer afterwards completes.
+        let t = Pair::new(Peer::Script)?;
+        for lo in 0..8u32 {
+            let _h = post(t.transfer(0x100 + lo, 20 * 200, 0, 2)?)?;
+        }
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let edges = [0u32, 1, 2, 19, 20, 21, 0x8000_0000, u32::MAX];
+        let pick = |r: u64, shift: u32, or: u32| {
+            let i = usize::try_from((r >> shift) % 12).unwrap_or(0);
+            edges.get(i).copied().unwrap_or(or)
+        };
+        for i in 0..1500u32 {
+            let r = next();
+            let lo = 0x100 + u32::try_from(r % 10).unwrap_or(0);
+            let rmpp_type = match (r >> 8) % 8 {
+                0..=3 => wire::IB_MGMT_RMPP_TYPE_ACK,
+                4 => wire::IB_MGMT_RMPP_TYPE_STOP,
+                5 => wire::IB_MGMT_RMPP_TYPE_ABORT,
+                6 => 0,
+                _ => 9,
+            };
+            let version = if (r >> 12) % 16 == 0 {
+                2
+            } else {
+                wire::IB_MGMT_RMPP_VERSION
+            };
+            let status = if (r >> 16) % 8 == 0 {
+                u8::try_from((r >> 20) % 256).unwrap_or(0)
+            } else {
+                0
+            };
+            let seg = pick(r, 28, u32::try_from((r >> 32) % 24).unwrap_or(0));
+            let win = pick(
+                r,
+                36,
+                seg.saturating_add(u32::try_from((r >> 40) % 8).unwrap_or(0)),
+            );
+            t.control_v(lo, version, rmpp_type, status, seg, win)?;
+            if i % 100 == 99 {
+                let _ = t.settle();
+            }
+        }
+        let ended = t.completions(8);
+        let _ = t.settle();
+        // A second completion of any of them would show by now.
+        sleep_ms(500);
+        let done = t.rtap.done()?;
+        let segs = t.ptap.seg_nums()?;
+        let _h = post(t.transfer(0x200, 200, 0, 0)?)?;
+        let _ = t.settle();
+        t.ack(0x200, 1, 1)?;
+        let clean = t.completions(9);
+        let after = t.rtap.done()?;
+        let outstanding = t.r.outstanding();
+        t.finish()?;
+        let ok = |d: &Done| {
+            matches!(
+                d.status,
+                WcStatus::Success | WcStatus::RemAbortErr | WcStatus::RespTimeoutErr
+            )
+        };
+        assert!(ended);
+        assert_eq!(done.len(), 8);
+        assert!(done.iter().all(ok));
+        assert!(done.iter().any(|d| d.status == WcStatus::RemAbortErr));
+        assert!(segs.iter().all(|n| (1..=20).contains(n)));
+        assert!(clean);
+        assert_eq!(after.len(), 9);
+        assert_eq!(after.last().map(|d| d.status), Some(WcStatus::Success));
+        assert_eq!(outstanding, 0);
+        Ok(())
+    }
+
+    #[test]
     fn abort_while_a_segment_is_in_flight_is_rem_abort_err() -> Result {
         // §7.2 item 5 not copied (behaviour §8.14): the peer's ABORT arrives before segment
         // 1's send completion (the segment itself is lost, the ABORT overtakes the

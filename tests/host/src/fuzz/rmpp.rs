@@ -468,6 +468,15 @@ impl ModelTx {
         }
     }
 
+    /// A shortened ACK wait expired: go back N with no retry used, unless all is ACKed.
+    fn probe(&mut self) -> Option<u32> {
+        if self.last_ack == self.count {
+            return None;
+        }
+        self.sent = self.last_ack + 1;
+        Some(to_u32(self.sent))
+    }
+
     fn agrees(&self, w: &Window) -> Result<(), String> {
         let mine = (
             i64::from(w.seg_count()),
@@ -843,10 +852,14 @@ fn run_window(rng: &mut Rng, cov: &mut Coverage) -> Result<(), String> {
     };
     m.agrees(&w)?;
     for k in 0..1 + rng.below(120) {
-        let what = match rng.below(6) {
+        let what = match rng.below(7) {
             0 => {
                 let (a, b) = (w.next(), m.next());
                 (a != b).then(|| format!("next: rmad {a:?}, model {b:?}"))
+            }
+            6 => {
+                let (a, b) = (w.probe(), m.probe());
+                (a != b).then(|| format!("probe: rmad {a:?}, model {b:?}"))
             }
             1 => {
                 let (a, b) = (w.after_send(), m.after_send());
