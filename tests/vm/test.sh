@@ -178,9 +178,10 @@ emit_vm_suite rmad_two_hca >"$RESULTS"
 
 # 4. Device removal with sends outstanding: every send completes once, flushed.
 vm_case removal_insmod_probe insmod /modules/test/rmad.ko rxe_probe=8
-# The line names the device and port; "sent" counts what the device took.
+# The line names the device and port; "sent" counts what the device took; the RMPP
+# reassembly bounds of the agent and of its port show, with nothing held.
 vm_case debugfs_shows_outstanding sh -c 'for i in $(seq 100); do
-	grep -q "^device rxe0 port 1 hi_tid 0x[0-9a-f]* outstanding 8 posted 8 sent 8 " \
+	grep -q "^device rxe0 port 1 hi_tid 0x[0-9a-f]* outstanding 8 posted 8 sent 8 .* rmpp 0/32 bytes 0/16777216 port_rmpp 0/64 port_bytes 0/33554432 " \
 		/sys/kernel/debug/rmad/agents && exit 0; sleep 0.2; done; cat /sys/kernel/debug/rmad/agents; exit 1'
 vm_case removal_rdma_link_delete rdma link delete rxe0
 sleep 1
