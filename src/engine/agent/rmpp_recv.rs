@@ -289,11 +289,12 @@ impl Agent {
     /// What the RMPP receive side did so far.
     pub(crate) fn rmpp_stats(&self) -> RmppStats {
         let r = self.rmpp.lock();
+        let (port_active, port_bytes) = r.port.figures();
         RmppStats {
             active: u64::try_from(r.active).unwrap_or(u64::MAX),
             bytes: u64::try_from(r.bytes).unwrap_or(u64::MAX),
-            port_active: r.port.figures().0,
-            port_bytes: r.port.figures().1,
+            port_active,
+            port_bytes,
             lingering: u64::try_from(r.lingering).unwrap_or(u64::MAX),
             ..r.stats
         }

@@ -414,17 +414,16 @@ impl Window {
             return Timeout::Fail;
         }
         self.retries_left = self.retries_left.saturating_sub(1);
-        if self.all_acked() {
-            return Timeout::NoResponse;
+        match self.probe() {
+            Some(from) => Timeout::Retry { from },
+            None => Timeout::NoResponse,
         }
-        // INVARIANT: not all ACKed, so `last_ack + 1 <= seg_count`.
-        self.sent = self.last_ack.saturating_add(1);
-        Timeout::Retry { from: self.sent }
     }
 
-    /// A shortened ACK wait expired (deviation 4): go back N like [`Window::on_timeout`], with
-    /// no retry used. Returns the segment sent next, or `None` when everything is ACKed (the
-    /// wait was for the response, which [`Window::on_timeout`] decides).
+    /// Goes back N: the segment after the last ACKed one is sent next. Alone, it is what a
+    /// shortened ACK wait's expiry does (deviation 4), with no retry used. Returns that
+    /// segment, or `None` when everything is ACKed (the wait was for the response, which
+    /// [`Window::on_timeout`] decides).
     pub(crate) fn probe(&mut self) -> Option<u32> {
         if self.all_acked() {
             return None;
