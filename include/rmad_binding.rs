@@ -212,6 +212,9 @@ extern "C" {
     fn rmad_free_send_mad(buf: *mut c_void) -> c_int;
     fn rmad_send_buf_mad(buf: *mut c_void) -> *mut c_void;
     fn rmad_send_buf_len(buf: *mut c_void) -> u32;
+    fn rmad_get_rmpp_segment(buf: *mut c_void, seg_num: c_int) -> *mut c_void;
+    fn rmad_send_buf_seg_count(buf: *mut c_void, seg_size: *mut u32) -> c_int;
+    fn rmad_get_mad_data_offset(mgmt_class: u8) -> c_int;
     fn rmad_send_buf_context(buf: *mut c_void) -> *mut c_void;
     fn rmad_send_buf_retries(buf: *mut c_void) -> c_int;
     fn rmad_send_buf_set(
@@ -322,7 +325,21 @@ unsafe extern "C" fn recv_tramp<C: Client>(
 impl<C: Client> Agent<C> {
     /// Registers a GSI agent on `port` of `device` (no class registration).
     pub(crate) fn register(device: &CStr, port: u32, client: C) -> Result<Self> {
-        Self::register_inner(device, port, None, client)
+        Self::register_inner(device, port, None, 0, client)
+    }
+
+    /// Registers a kernel-RMPP GSI agent (`rmpp_version` 1) on `port` of `device`, with `reg`
+    /// if given: rmad reassembles the segmented MADs it receives (the client sees each as one
+    /// MAD, its whole payload), and sends the buffers of [`Agent::create_rmpp_send`] and
+    /// [`Received::reply_rmpp`] one window at a time. Refused with `EINVAL` for a class that
+    /// does not use RMPP.
+    pub(crate) fn register_rmpp(
+        device: &CStr,
+        port: u32,
+        reg: Option<&RegReq>,
+        client: C,
+    ) -> Result<Self> {
+        Self::register_inner(device, port, reg, 1, client)
     }
 
     /// Registers a GSI agent on `port` of `device` that receives the requests `reg` selects
@@ -343,11 +360,17 @@ impl<C: Client> Agent<C> {
         reg: &RegReq,
         client: C,
     ) -> Result<Self> {
-        Self::register_inner(device, port, Some(reg), client)
+        Self::register_inner(device, port, Some(reg), 0, client)
     }
 
-    /// Registers a GSI agent, with `reg` if given.
-    fn register_inner(device: &CStr, port: u32, reg: Option<&RegReq>, client: C) -> Result<Self> {
+    /// Registers a GSI agent, with `reg` if given, kernel RMPP if `rmpp_version` is 1.
+    fn register_inner(
+        device: &CStr,
+        port: u32,
+        reg: Option<&RegReq>,
+        rmpp_version: u8,
+        client: C,
+    ) -> Result<Self> {
         let client = KBox::into_raw(KBox::new(client, GFP_KERNEL)?);
         let ctx = client.cast::<c_void>();
         // SAFETY: The name is NUL-terminated; the handlers match the C prototypes; `ctx` stays
@@ -358,7 +381,7 @@ impl<C: Client> Agent<C> {
                 port,
                 1,
                 reg.map_or(core::ptr::null(), |r| core::ptr::from_ref(r).cast()),
-                0,
+                rmpp_version,
                 Some(send_tramp::<C>),
                 Some(recv_tramp::<C>),
                 ctx,
@@ -405,7 +428,28 @@ impl<C: Client> Agent<C> {
             self.raw,
             remote_qpn,
             0,
-            (mgmt::MAD_HDR, mgmt::MAD_DATA),
+            Shape::Mad(mgmt::MAD_HDR, mgmt::MAD_DATA),
+            GFP_KERNEL,
+        )
+    }
+
+    /// A zeroed RMPP send buffer of a kernel-RMPP agent ([`Agent::register_rmpp`]) for QP
+    /// `remote_qpn` with P_Key index `pkey_index`: `hdr_len` header bytes (at least 36, the
+    /// RMPP header: for a class, [`data_offset`]) and `data_len` payload bytes cut into
+    /// segments ([`SendBuf::rmpp_segment`]); its RMPP header already says DATA, ACTIVE.
+    /// Process context.
+    pub(crate) fn create_rmpp_send(
+        &self,
+        remote_qpn: u32,
+        pkey_index: u16,
+        hdr_len: i32,
+        data_len: i32,
+    ) -> Result<SendBuf> {
+        create_send(
+            self.raw,
+            remote_qpn,
+            pkey_index,
+            Shape::Rmpp(hdr_len, data_len),
             GFP_KERNEL,
         )
     }
@@ -430,7 +474,13 @@ impl<C: Client> Agent<C> {
         data_len: u16,
         flags: Flags,
     ) -> Result<SendBuf> {
-        create_send(self.raw, remote_qpn, pkey_index, (hdr_len, data_len), flags)
+        create_send(
+            self.raw,
+            remote_qpn,
+            pkey_index,
+            Shape::Mad(hdr_len, data_len),
+            flags,
+        )
     }
 }
 
@@ -517,6 +567,48 @@ impl SendBuf {
         // SAFETY: The client owns the buffer (`&mut self`), whose MAD is `len` bytes long and
         // stays where it is until the buffer is freed.
         unsafe { core::slice::from_raw_parts_mut(p, usize::try_from(len).unwrap_or(0)) }
+    }
+
+    /// The number of RMPP segments of a buffer made by [`Agent::create_rmpp_send`] or
+    /// [`Received::reply_rmpp`] and the payload bytes of each: (0, 0) for any other buffer.
+    pub(crate) fn seg_count(&self) -> Result<(u32, u32)> {
+        let mut size = 0u32;
+        // SAFETY: rmad validates the handle; `size` is valid for a write.
+        let n = unsafe { rmad_send_buf_seg_count(self.raw, &mut size) };
+        let n = u32::try_from(n).map_err(|_| Error::from_errno(n))?;
+        Ok((n, if n == 0 { 0 } else { size }))
+    }
+
+    /// The payload of RMPP segment `seg_num` (from 1 to the count of
+    /// [`SendBuf::seg_count`]), to fill before posting; `None` out of range.
+    pub(crate) fn rmpp_segment(&mut self, seg_num: u32) -> Option<&mut [u8]> {
+        let (_, size) = self.seg_count().ok()?;
+        let n = c_int::try_from(seg_num).ok()?;
+        // SAFETY: rmad validates the handle and the number.
+        let p = unsafe { rmad_get_rmpp_segment(self.raw, n) };
+        if p.is_null() {
+            return None;
+        }
+        let len = usize::try_from(size).ok()?;
+        // SAFETY: The client owns the buffer (`&mut self`); the segment is `size` bytes long
+        // and stays where it is until the buffer is freed.
+        Some(unsafe { core::slice::from_raw_parts_mut(p.cast::<u8>(), len) })
+    }
+
+    /// Copies `data` into the segments in order, from the first; `EINVAL` if it does not fit.
+    pub(crate) fn fill_segments(&mut self, data: &[u8]) -> Result {
+        let (count, size) = self.seg_count()?;
+        let size = usize::try_from(size)?;
+        if size == 0 || data.len() > size.checked_mul(usize::try_from(count)?).ok_or(EINVAL)? {
+            return Err(EINVAL);
+        }
+        for (n, chunk) in (1u32..).zip(data.chunks(size)) {
+            let seg = self.rmpp_segment(n).ok_or(EINVAL)?;
+            seg.get_mut(..chunk.len())
+                .ok_or(EINVAL)?
+                .copy_from_slice(chunk);
+        }
+        Ok(())
     }
 
     /// Sets destination, timeout and retries (the context stays 0).
@@ -676,6 +768,22 @@ impl Received<'_> {
             self.wc.src_qp,
             self.wc.pkey_index,
             self.mad,
+            None,
+        )
+    }
+
+    /// As [`Received::reply`], for a kernel-RMPP agent: an RMPP answer carrying `data_len`
+    /// payload bytes in segments after the class's headers ([`data_offset`]), to fill with
+    /// [`SendBuf::fill_segments`]; each window of it is sent again at most `retries` times
+    /// while its ACK does not come. Process context.
+    pub(crate) fn reply_rmpp(&self, data_len: i32, retries: i32) -> Result<SendBuf> {
+        reply_buf(
+            self.agent,
+            self.wc.recv_buf,
+            self.wc.src_qp,
+            self.wc.pkey_index,
+            self.mad,
+            Some((data_len, retries)),
         )
     }
 }
@@ -710,6 +818,7 @@ impl RecvBuf {
             self.src_qp,
             self.pkey_index,
             self.mad(),
+            None,
         )
     }
 }
@@ -728,27 +837,35 @@ impl Drop for RecvBuf {
     }
 }
 
-/// A response to the request `mad` (handle `recv`) from `agent`: see [`Received::reply`].
+/// Where the data of a MAD of `mgmt_class` starts (`ib_get_mad_data_offset`): 24, 40 for
+/// vendor classes with an OUI, 56 for subnet administration.
+pub(crate) fn data_offset(mgmt_class: u8) -> i32 {
+    // SAFETY: A pure function of its argument.
+    unsafe { rmad_get_mad_data_offset(mgmt_class) }
+}
+
+/// A response to the request `mad` (handle `recv`) from `agent`: see [`Received::reply`]; an
+/// RMPP answer if `rmpp` gives its (payload bytes, retries).
 fn reply_buf(
     agent: *mut c_void,
     recv: *mut c_void,
     src_qp: u32,
     pkey_index: u16,
     mad: &[u8],
+    rmpp: Option<(i32, i32)>,
 ) -> Result<SendBuf> {
     let mut ah = Ah::default();
     // SAFETY: rmad validates the handles; `ah` is valid for a write.
     check(unsafe { rmad_recv_buf_ah(agent, recv, &mut ah) })?;
-    let mut buf = create_send(
-        agent,
-        src_qp,
-        pkey_index,
-        (mgmt::MAD_HDR, mgmt::MAD_DATA),
-        GFP_KERNEL,
-    )?;
+    let shape = match rmpp {
+        Some((data_len, _)) => Shape::Rmpp(data_offset(*mad.get(1).ok_or(EINVAL)?), data_len),
+        None => Shape::Mad(mgmt::MAD_HDR, mgmt::MAD_DATA),
+    };
+    let mut buf = create_send(agent, src_qp, pkey_index, shape, GFP_KERNEL)?;
     let hdr = mad.get(..24).ok_or(EINVAL)?;
     let out = buf.mad_mut();
     out.get_mut(..24).ok_or(EINVAL)?.copy_from_slice(hdr);
+    // Only the common header: the RMPP header of an RMPP answer stays as rmad made it.
     if let Some(m) = out.get_mut(3) {
         // GET and SET are answered by GetResp; every other request by its response method.
         *m = if *m == 0x01 || *m == 0x02 {
@@ -757,19 +874,28 @@ fn reply_buf(
             *m | 0x80
         };
     }
-    buf.set(&ah, 0, 0)?;
+    buf.set(&ah, 0, rmpp.map_or(0, |(_, retries)| retries))?;
     Ok(buf)
 }
 
-/// A zeroed send buffer of `agent` for QP `remote_qpn`, of `len` (header, data) bytes.
+/// The lengths of a send buffer: (header, data) bytes of one MAD, or of an RMPP transfer.
+enum Shape {
+    Mad(u16, u16),
+    Rmpp(i32, i32),
+}
+
+/// A zeroed send buffer of `agent` for QP `remote_qpn`, of the lengths `shape` gives.
 fn create_send(
     agent: *mut c_void,
     remote_qpn: u32,
     pkey_index: u16,
-    len: (u16, u16),
+    shape: Shape,
     flags: Flags,
 ) -> Result<SendBuf> {
-    let (hdr, data) = (c_int::from(len.0), c_int::from(len.1));
+    let (rmpp, hdr, data) = match shape {
+        Shape::Mad(h, d) => (0, c_int::from(h), c_int::from(d)),
+        Shape::Rmpp(h, d) => (1, h, d),
+    };
     // The kernel crate keeps a `Flags`'s bits to itself: name the ones rmad's callers use.
     let gfp = if flags == GFP_KERNEL {
         kernel::bindings::GFP_KERNEL
@@ -781,7 +907,8 @@ fn create_send(
         return Err(EINVAL);
     };
     // SAFETY: rmad validates the handle and the lengths.
-    let raw = unsafe { rmad_create_send_mad(agent, remote_qpn, pkey_index, 0, hdr, data, gfp, 1) };
+    let raw =
+        unsafe { rmad_create_send_mad(agent, remote_qpn, pkey_index, rmpp, hdr, data, gfp, 1) };
     Ok(SendBuf {
         raw: from_err_ptr(raw)?,
     })

@@ -13,15 +13,20 @@
  * - serve=1 serves GETs of vendor class 0x0a on rxe0 until unloaded: the
  *   receive handler keeps each request (rmad_keep_recv_mad()), a work item
  *   answers it later with the 32-bit number at byte 24 plus one, addressed by
- *   rmad_recv_buf_ah(), and frees it (rmad_free_recv_mad()).
+ *   rmad_recv_buf_ah(), and frees it (rmad_free_recv_mad()). It also serves a
+ *   table: a kernel-RMPP agent of vendor class 0x30 answers each GetTable with
+ *   TABLE_RECORDS records in one RMPP transfer, which rmad segments and sends
+ *   one window at a time.
  * - peer=10.0.1.2 sends 8 such GETs to that node's rxe0 through the
- *   IPv4-mapped GIDs and checks each answer.
+ *   IPv4-mapped GIDs and checks each answer, then fetches the table with a
+ *   kernel-RMPP agent (rmad reassembles it) and checks every record.
  */
 
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/err.h>
 #include <linux/inet.h>
+#include <linux/minmax.h>
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -37,6 +42,18 @@
 #define SERVICE_DATA 24
 #define N_PEER 8
 #define FIRST_NUMBER 100
+/*
+ * The table service: a vendor class of range 2 (it uses RMPP and carries an OUI,
+ * here a made-up one, at bytes 37-39), method GetTable, TABLE_RECORDS records of
+ * RECORD_SIZE bytes: record i holds i and i * i (32 bits each, big-endian) and 8
+ * bytes of i (mod 256). 4 800 bytes: 23 segments of 216.
+ */
+#define TABLE_CLASS 0x30
+#define TABLE_OUI 37
+#define TABLE_METHOD 0x12
+#define TABLE_RECORDS 300
+#define RECORD_SIZE 16
+static const u8 table_oui[3] = { 0x00, 0x12, 0x34 };
 
 static char *peer;
 module_param(peer, charp, 0444);
@@ -179,6 +196,100 @@ static int sample_run(void)
 	return 0;
 }
 
+/* Writes record @i of the table at @rec. */
+static void table_record(u8 *rec, u32 i)
+{
+	put_unaligned_be32(i, rec);
+	put_unaligned_be32(i * i, rec + 4);
+	memset(rec + 8, i & 0xff, RECORD_SIZE - 8);
+}
+
+/* Whether @data (@len bytes) is the whole table. */
+static bool table_right(const u8 *data, u32 len)
+{
+	u8 want[RECORD_SIZE];
+	u32 i;
+
+	if (len != TABLE_RECORDS * RECORD_SIZE)
+		return false;
+	for (i = 0; i < TABLE_RECORDS; i++) {
+		table_record(want, i);
+		if (memcmp(data + i * RECORD_SIZE, want, RECORD_SIZE))
+			return false;
+	}
+	return true;
+}
+
+/* The table fetch: its answer, as its handlers saw it. */
+static atomic_t table_records;
+static DECLARE_COMPLETION(table_done);
+
+static void table_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
+{
+	if (wc->status != RMAD_WC_SUCCESS)
+		pr_info("rmad_sample_c: the GetTable ended with status %d\n", wc->status);
+	rmad_free_send_mad(wc->send_buf);
+	complete(&table_done);
+}
+
+/* The answer comes whole: rmad reassembled its segments into one MAD of mad_len bytes. */
+static void table_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
+			       const struct rmad_recv_wc *wc)
+{
+	int off = rmad_get_mad_data_offset(TABLE_CLASS);
+	const u8 *mad = wc->mad;
+
+	if (!send_buf || wc->mad_len < off || mad[1] != TABLE_CLASS ||
+	    mad[3] != (TABLE_METHOD | RMAD_MGMT_METHOD_RESP) || get_unaligned_be16(mad + 4))
+		return;
+	if (table_right(mad + off, wc->mad_len - off))
+		atomic_set(&table_records, TABLE_RECORDS);
+}
+
+/*
+ * Fetches the table from QP1 at @ah with a kernel-RMPP agent; returns the records
+ * that came right (TABLE_RECORDS or 0), or an error.
+ */
+static int sample_fetch_table(const struct rmad_ah *ah)
+{
+	struct rmad_send_buf *buf;
+	struct rmad_agent *agent;
+	u8 *mad;
+	int ret;
+
+	agent = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, NULL, 1, table_send_handler,
+				    table_recv_handler, NULL, 0);
+	if (IS_ERR(agent))
+		return PTR_ERR(agent);
+	buf = rmad_create_send_mad(agent, 1, 0, 0, RMAD_MGMT_MAD_HDR, RMAD_MGMT_MAD_DATA,
+				   GFP_KERNEL, 1);
+	if (IS_ERR(buf)) {
+		ret = PTR_ERR(buf);
+		goto unregister;
+	}
+	mad = rmad_send_buf_mad(buf);
+	mad[0] = 1;
+	mad[1] = TABLE_CLASS;
+	mad[2] = 1;
+	mad[3] = TABLE_METHOD;
+	put_unaligned_be64((u64)rmad_agent_hi_tid(agent) << 32, mad + 8);
+	memcpy(mad + TABLE_OUI, table_oui, sizeof(table_oui));
+	/* The timeout covers the whole transfer: the answer counts once it is all here. */
+	ret = rmad_send_buf_set(buf, ah, 10000, 2, NULL);
+	if (!ret)
+		ret = rmad_post_send_mad(buf, NULL);
+	if (ret) {
+		rmad_free_send_mad(buf);
+		goto unregister;
+	}
+	if (!wait_for_completion_timeout(&table_done, 60 * HZ))
+		ret = -ETIMEDOUT;
+unregister:
+	if (rmad_unregister_agent(agent) && !ret)
+		ret = -EBUSY;
+	return ret ? ret : atomic_read(&table_records);
+}
+
 /* Sends N_PEER service GETs to the node with IPv4 address @addr (a string). */
 static int sample_peer(const char *addr)
 {
@@ -186,7 +297,7 @@ static int sample_peer(const char *addr)
 	struct rmad_ah ah = { .has_grh = 1 };
 	struct rmad_agent *agent;
 	u8 gid[16];
-	int i, ret, bad = 0;
+	int i, ret, table, bad = 0;
 
 	/* The source: rxe0's IPv4-mapped GID (RoCEv2 over IPv4 needs both ends IPv4). */
 	for (i = 0; i < 16; i++)
@@ -218,11 +329,12 @@ static int sample_peer(const char *addr)
 	if (!ret && !bad && !wait_for_completion_timeout(&all_done, 60 * HZ))
 		bad++;
 	i = rmad_unregister_agent(agent);
-	pr_info("rmad_sample_c: %s: peer %s: %d answered, %d right answers, %d other, %d bad, resolve %d, unregister %d\n",
+	table = ret ? 0 : sample_fetch_table(&ah);
+	pr_info("rmad_sample_c: %s: peer %s: %d answered, %d right answers, table of %d records right, %d other, %d bad, resolve %d, unregister %d\n",
 		(!ret && !bad && !i && atomic_read(&succeeded) == N_PEER &&
-		 atomic_read(&good) == N_PEER) ? "PASS" : "FAIL",
-		addr, atomic_read(&succeeded), atomic_read(&good), atomic_read(&other), bad, ret,
-		i);
+		 atomic_read(&good) == N_PEER && table == TABLE_RECORDS) ? "PASS" : "FAIL",
+		addr, atomic_read(&succeeded), atomic_read(&good), table, atomic_read(&other),
+		bad, ret, i);
 	return 0;
 }
 
@@ -234,10 +346,10 @@ struct kept {
 	u16 pkey_index;
 };
 
-static struct rmad_agent *server;
+static struct rmad_agent *server, *table_server;
 static LIST_HEAD(kept_list);
 static DEFINE_SPINLOCK(kept_lock);
-static atomic_t answered, freed_late;
+static atomic_t answered, freed_late, tables;
 
 static void server_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
 {
@@ -297,6 +409,71 @@ static void server_work_fn(struct work_struct *work)
 
 static DECLARE_WORK(server_work, server_work_fn);
 
+static void table_server_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
+{
+	if (wc->status == RMAD_WC_SUCCESS)
+		atomic_inc(&tables);
+	rmad_free_send_mad(wc->send_buf);
+}
+
+/* Copies the @len bytes at @data into the segments of @buf, in order from the first. */
+static int fill_segments(struct rmad_send_buf *buf, const u8 *data, u32 len)
+{
+	u32 seg_size, at;
+	int n, seg;
+
+	n = rmad_send_buf_seg_count(buf, &seg_size);
+	if (n <= 0 || (u64)n * seg_size < len)
+		return -EINVAL;
+	for (seg = 1, at = 0; at < len; seg++, at += seg_size)
+		memcpy(rmad_get_rmpp_segment(buf, seg), data + at, min(seg_size, len - at));
+	return 0;
+}
+
+/*
+ * Answers a GetTable from its receive handler (process context: it may allocate with
+ * GFP_KERNEL): the table in one RMPP buffer, which rmad segments and sends.
+ */
+static void table_server_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
+				      const struct rmad_recv_wc *wc)
+{
+	int off = rmad_get_mad_data_offset(TABLE_CLASS);
+	struct rmad_send_buf *buf;
+	struct rmad_ah ah;
+	u8 *mad, *table;
+	int ret;
+	u32 i;
+
+	if (send_buf || !wc->recv_buf || wc->mad_len < TABLE_OUI + 3)
+		return;
+	if (rmad_recv_buf_ah(agent, wc->recv_buf, &ah))
+		return;
+	table = kmalloc(TABLE_RECORDS * RECORD_SIZE, GFP_KERNEL);
+	if (!table)
+		return;
+	for (i = 0; i < TABLE_RECORDS; i++)
+		table_record(table + i * RECORD_SIZE, i);
+	buf = rmad_create_send_mad(agent, wc->src_qp, wc->pkey_index, 1, off,
+				   TABLE_RECORDS * RECORD_SIZE, GFP_KERNEL, 1);
+	if (IS_ERR(buf))
+		goto free_table;
+	/* The common header of the request, the RMPP header as rmad made it, the OUI. */
+	mad = rmad_send_buf_mad(buf);
+	memcpy(mad, wc->mad, RMAD_MGMT_MAD_HDR);
+	mad[3] = TABLE_METHOD | RMAD_MGMT_METHOD_RESP;
+	memcpy(mad + TABLE_OUI, table_oui, sizeof(table_oui));
+	ret = fill_segments(buf, table, TABLE_RECORDS * RECORD_SIZE);
+	/* No response to a response: each window waits for its ACK, sent again twice at most. */
+	if (!ret)
+		ret = rmad_send_buf_set(buf, &ah, 0, 2, NULL);
+	if (!ret)
+		ret = rmad_post_send_mad(buf, NULL);
+	if (ret)
+		rmad_free_send_mad(buf);
+free_table:
+	kfree(table);
+}
+
 static void server_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *send_buf,
 				const struct rmad_recv_wc *wc)
 {
@@ -329,11 +506,27 @@ static int server_start(void)
 		.method_mask = { BIT_ULL(RMAD_MGMT_METHOD_GET) },
 	};
 
+	struct rmad_reg_req table_reg = {
+		.mgmt_class = TABLE_CLASS,
+		.mgmt_class_version = 1,
+		.oui = { table_oui[0], table_oui[1], table_oui[2] },
+		.method_mask = { BIT_ULL(TABLE_METHOD) },
+	};
+
 	server = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, &reg, 0, server_send_handler,
 				     server_recv_handler, NULL, 0);
 	if (IS_ERR(server))
 		return PTR_ERR(server);
-	pr_info("rmad_sample_c: serving class 0x%02x\n", SERVICE_CLASS);
+	/* rmpp_version 1: rmad segments the answers (kernel RMPP). */
+	table_server = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, &table_reg, 1,
+					   table_server_send_handler, table_server_recv_handler,
+					   NULL, 0);
+	if (IS_ERR(table_server)) {
+		rmad_unregister_agent(server);
+		return PTR_ERR(table_server);
+	}
+	pr_info("rmad_sample_c: serving class 0x%02x and a table of class 0x%02x\n",
+		SERVICE_CLASS, TABLE_CLASS);
 	return 0;
 }
 
@@ -346,6 +539,9 @@ static void server_stop(void)
 	struct kept *k, *n;
 	int ret = rmad_unregister_agent(server);
 
+	if (rmad_unregister_agent(table_server) && !ret)
+		ret = -EBUSY;
+
 	cancel_work_sync(&server_work);
 	list_for_each_entry_safe(k, n, &kept_list, link) {
 		if (!rmad_free_recv_mad(k->recv))
@@ -353,8 +549,8 @@ static void server_stop(void)
 		list_del(&k->link);
 		kfree(k);
 	}
-	pr_info("rmad_sample_c: served %d, %d freed after unregister, unregister %d\n",
-		atomic_read(&answered), atomic_read(&freed_late), ret);
+	pr_info("rmad_sample_c: served %d and %d tables, %d freed after unregister, unregister %d\n",
+		atomic_read(&answered), atomic_read(&tables), atomic_read(&freed_late), ret);
 }
 
 static int __init rmad_sample_c_init(void)

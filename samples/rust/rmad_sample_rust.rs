@@ -10,9 +10,13 @@
 //!
 //! Across machines (`make test`'s two-node run):
 //! - `serve=1` serves GETs of vendor class 0x0a on rxe0 until unloaded, answering each from its
-//!   receive handler: the 32-bit number at byte 24 of the request, plus one.
+//!   receive handler: the 32-bit number at byte 24 of the request, plus one. It also serves a
+//!   table: a kernel-RMPP agent of vendor class 0x30 answers each GetTable with
+//!   [`TABLE_RECORDS`] records in one RMPP transfer, which rmad segments and sends one window
+//!   at a time.
 //! - `peer=0x0a000102` (an IPv4 address as a number) sends 8 such GETs to that node's rxe0,
-//!   through the IPv4-mapped GIDs, and checks each answer.
+//!   through the IPv4-mapped GIDs, and checks each answer, then fetches the table with a
+//!   kernel-RMPP agent (rmad reassembles it) and checks every record.
 
 use kernel::{
     prelude::*,
@@ -82,6 +86,33 @@ const SERVICE_DATA: usize = 24;
 /// GETs sent to a peer, and the number the first carries.
 const N_PEER: u32 = 8;
 const FIRST_NUMBER: u32 = 100;
+
+/// The table service: a vendor class of range 2 (it uses RMPP and carries an OUI, here a
+/// made-up one, at bytes 37-39), method GetTable, [`TABLE_RECORDS`] records of [`RECORD_SIZE`]
+/// bytes (see [`table_record`]): 4 800 bytes, 23 segments of 216.
+const TABLE_CLASS: u8 = 0x30;
+const TABLE_OUI_AT: usize = 37;
+const TABLE_OUI: [u8; 3] = [0x00, 0x12, 0x34];
+const TABLE_METHOD: u8 = 0x12;
+const TABLE_RECORDS: usize = 300;
+const RECORD_SIZE: usize = 16;
+
+/// Record `i` of the table: `i` and `i * i` (32 bits each, big-endian), 8 bytes of `i` (mod
+/// 256).
+fn table_record(i: u32) -> [u8; RECORD_SIZE] {
+    let mut r = [i.to_le_bytes()[0]; RECORD_SIZE];
+    r[..4].copy_from_slice(&i.to_be_bytes());
+    r[4..8].copy_from_slice(&i.wrapping_mul(i).to_be_bytes());
+    r
+}
+
+/// Whether `data` is the whole table.
+fn table_right(data: &[u8]) -> bool {
+    data.len() == RECORD_SIZE * TABLE_RECORDS
+        && (0u32..)
+            .zip(data.chunks(RECORD_SIZE))
+            .all(|(i, r)| r == table_record(i))
+}
 
 /// The big-endian 32-bit number at byte `at` of `mad` (0 if it is too short).
 fn number(mad: &[u8], at: usize) -> u32 {
@@ -156,9 +187,9 @@ fn wait_done(counts: &Counts, n: i32) {
     }
 }
 
-/// Sends `N_PEER` service GETs to the node with IPv4 address `peer`; returns (answered,
-/// good answers).
-fn run_peer(peer: u32) -> Result<(i32, i32)> {
+/// Sends `N_PEER` service GETs to the node with IPv4 address `peer`, then fetches its table;
+/// returns (answered, good answers, table records right).
+fn run_peer(peer: u32) -> Result<(i32, i32, i32)> {
     // The source: rxe0's IPv4-mapped GID (RoCEv2 over IPv4 needs both ends IPv4).
     let prefix = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
     let sgid_index = (0..16u8)
@@ -192,7 +223,70 @@ fn run_peer(peer: u32) -> Result<(i32, i32)> {
     }
     let counts = agent.client();
     wait_done(counts, N_PEER.try_into()?);
-    Ok((counts.succeeded.load(Relaxed), counts.good.load(Relaxed)))
+    let figures = (counts.succeeded.load(Relaxed), counts.good.load(Relaxed));
+    drop(agent);
+    Ok((figures.0, figures.1, fetch_table(&ah)?))
+}
+
+/// What the table fetch's handlers saw.
+struct TableFetch {
+    done: Atomic<i32>,
+    /// The records that came right ([`TABLE_RECORDS`] or 0).
+    records: Atomic<i32>,
+}
+
+impl rmad::Client for TableFetch {
+    fn send_done(&self, done: rmad::SendDone) {
+        if done.status != rmad::wc_status::SUCCESS {
+            pr_info!("the GetTable ended with status {}\n", done.status);
+        }
+        self.done.add(1, Relaxed);
+    }
+
+    /// The answer comes whole: rmad reassembled its segments into one MAD.
+    fn recv(&self, r: rmad::Received<'_>) {
+        let mad = r.mad();
+        let off = usize::try_from(rmad::data_offset(TABLE_CLASS)).unwrap_or(usize::MAX);
+        if r.matched()
+            && mad.get(1) == Some(&TABLE_CLASS)
+            && mad.get(3) == Some(&(TABLE_METHOD | rmad::mgmt::METHOD_RESP))
+            && mad.get(4..6) == Some(&[0, 0][..])
+            && mad.get(off..).is_some_and(table_right)
+        {
+            self.records
+                .store(i32::try_from(TABLE_RECORDS).unwrap_or(0), Relaxed);
+        }
+    }
+}
+
+/// Fetches the table from QP1 at `ah` with a kernel-RMPP agent; returns the records that came
+/// right.
+fn fetch_table(ah: &rmad::Ah) -> Result<i32> {
+    let fetch = TableFetch {
+        done: Atomic::new(0),
+        records: Atomic::new(0),
+    };
+    let agent = rmad::Agent::register_rmpp(c"rxe0", 1, None, fetch)?;
+    let mut buf = agent.create_send(1)?;
+    let tid = u64::from(agent.hi_tid()) << 32;
+    let mad = buf.mad_mut();
+    if let Some(h) = mad.get_mut(0..16) {
+        h[..4].copy_from_slice(&[1, TABLE_CLASS, 1, TABLE_METHOD]);
+        h[8..16].copy_from_slice(&tid.to_be_bytes());
+    }
+    if let Some(oui) = mad.get_mut(TABLE_OUI_AT..TABLE_OUI_AT + 3) {
+        oui.copy_from_slice(&TABLE_OUI);
+    }
+    // The timeout covers the whole transfer: the answer counts once it is all here.
+    buf.set(ah, 10_000, 2)?;
+    buf.post().map_err(|(e, _)| e)?;
+    let client = agent.client();
+    let mut waited = 0;
+    while client.done.load(Relaxed) == 0 && waited < 6000 {
+        fsleep(Delta::from_millis(10));
+        waited += 1;
+    }
+    Ok(client.records.load(Relaxed))
 }
 
 /// Runs the sample; returns the number of failed checks.
@@ -290,18 +384,63 @@ impl rmad::Client for Server {
     }
 }
 
-/// The module: the service's agent while `serve=1`.
+/// The table service: answers each GetTable from its receive handler with one RMPP transfer.
+struct TableServer {
+    /// Tables sent whole (every segment ACKed).
+    tables: Atomic<i32>,
+}
+
+impl TableServer {
+    /// The answer to the GetTable `r`: the table in one RMPP buffer, not posted.
+    fn answer(r: &rmad::Received<'_>) -> Result<rmad::SendBuf> {
+        let mut table = KVec::with_capacity(RECORD_SIZE * TABLE_RECORDS, GFP_KERNEL)?;
+        for i in (0u32..).take(TABLE_RECORDS) {
+            table.extend_from_slice(&table_record(i), GFP_KERNEL)?;
+        }
+        // No response to a response: each window waits for its ACK, sent again twice at most.
+        let mut answer = r.reply_rmpp(i32::try_from(table.len())?, 2)?;
+        answer
+            .mad_mut()
+            .get_mut(TABLE_OUI_AT..TABLE_OUI_AT + 3)
+            .ok_or(EINVAL)?
+            .copy_from_slice(&TABLE_OUI);
+        answer.fill_segments(&table)?;
+        Ok(answer)
+    }
+}
+
+impl rmad::Client for TableServer {
+    fn send_done(&self, done: rmad::SendDone) {
+        if done.status == rmad::wc_status::SUCCESS {
+            self.tables.add(1, Relaxed);
+        }
+    }
+
+    fn recv(&self, r: rmad::Received<'_>) {
+        if r.matched() {
+            return;
+        }
+        if let Ok(answer) = Self::answer(&r) {
+            // A buffer that does not post is dropped (freed).
+            let _ = answer.post();
+        }
+    }
+}
+
+/// The module: the services' agents while `serve=1`.
 struct Sample {
-    server: Option<rmad::Agent<Server>>,
+    server: Option<(rmad::Agent<Server>, rmad::Agent<TableServer>)>,
 }
 
 impl Drop for Sample {
     fn drop(&mut self) {
-        if let Some(agent) = self.server.take() {
-            let n = agent.client().answered.load(Relaxed);
+        if let Some((agent, table)) = self.server.take() {
             // Unregistered before the report: every answer has completed.
+            let n = agent.client().answered.load(Relaxed);
             drop(agent);
-            pr_info!("served {}\n", n);
+            let t = table.client().tables.load(Relaxed);
+            drop(table);
+            pr_info!("served {} and {} tables\n", n, t);
         }
     }
 }
@@ -319,23 +458,41 @@ impl kernel::Module for Sample {
                 answered: Atomic::new(0),
             };
             let agent = rmad::Agent::register_class(c"rxe0", 1, &reg, server)?;
-            pr_info!("serving class {:#04x}\n", SERVICE_CLASS);
+            let table_reg = rmad::RegReq {
+                mgmt_class: TABLE_CLASS,
+                mgmt_class_version: 1,
+                oui: TABLE_OUI,
+                method_mask: [1 << TABLE_METHOD, 0],
+            };
+            let tables = TableServer {
+                tables: Atomic::new(0),
+            };
+            // Kernel RMPP: rmad segments the answers.
+            let table = rmad::Agent::register_rmpp(c"rxe0", 1, Some(&table_reg), tables)?;
+            pr_info!(
+                "serving class {:#04x} and a table of class {:#04x}\n",
+                SERVICE_CLASS,
+                TABLE_CLASS
+            );
             return Ok(Sample {
-                server: Some(agent),
+                server: Some((agent, table)),
             });
         }
         let peer = module_parameters::peer.value();
         if peer != 0 {
             match run_peer(peer) {
-                Ok((ok, good)) => {
+                Ok((ok, good, records)) => {
                     let want = i32::try_from(N_PEER)?;
-                    let pass = ok == want && good == want;
+                    let pass =
+                        ok == want && good == want && records == i32::try_from(TABLE_RECORDS)?;
                     pr_info!(
-                        "{}: peer {:#010x}: {} answered, {} right answers\n",
+                        "{}: peer {:#010x}: {} answered, {} right answers, table of {} records \
+                         right\n",
                         if pass { "PASS" } else { "FAIL" },
                         peer,
                         ok,
-                        good
+                        good,
+                        records
                     );
                 }
                 Err(e) => pr_info!("FAIL: peer {:#010x}: {:?}\n", peer, e),

@@ -48,6 +48,7 @@ use crate::{
             MadBytes,
             QKey,
             RecordState,
+            Segments,
             SendBody,
             SendBuf,
             SendCompletion,

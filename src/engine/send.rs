@@ -132,12 +132,64 @@ impl core::ops::DerefMut for MadBytes {
     }
 }
 
+/// The RMPP payload of a send buffer: `seg_count * seg_size` zeroed bytes.
+///
+/// A transfer may be larger than kmalloc gives in one piece (4 MiB; less once memory is
+/// fragmented), so a caller that may sleep gets kvmalloc'ed bytes, as the C layer's list of
+/// segments would be; a caller that may not (`GFP_ATOMIC`, `GFP_NOWAIT`, possibly in hard
+/// interrupt context, where vmalloc is not allowed) gets kmalloc'ed bytes or `ENOMEM`.
+pub(crate) enum Segments {
+    /// From kmalloc: the caller could not sleep.
+    Kmalloc(KVec<u8>),
+    /// From kvmalloc: the caller could sleep.
+    Kvmalloc(KVVec<u8>),
+}
+
+impl Segments {
+    /// No payload (a buffer without RMPP).
+    pub(crate) fn none() -> Self {
+        Self::Kmalloc(KVec::new())
+    }
+
+    /// `bytes` zero bytes, allocated with `gfp` (vmalloc allowed only if `gfp` may sleep).
+    pub(crate) fn zeroed(bytes: usize, gfp: Flags) -> Result<Self> {
+        if gfp.contains(GFP_KERNEL) {
+            let mut v = KVVec::with_capacity(bytes, gfp)?;
+            v.resize(bytes, 0, gfp)?;
+            return Ok(Self::Kvmalloc(v));
+        }
+        let mut v = KVec::with_capacity(bytes, gfp)?;
+        v.resize(bytes, 0, gfp)?;
+        Ok(Self::Kmalloc(v))
+    }
+}
+
+impl core::ops::Deref for Segments {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Kmalloc(v) => v,
+            Self::Kvmalloc(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for Segments {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Kmalloc(v) => v,
+            Self::Kvmalloc(v) => v,
+        }
+    }
+}
+
 /// The part of a send buffer that moves between the client and the engine.
 pub(crate) struct SendBody {
     /// The MAD: `mad_size` bytes, the headers first.
     pub(crate) mad: MadBytes,
     /// RMPP payload segments, `seg_count * seg_size` bytes (empty without RMPP).
-    pub(crate) segments: KVec<u8>,
+    pub(crate) segments: Segments,
     /// `hdr_len` of the create call.
     pub(crate) hdr_len: usize,
     /// `data_len` of the create call.

@@ -195,9 +195,11 @@ burst_is() {
 	expect "$line" "$@"
 }
 
-# rmpp_is WHO TIMEOUT_MS -- FIELDS...: one GET of the SA class to the peer,
-# answered by its kernel-RMPP ib_core agent with an RMPP transfer, asked for by
-# rmad's kernel-RMPP agent (src/testing/fabric/rmpp.rs); checks its line.
+# rmpp_is WHO "TIMEOUT_MS [RETRIES [REQ_BYTES]]" -- FIELDS...: one GET of the SA
+# class to the peer, answered by its kernel-RMPP agent (ib_core's or rmad's) with an
+# RMPP transfer, asked for by a kernel-RMPP agent of rmad (WHO rmad) or of the C MAD
+# layer (WHO c), segmented when REQ_BYTES is given (src/testing/fabric/rmpp.rs);
+# checks its line.
 rmpp_is() {
 	line="$(stress "rmpp $1 $P 0x03 $2" && cat /sys/kernel/debug/rmad/stress)" || {
 		echo "rmpp $1 failed"
@@ -363,14 +365,21 @@ if [ "$node" = a ]; then
 	# checked.
 	barrier rmpp >/dev/null
 	vm_case rmpp_64k_reassembled rmpp_is rmad 60000 -- status 0 len 65592 intact 1
+	# The differential: the same GETs through a kernel-RMPP agent of the C MAD layer
+	# (ib_core's mad_rmpp.c on both ends) end the same way.
+	vm_case c_layer_rmpp_64k_reassembled rmpp_is c 60000 -- status 0 len 65592 intact 1 \
+		retries 0
 	# 5 % loss each way; the GET itself may be lost, so it has 2 retries.
 	netem loss 5%
 	barrier rmpp-lossy >/dev/null
 	vm_case rmpp_64k_at_5pct_loss rmpp_is rmad "30000 2" -- status 0 len 65592 intact 1
+	vm_case c_layer_rmpp_64k_at_5pct_loss rmpp_is c "60000 2" -- status 0 len 65592 intact 1
 	# A segmented GET of 20 000 bytes (100 segments) that ib_core reassembles, then
 	# answers with its 64 KiB; at 5 % loss each way.
 	vm_case rmpp_segmented_request_to_ib_core_at_5pct_loss \
 		rmpp_is rmad "30000 2 20000" -- status 0 len 65592 intact 1
+	vm_case c_layer_segmented_request_to_ib_core_at_5pct_loss \
+		rmpp_is c "60000 2 20000" -- status 0 len 65592 intact 1
 	netem
 	barrier rmpp-done >/dev/null
 	# rmad on both ends: the peer's kernel-RMPP rmad agent answers with 1 MiB (5 243
@@ -379,6 +388,9 @@ if [ "$node" = a ]; then
 	# meets a transmission.
 	barrier rmpp-rmad >/dev/null
 	vm_case rmpp_1m_rmad_to_rmad rmpp_is rmad 120000 -- status 0 len 1048632 intact 1 \
+		retries 0
+	# The C layer's requester gets the same 1 MiB from rmad's RMPP sender.
+	vm_case c_layer_rmpp_1m_from_rmad rmpp_is c 120000 -- status 0 len 1048632 intact 1 \
 		retries 0
 	barrier rmpp-rmad-ran >/dev/null
 	barrier rmpp-rmad-quiet >/dev/null
@@ -395,6 +407,15 @@ if [ "$node" = a ]; then
 		rmpp_is rmad "240000 2 65536" -- status 0 len 1048632 intact 1
 	barrier rmpp-rmad-5-ran >/dev/null
 	barrier rmpp-rmad-5-quiet >/dev/null
+	# Still at 5 %, the peer's rmad answers with 64 KiB (328 segments): a segmented
+	# GET of 64 KiB from the C layer, then the same from rmad.
+	barrier rmpp-c >/dev/null
+	vm_case c_layer_64k_request_and_64k_answer_from_rmad_at_5pct_loss \
+		rmpp_is c "60000 2 65536" -- status 0 len 65592 intact 1
+	vm_case rmad_same_64k_request_and_64k_answer_at_5pct_loss \
+		rmpp_is rmad "30000 2 65536" -- status 0 len 65592 intact 1
+	barrier rmpp-c-ran >/dev/null
+	barrier rmpp-c-quiet >/dev/null
 	netem
 	vm_case rmad_qp_ready_after_rmpp rmad_qp_ready
 	barrier rmpp-rmad-done >/dev/null
@@ -481,13 +502,27 @@ else
 	barrier rmpp-rmad-5-ran >/dev/null
 	vm_case rmpp_rmad_answers_complete_5pct quiet
 	barrier rmpp-rmad-5-quiet >/dev/null
+	# Node a asked four times, rmad and the C layer (a lost GET is asked again: each
+	# answer is one); every answer ended with SUCCESS, and the last request was a
+	# reassembled 56 + 65 536 bytes.
+	vm_case unrespond_rmpp_answered_each sh -c \
+		'echo unrespond-rmpp >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress | tee /dev/kmsg | grep -q "bad 0 .*request_len 65592"'
+	vm_case respond_rmpp_64k_from_rmad sh -c \
+		'echo "respond-rmpp 0x03 65536" >/sys/kernel/debug/rmad/stress && grep -qx responding /sys/kernel/debug/rmad/stress'
+	barrier rmpp-c >/dev/null
+	barrier rmpp-c-ran >/dev/null
+	vm_case rmpp_rmad_answers_c_complete_5pct quiet
+	barrier rmpp-c-quiet >/dev/null
 	netem
 	vm_case rmad_qp_ready_after_rmpp rmad_qp_ready
 	barrier rmpp-rmad-done >/dev/null
-	# Node a asked three times (a lost GET is asked again: each answer is one); every
-	# answer ended with SUCCESS, and the last request was a reassembled 40 + 65 536 bytes.
-	vm_case unrespond_rmpp_answered_each sh -c \
-		'echo unrespond-rmpp >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress | tee /dev/kmsg | grep -q "bad 0 .*request_len 65592"'
+	# The C layer's segmented GET and rmad's were each reassembled (56 + 65 536 bytes)
+	# and answered. Not every answer need end with SUCCESS: the C layer does not ACK
+	# again once it has a whole response, so when its final ACK is lost, rmad's answer
+	# to it ends after its retries (Documentation/behaviour.md §8.14); the line goes to
+	# the log.
+	vm_case unrespond_rmpp_answered_c_and_rmad sh -c \
+		'echo unrespond-rmpp >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress | tee /dev/kmsg | grep -Eq "^answered ([2-9]|[1-9][0-9]+) ok [1-9].*request_len 65592"'
 	stress "respond 0x0a"
 	barrier respond-again "$(cat /sys/kernel/debug/rmad/stress)" >/dev/null
 	barrier unload-peer >/dev/null
@@ -510,6 +545,9 @@ emit_vm_suite "rmad_fabric_${node}_unload" >"$RESULTS"
 # request and answers it later from a work item), then from the Rust sample
 # (which answers from its receive handler); node a asks each server 8 times
 # from the C sample and 8 times from the Rust sample, through the IPv4 GIDs.
+# Each server also serves a table of 300 records (vendor class 0x30, one RMPP
+# transfer of 23 segments that rmad segments), and each of node a's samples
+# fetches it once through a kernel-RMPP agent and checks every record.
 vm_case insmod_production_rmad insmod /modules/rmad.ko
 if [ "$node" = a ]; then
 	# asks LANG ARG N: the LANG sample asks the peer (ARG its peer parameter) and
@@ -517,7 +555,7 @@ if [ "$node" = a ]; then
 	asks() {
 		insmod "/modules/rmad_sample_$1.ko" "peer=$2" && rmmod "rmad_sample_$1" &&
 			dmesg | grep "rmad_sample_$1: .*peer" | tail -n 1 &&
-			[ "$(dmesg | grep -c "rmad_sample_$1: PASS: peer .*: 8 answered, 8 right answers")" = "$3" ]
+			[ "$(dmesg | grep -c "rmad_sample_$1: PASS: peer .*: 8 answered, 8 right answers, table of 300 records right")" = "$3" ]
 	}
 	barrier c-serving >/dev/null
 	vm_case c_sample_asks_c_server asks c 10.0.1.2 1
@@ -532,14 +570,15 @@ else
 	vm_case c_sample_serves insmod /modules/rmad_sample_c.ko serve=1
 	barrier c-serving >/dev/null
 	barrier c-served >/dev/null
-	# 8 GETs from each of node a's samples, each answered once.
-	vm_case c_server_answered_16 sh -c \
-		'rmmod rmad_sample_c && dmesg | grep "rmad_sample_c: served" && dmesg | grep -q "rmad_sample_c: served 16, 0 freed after unregister, unregister 0"'
+	# 8 GETs and a GetTable from each of node a's samples, each answered once,
+	# each table ACKed whole.
+	vm_case c_server_answered_16_and_2_tables sh -c \
+		'rmmod rmad_sample_c && dmesg | grep "rmad_sample_c: served" && dmesg | grep -q "rmad_sample_c: served 16 and 2 tables, 0 freed after unregister, unregister 0"'
 	vm_case rust_sample_serves insmod /modules/rmad_sample_rust.ko serve=1
 	barrier rust-serving >/dev/null
 	barrier rust-served >/dev/null
-	vm_case rust_server_answered_16 sh -c \
-		'rmmod rmad_sample_rust && dmesg | grep -q "rmad_sample_rust: served 16"'
+	vm_case rust_server_answered_16_and_2_tables sh -c \
+		'rmmod rmad_sample_rust && dmesg | grep "rmad_sample_rust: served" && dmesg | grep -q "rmad_sample_rust: served 16 and 2 tables"'
 fi
 vm_case rmmod_production_rmad rmmod rmad
 emit_vm_suite "rmad_fabric_${node}_samples" >"$RESULTS"

@@ -118,11 +118,9 @@ impl Agent {
         let (seg_count, segments) = if rmpp_active {
             let count = (message_size - hdr).div_ceil(seg_size.max(1));
             let bytes = count.checked_mul(seg_size).ok_or(EINVAL)?;
-            let mut v = KVec::with_capacity(bytes, gfp)?;
-            v.resize(bytes, 0, gfp)?;
-            (count, v)
+            (count, Segments::zeroed(bytes, gfp)?)
         } else {
-            (0, KVec::new())
+            (0, Segments::none())
         };
         let mut mad = MadBytes::zeroed(mad_size, gfp)?;
         if rmpp_active {

@@ -4,7 +4,8 @@
  * burst of requests as src/testing/fabric.rs sends through rmad, sent through
  * ib_core (ib_register_mad_agent, ib_post_send_mad, ib_cancel_mad,
  * ib_modify_mad on QP1 of rxe0), tallied into the same figures, so that
- * tests/vm/fabric.sh can compare the two line for line.
+ * tests/vm/fabric.sh can compare the two line for line; and the RMPP GET of
+ * src/testing/fabric/rmpp.rs through a kernel-RMPP ib_core agent.
  */
 
 #include <linux/atomic.h>
@@ -13,6 +14,7 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/jiffies.h>
+#include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/stddef.h>
 #include <rdma/ib_mad.h>
@@ -208,5 +210,147 @@ free_calls:
 	kvfree(b->calls);
 free_b:
 	kfree(b);
+	return ret;
+}
+
+/* What the handlers of one RMPP GET share. */
+struct fabric_rmpp {
+	struct rmad_fabric_rmpp *r;
+	struct completion done;
+};
+
+/*
+ * Whether every data byte of segment n of the message in @rwc is n (mod 256), walking
+ * its segments as ib_core holds them (data after @hdr_len in each).
+ */
+static bool fabric_rmpp_intact(struct ib_mad_recv_wc *rwc, u32 hdr_len)
+{
+	u32 left = rwc->mad_len > hdr_len ? rwc->mad_len - hdr_len : 0;
+	struct ib_mad_recv_buf *seg;
+	u32 n = 0, i, chunk;
+	bool ok = true;
+
+	list_for_each_entry(seg, &rwc->rmpp_list, list) {
+		const u8 *d = (const u8 *)seg->mad + hdr_len;
+
+		n++;
+		chunk = min_t(u32, left, IB_MGMT_MAD_SIZE - hdr_len);
+		for (i = 0; i < chunk; i++)
+			ok = ok && d[i] == (u8)n;
+		left -= chunk;
+	}
+	return ok && left == 0;
+}
+
+static void fabric_rmpp_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
+{
+	struct fabric_rmpp *f = agent->context;
+
+	f->r->retries = wc->send_buf->retries;
+	f->r->status = wc->status;
+	ib_free_send_mad(wc->send_buf);
+	complete(&f->done);
+}
+
+/* ib_core calls it before the send handler of the GET the answer matched. */
+static void fabric_rmpp_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+				     struct ib_mad_recv_wc *rwc)
+{
+	struct fabric_rmpp *f = agent->context;
+	u32 hdr_len = ib_get_mad_data_offset(rwc->recv_buf.mad->mad_hdr.mgmt_class);
+
+	if (send_buf) {
+		f->r->len = rwc->mad_len;
+		f->r->intact = fabric_rmpp_intact(rwc, hdr_len);
+	}
+	ib_free_recv_mad(rwc);
+}
+
+/*
+ * The GET of @class, TID 1; segmented by ib_core's RMPP sender with @req_bytes of data
+ * (every byte of segment n equal to n, mod 256) when @req_bytes is not 0.
+ */
+static struct ib_mad_send_buf *fabric_rmpp_get(struct ib_mad_agent *agent, u8 class,
+					       u32 req_bytes)
+{
+	int hdr_len = req_bytes ? ib_get_mad_data_offset(class) : IB_MGMT_MAD_HDR;
+	int data_len = req_bytes ? req_bytes : IB_MGMT_MAD_DATA;
+	struct ib_mad_send_buf *msg;
+	struct ib_rmpp_mad *m;
+	int n;
+
+	msg = ib_create_send_mad(agent, 1, 0, req_bytes != 0, hdr_len, data_len, GFP_KERNEL,
+				 IB_MGMT_BASE_VERSION);
+	if (IS_ERR(msg))
+		return msg;
+	m = msg->mad;
+	m->mad_hdr.base_version = IB_MGMT_BASE_VERSION;
+	m->mad_hdr.mgmt_class = class;
+	m->mad_hdr.class_version = 1;
+	m->mad_hdr.method = IB_MGMT_METHOD_GET;
+	m->mad_hdr.tid = cpu_to_be64(((u64)agent->hi_tid << 32) | 1);
+	if (req_bytes) {
+		m->rmpp_hdr.rmpp_version = IB_MGMT_RMPP_VERSION;
+		m->rmpp_hdr.rmpp_type = IB_MGMT_RMPP_TYPE_DATA;
+		ib_set_rmpp_flags(&m->rmpp_hdr, IB_MGMT_RMPP_FLAG_ACTIVE);
+		for (n = 1; n <= msg->seg_count; n++)
+			memset(ib_get_rmpp_segment(msg, n), n & 0xff, msg->seg_size);
+	}
+	return msg;
+}
+
+int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
+		       int timeout_ms, int retries, u32 req_bytes, s64 wait_ms,
+		       struct rmad_fabric_rmpp *out)
+{
+	struct ib_mad_send_buf *msg;
+	struct ib_mad_agent *agent;
+	struct fabric_rmpp *f;
+	struct ib_ah *ah;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	out->status = -1;
+	f = kzalloc_obj(*f);
+	if (!f)
+		return -ENOMEM;
+	f->r = out;
+	init_completion(&f->done);
+	agent = ib_register_mad_agent(dev, FABRIC_PORT, IB_QPT_GSI, NULL, IB_MGMT_RMPP_VERSION,
+				      fabric_rmpp_send_handler, fabric_rmpp_recv_handler, f, 0);
+	if (IS_ERR(agent)) {
+		ret = PTR_ERR(agent);
+		goto free_f;
+	}
+	ah = fabric_ah(agent, dgid, sgid_index);
+	if (IS_ERR(ah)) {
+		ret = PTR_ERR(ah);
+		goto unregister;
+	}
+	msg = fabric_rmpp_get(agent, class, req_bytes);
+	if (IS_ERR(msg)) {
+		ret = PTR_ERR(msg);
+		goto destroy;
+	}
+	msg->ah = ah;
+	msg->timeout_ms = timeout_ms;
+	msg->retries = retries;
+	ret = ib_post_send_mad(msg, NULL);
+	if (ret) {
+		ib_free_send_mad(msg);
+		goto destroy;
+	}
+	/* Killable: a transfer may take minutes, longer than the hung-task detector waits. */
+	wait_for_completion_killable_timeout(&f->done, msecs_to_jiffies(wait_ms));
+destroy:
+	/* Unregistered first: no handler runs after this, and nothing uses the AH. */
+	ib_unregister_mad_agent(agent);
+	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+	kfree(f);
+	return ret;
+unregister:
+	ib_unregister_mad_agent(agent);
+free_f:
+	kfree(f);
 	return ret;
 }

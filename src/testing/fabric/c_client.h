@@ -17,4 +17,22 @@ int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8
 			u32 count, int timeout_ms, int retries, int action, int action_ms,
 			s64 wait_ms, struct rmad_fabric_tally *out);
 
+/* What one RMPP GET got: struct CRmpp in src/testing/fabric/rmpp.rs. */
+struct rmad_fabric_rmpp {
+	s32 status;	/* the send's completion status; -1 if none */
+	u32 retries;	/* the retries the GET used */
+	u32 len;	/* the answer's mad_len, 0 if none came */
+	u32 intact;	/* every data byte of segment n is n (mod 256) */
+};
+
+/*
+ * GETs @class from QP1 of @dgid (from GID @sgid_index) through a kernel-RMPP ib_core
+ * agent on port 1 of @dev, response timeout @timeout_ms, @retries retries, segmented with
+ * @req_bytes of data unless 0; waits at most @wait_ms for its send handler and reports
+ * the reassembled answer in @out.
+ */
+int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
+		       int timeout_ms, int retries, u32 req_bytes, s64 wait_ms,
+		       struct rmad_fabric_rmpp *out);
+
 #endif /* RMAD_TEST_FABRIC_C_CLIENT_H */

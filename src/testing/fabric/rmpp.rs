@@ -11,11 +11,13 @@
 //!   256 (it replaces `serve-rmpp`'s agent, which would hold the class); `unrespond-rmpp`
 //!   stops it: `answered N ok K bad B retries R request_len L` (its sends' completions, the
 //!   most retries one used, the length of the last request as reassembled);
-//! - `rmpp rmad PEER CLASS TIMEOUT_MS [RETRIES [REQ_BYTES]]`: one GET of CLASS to QP1 of PEER
+//! - `rmpp WHO PEER CLASS TIMEOUT_MS [RETRIES [REQ_BYTES]]`: one GET of CLASS to QP1 of PEER
 //!   (see [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries
-//!   (default 0), segmented with REQ_BYTES of data when given; its line: `rmad: rmpp status S
-//!   len L intact I retries R acks A aborts B dropped D sent T` (`status -1`: no send
-//!   completion; T: transmissions, segments and ACKs).
+//!   (default 0), segmented with REQ_BYTES of data when given, through a kernel-RMPP agent of
+//!   rmad (WHO `rmad`; its line: `rmad: rmpp status S len L intact I retries R acks A aborts
+//!   B dropped D sent T`, T: transmissions, segments and ACKs) or of ib_core's C MAD layer
+//!   (WHO `c`, src/testing/fabric/c_client.c; its line: `c: rmpp status S len L intact I
+//!   retries R`); `status -1`: no send completion.
 
 use super::{
     parse_peer,
@@ -53,7 +55,10 @@ use crate::{
     },
     verbs,
 };
-use core::fmt::Write;
+use core::{
+    ffi::c_int,
+    fmt::Write, //
+};
 use kernel::{
     prelude::*,
     sync::{
@@ -301,72 +306,156 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
         .saturating_mul(i64::from(retries).saturating_add(1))
         .saturating_add(10_000);
     let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
-    let mut w = Writer(out);
+    let get = GetSpec {
+        dgid,
+        sgid_index,
+        class,
+        timeout_ms,
+        retries,
+        req_bytes,
+        wait_ms,
+    };
     match who {
-        "rmad" => {
-            let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-            let transport: Arc<dyn Transport> = port.clone();
-            let get = Arc::new(
-                Get {
-                    status: Atomic::new(-1),
-                    retries: Atomic::new(0),
-                    len: Atomic::new(0),
-                    intact: Atomic::new(0),
-                },
-                GFP_KERNEL,
-            )?;
-            let a = Agent::register(
-                &engine,
-                &transport,
-                AgentConfig {
-                    port: 1,
-                    qp_type: QpType::Gsi,
-                    reg: None,
-                    rmpp_version: 1,
-                    flags: 0,
-                    send_handler: Some(get.clone()),
-                    recv_handler: Some(get.clone()),
-                },
-            )?;
-            let ah = requests::gid_address(dgid, sgid_index);
-            let posted = (|| -> Result {
-                a.resolve_address(&ah)?;
-                let mut buf = if req_bytes > 0 {
-                    segmented_get(&a, class, req_bytes)?
-                } else {
-                    requests::mad(&a, class, wire::IB_MGMT_METHOD_GET, 1)?
-                };
-                buf.set_ah(Some(ah));
-                buf.set_timeout_ms(timeout_ms);
-                buf.set_retries(retries);
-                Agent::post(buf).map(|_| ()).map_err(|e| e.err)
-            })();
-            let done = posted.is_ok() && wait(wait_ms, || get.status.load(Relaxed) >= 0);
-            let stats = a.rmpp_stats();
-            let sent = a.stats().transmitted;
-            let unreg = a.unregister();
-            posted?;
-            unreg?;
-            if !done {
-                pr_warn!("fabric: the RMPP GET did not complete\n");
-            }
-            writeln!(
-                w,
-                "rmad: rmpp status {} len {} intact {} retries {} acks {} aborts {} dropped {} \
-                 sent {}",
-                get.status.load(Relaxed),
-                get.len.load(Relaxed),
-                get.intact.load(Relaxed),
-                get.retries.load(Relaxed),
-                stats.acks,
-                stats.aborts,
-                stats.dropped,
-                sent
-            )
-            .map_err(|_| ENOMEM)
-        }
+        "rmad" => get_through_rmad(&port, &get, out),
+        "c" => get_through_c(&port, &get, out),
         _ => Err(EINVAL),
     }
+}
+
+/// One RMPP GET, as `rmpp` parsed it.
+struct GetSpec {
+    dgid: [u8; 16],
+    sgid_index: u8,
+    class: u8,
+    timeout_ms: i32,
+    retries: i32,
+    /// Data bytes of a segmented GET; 0: one MAD.
+    req_bytes: i32,
+    /// How long to wait for the send handler.
+    wait_ms: i64,
+}
+
+/// `rmpp rmad ...`: the GET through a kernel-RMPP rmad agent on `port`.
+fn get_through_rmad(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8>) -> Result {
+    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+    let transport: Arc<dyn Transport> = port.clone();
+    let get = Arc::new(
+        Get {
+            status: Atomic::new(-1),
+            retries: Atomic::new(0),
+            len: Atomic::new(0),
+            intact: Atomic::new(0),
+        },
+        GFP_KERNEL,
+    )?;
+    let a = Agent::register(
+        &engine,
+        &transport,
+        AgentConfig {
+            port: 1,
+            qp_type: QpType::Gsi,
+            reg: None,
+            rmpp_version: 1,
+            flags: 0,
+            send_handler: Some(get.clone()),
+            recv_handler: Some(get.clone()),
+        },
+    )?;
+    let ah = requests::gid_address(g.dgid, g.sgid_index);
+    let posted = (|| -> Result {
+        a.resolve_address(&ah)?;
+        let mut buf = if g.req_bytes > 0 {
+            segmented_get(&a, g.class, g.req_bytes)?
+        } else {
+            requests::mad(&a, g.class, wire::IB_MGMT_METHOD_GET, 1)?
+        };
+        buf.set_ah(Some(ah));
+        buf.set_timeout_ms(g.timeout_ms);
+        buf.set_retries(g.retries);
+        Agent::post(buf).map(|_| ()).map_err(|e| e.err)
+    })();
+    let done = posted.is_ok() && wait(g.wait_ms, || get.status.load(Relaxed) >= 0);
+    let stats = a.rmpp_stats();
+    let sent = a.stats().transmitted;
+    let unreg = a.unregister();
+    posted?;
+    unreg?;
+    if !done {
+        pr_warn!("fabric: the RMPP GET did not complete\n");
+    }
+    writeln!(
+        Writer(out),
+        "rmad: rmpp status {} len {} intact {} retries {} acks {} aborts {} dropped {} sent {}",
+        get.status.load(Relaxed),
+        get.len.load(Relaxed),
+        get.intact.load(Relaxed),
+        get.retries.load(Relaxed),
+        stats.acks,
+        stats.aborts,
+        stats.dropped,
+        sent
+    )
+    .map_err(|_| ENOMEM)
+}
+
+/// What one RMPP GET through the C layer got: `struct rmad_fabric_rmpp` in
+/// src/testing/fabric/c_client.h.
+#[repr(C)]
+#[derive(Default)]
+struct CRmpp {
+    status: i32,
+    retries: u32,
+    len: u32,
+    intact: u32,
+}
+
+extern "C" {
+    fn rmad_fabric_c_rmpp(
+        dev: *mut verbs::IbDevice,
+        dgid: *const u8,
+        sgid_index: u8,
+        class: u8,
+        timeout_ms: c_int,
+        retries: c_int,
+        req_bytes: u32,
+        wait_ms: i64,
+        out: *mut CRmpp,
+    ) -> c_int;
+}
+
+/// `rmpp c ...`: the same GET through a kernel-RMPP agent of ib_core's C MAD layer on
+/// `port`'s device; its line: `c: rmpp status S len L intact I retries R`.
+fn get_through_c(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8>) -> Result {
+    let mut r = CRmpp::default();
+    let req_bytes = u32::try_from(g.req_bytes)?;
+    let ret = port.with_device(|dev| {
+        // SAFETY: `with_device` holds a registration reference on `dev` across the call;
+        // `dgid` has 16 bytes and `r` is valid for a write; the call returns only when it
+        // has let go of them and no handler of its agent runs any more.
+        unsafe {
+            rmad_fabric_c_rmpp(
+                dev,
+                g.dgid.as_ptr(),
+                g.sgid_index,
+                g.class,
+                g.timeout_ms,
+                g.retries,
+                req_bytes,
+                g.wait_ms,
+                &mut r,
+            )
+        }
+    });
+    kernel::error::to_result(ret.ok_or(ENODEV)?)?;
+    writeln!(
+        Writer(out),
+        "c: rmpp status {} len {} intact {} retries {}",
+        r.status,
+        r.len,
+        r.intact,
+        r.retries
+    )
+    .map_err(|_| ENOMEM)
 }
 
 /// A GET of `class` from `a`, TID 1, segmented with `bytes` of data, every byte of segment `n`

@@ -1119,6 +1119,107 @@ mod tests {
     }
 
     #[test]
+    fn response_first_window_is_1_whatever_the_requester_announced() -> Result {
+        // The deviation of behaviour §8.14 (no `repwin`): P's GET, then an ACK(0, 10) for it
+        // (a requester announcing a window of 10 before the response, as a non-Linux one may;
+        // C would send segments 1-10 at once). R's 10-segment GET_RESP still sends segment 1
+        // alone; P's ACK(1, 10) (method GET, reaching R through its registration) lets 2-10
+        // go, and ACK(10, 10) completes the response with SUCCESS.
+        let t = Pair::new(Peer::Script)?;
+        let ptid = wire::make_tid(t.p.hi_tid, 9);
+        let get = wire::IB_MGMT_METHOD_GET;
+        post(mad_to(&t.p, 1, mad_hdr(SA, get, ptid), 1, None)?)?;
+        let asked = t.settle();
+        let p_ack = |seg: u32, newwin: u32| -> Result {
+            let mut buf = mad_to(&t.p, 1, mad_hdr(SA, get, ptid), 1, None)?;
+            RmppHdr {
+                version: wire::IB_MGMT_RMPP_VERSION,
+                rmpp_type: wire::IB_MGMT_RMPP_TYPE_ACK,
+                flags: A,
+                seg_num: seg,
+                paylen_newwin: newwin,
+                ..RmppHdr::default()
+            }
+            .write(buf.mad_mut())
+            .map_err(|_| EINVAL)?;
+            post(buf).map(|_| ())
+        };
+        p_ack(0, 10)?;
+        let announced = t.settle();
+        let mut resp = segmented(&t.r, wire::IB_MGMT_METHOD_GET_RESP, ptid, 2000)?;
+        resp.set_ah(Some(Address {
+            sl: 0,
+            dlid: 2,
+            src_path_bits: 0,
+            grh: None,
+        }));
+        resp.set_retries(3);
+        let _h = post(resp)?;
+        let idle1 = t.settle();
+        let first = t.ptap.seg_nums()?;
+        p_ack(1, 10)?;
+        let idle2 = t.settle();
+        let second = t.ptap.seg_nums()?;
+        p_ack(10, 10)?;
+        let completed = t.completions(1);
+        let done = t.rtap.done()?;
+        t.finish()?;
+        assert!(asked && announced && idle1 && idle2);
+        assert_eq!(&first[..], &[1][..]);
+        assert_eq!(&second[..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10][..]);
+        assert!(completed);
+        assert_eq!(
+            done.first().map(|d| (d.status, d.retries)),
+            Some((WcStatus::Success, 0))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn large_segmented_buffers_allocate_or_fail_quietly() -> Result {
+        // Scenario 6 and what kmalloc cannot give: an 8 MiB transfer (41 944 segments; more
+        // than kmalloc's 4 MiB in one piece) is created for a caller that may sleep, its last
+        // segment writable; for a caller that may not, the same is ENOMEM, and so is 2 GiB for
+        // anyone; nothing is left counted on the agent.
+        let t = Pair::new(Peer::Script)?;
+        let big = SendSpec {
+            rmpp_active: true,
+            hdr_len: 56,
+            data_len: 8 << 20,
+            ..SendSpec::mad(1)
+        };
+        let before = t.r.buffers();
+        let made = t.r.create_send(big, GFP_KERNEL).map(|mut b| {
+            let n = b.seg_count();
+            let last = b.rmpp_segment(n).map(|s| {
+                s.fill(0xa5);
+                s.len()
+            });
+            (n, last, t.r.buffers())
+        });
+        let atomic = t.r.create_send(big, GFP_ATOMIC).err();
+        let huge =
+            t.r.create_send(
+                SendSpec {
+                    data_len: i32::MAX,
+                    ..big
+                },
+                GFP_KERNEL,
+            )
+            .err();
+        let after = t.r.buffers();
+        t.finish()?;
+        assert_eq!(
+            made.ok(),
+            Some((41_944, Some(DATA), before.saturating_add(1)))
+        );
+        assert_eq!(atomic, Some(ENOMEM));
+        assert_eq!(huge, Some(ENOMEM));
+        assert_eq!(after, before);
+        Ok(())
+    }
+
+    #[test]
     fn rxe_segmented_request_to_ib_core_answered_with_a_segmented_response() -> Result {
         // Interoperation with ib_core's RMPP on rxe0, both directions in one exchange: rmad
         // sends a GET of 20 000 bytes (100 segments) to a kernel-RMPP ib_core agent, which
