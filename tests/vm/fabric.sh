@@ -77,12 +77,17 @@ add_rxe() {
 }
 
 # netem ARGS...: what this node sends from now on goes through netem ARGS
-# (none: straight out again).
+# (none: straight out again). The first call adds the netem qdisc; later calls
+# change it in place. Replacing or deleting a qdisc drops the packet being sent,
+# and rxe moves a QP whose transmission fails to the error state for good (ib_core
+# never recovers its QP1 from it; rmad resets its own, Documentation/behaviour.md
+# §8.18); changing netem's parameters drops nothing, so no step depends on
+# whether a node is still sending.
 netem() {
 	# iproute2's tc by its path: busybox's sh prefers its own applets, and
-	# busybox's tc has no netem.
-	/bin/tc qdisc del dev eth0 root 2>/dev/null || true
-	[ $# -eq 0 ] || /bin/tc qdisc add dev eth0 root netem "$@"
+	# busybox's tc has no netem. Every parameter not given is reset to 0.
+	/bin/tc qdisc change dev eth0 root netem "$@" 2>/dev/null ||
+		/bin/tc qdisc add dev eth0 root netem "$@"
 }
 
 # unresolvable ADDR: a burst to ADDR fails with EHOSTUNREACH.
@@ -112,9 +117,9 @@ sent_pkts() {
 
 # drop_answers WHO N: drops what this node sends until rxe0 has sent N more
 # packets (its answers to node a's first requests, lost), then lets everything
-# through. The loss is switched off by changing the qdisc, not deleting it:
-# after a deletion, rxe's next transmissions were held until the next qdisc
-# change (seen here), which would turn this case into a second timeout.
+# through. netem changes the qdisc in place, never deletes it: after a deletion,
+# rxe's next transmissions were held until the next qdisc change (seen here),
+# which would turn this case into a second timeout.
 drop_answers() {
 	netem loss 100%
 	base="$(sent_pkts)"
@@ -125,7 +130,7 @@ drop_answers() {
 		[ $i -lt 600 ] || return 1
 		sleep 0.1
 	done
-	/bin/tc qdisc change dev eth0 root netem loss 0%
+	netem
 	barrier "lost-$1-done" >/dev/null
 	# What rxe0 sent while node a's retries came, in the console for a failure.
 	(
