@@ -91,10 +91,7 @@ vm_prepare() {
 		fail_step bootstrap "$(tail -n 40 "$out/bootstrap.log")"
 		return 1
 	fi
-	# RMAD_MODULES_BUILT: the caller built them just now (scripts/test.sh, which runs
-	# two VM steps side by side that must not build into the same tree at once).
-	if [ -z "${RMAD_MODULES_BUILT:-}" ] &&
-		! "$RMAD_ROOT/scripts/setup/build-module.sh" >"$out/module.log" 2>&1; then
+	if ! "$RMAD_ROOT/scripts/setup/build-module.sh" >"$out/module.log" 2>&1; then
 		fail_step module "$(tail -n 40 "$out/module.log")"
 		return 1
 	fi

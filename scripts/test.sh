@@ -6,8 +6,8 @@
 # (KASAN, kmemleak, lockdep, hang detectors, failslab), booted in the VM with
 # tests/vm/test.sh: the KUnit suites, the stress runs, the production module
 # with the samples, device removal, a leak scan and the detectors' positive
-# controls; side by side with it, two VMs joined by an emulated Ethernet link run
-# the two-node suites (tests/vm/fabric.sh); last, suite rmad_build (scripts/check/build-checks.sh):
+# controls; then two VMs joined by an emulated Ethernet link run the two-node
+# suites (tests/vm/fabric.sh); last, suite rmad_build (scripts/check/build-checks.sh):
 # the build, install and header promises of the README. Ends with one line "N passed, N failed, N skipped" summing
 # everything, writes build/test-results.xml (JUnit), and exits non-zero on any
 # failure or when no test ran. tests/suites.txt lists the suites expected.
@@ -26,34 +26,11 @@ args=()
 if [ -n "${RMAD_HANDLE_CYCLES:-}" ]; then
 	args+=("RMAD_HANDLE_CYCLES=$RMAD_HANDLE_CYCLES")
 fi
-one_node() {
-	"$RMAD_ROOT/scripts/vm/vm-suite.sh" test "$RMAD_ROOT/tests/vm/test.sh" \
-		"$RMAD_ROOT/tests/suites.txt" "${args[@]}"
-}
+"$RMAD_ROOT/scripts/vm/vm-suite.sh" test "$RMAD_ROOT/tests/vm/test.sh" \
+	"$RMAD_ROOT/tests/suites.txt" "${args[@]}"
 # Two nodes on one emulated Ethernet: the rmad_fabric_* suites.
-pair() {
-	"$RMAD_ROOT/scripts/vm/vm-pair.sh" fabric "$RMAD_ROOT/tests/vm/fabric.sh" \
-		"$RMAD_ROOT/tests/suites-fabric-a.txt" "$RMAD_ROOT/tests/suites-fabric-b.txt"
-}
-# The kernel and the modules first, once: the two VM steps then run side by side
-# (much of each is waiting: timeouts, netem delays, barriers) and neither builds.
-# If that build fails, they run one after the other, and each reports the failure.
-step "kernel and modules"
-if "$RMAD_ROOT/scripts/setup/bootstrap.sh" >/dev/null &&
-	"$RMAD_ROOT/scripts/setup/build-module.sh" >"$RMAD_ROOT/build/module.log" 2>&1; then
-	export RMAD_MODULES_BUILT=1
-	step "the one-node VM and the two-node pair side by side (the pair's progress: build/pair.log)"
-	pair >"$RMAD_ROOT/build/pair.log" 2>&1 &
-	pair_pid=$!
-	rc=0
-	one_node || rc=$?
-	wait "$pair_pid" || true
-	cat "$RMAD_ROOT/build/pair.log" >&2
-	[ "$rc" -eq 0 ] || exit "$rc"
-else
-	one_node
-	pair
-fi
+"$RMAD_ROOT/scripts/vm/vm-pair.sh" fabric "$RMAD_ROOT/tests/vm/fabric.sh" \
+	"$RMAD_ROOT/tests/suites-fabric-a.txt" "$RMAD_ROOT/tests/suites-fabric-b.txt"
 
 step "build checks (suite rmad_build)"
 rm -f "$RMAD_ROOT/build/build-checks.json"

@@ -15,9 +15,9 @@
 //!   (see [`super::parse_peer`]) with a response timeout of TIMEOUT_MS and RETRIES retries
 //!   (default 0), segmented with REQ_BYTES of data when given, through a kernel-RMPP agent of
 //!   rmad (WHO `rmad`; its line: `rmad: rmpp status S len L intact I retries R acks A aborts
-//!   B dropped D sent T`, T: transmissions, segments and ACKs) or of ib_core's C MAD layer
-//!   (WHO `c`, src/testing/fabric/c_client.c; its line: `c: rmpp status S len L intact I
-//!   retries R`); `status -1`: no send completion.
+//!   B dropped D sent T ms M`, T: transmissions, segments and ACKs) or of ib_core's C MAD
+//!   layer (WHO `c`, src/testing/fabric/c_client.c; its line: `c: rmpp status S len L intact I
+//!   retries R ms M`); `status -1`: no send completion; M: the milliseconds the GET took.
 
 use super::{
     parse_peer,
@@ -67,6 +67,10 @@ use kernel::{
             Relaxed, //
         },
         Arc,
+    },
+    time::{
+        Instant,
+        Monotonic, //
     },
 };
 
@@ -315,11 +319,14 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
         req_bytes,
         wait_ms,
     };
+    let start = Instant::<Monotonic>::now();
     match who {
-        "rmad" => get_through_rmad(&port, &get, out),
-        "c" => get_through_c(&port, &get, out),
-        _ => Err(EINVAL),
+        "rmad" => get_through_rmad(&port, &get, out)?,
+        "c" => get_through_c(&port, &get, out)?,
+        _ => return Err(EINVAL),
     }
+    // How long the GET took, from its post to its send handler (or to giving up).
+    writeln!(Writer(out), " ms {}", start.elapsed().as_millis()).map_err(|_| ENOMEM)
 }
 
 /// One RMPP GET, as `rmpp` parsed it.
@@ -383,7 +390,7 @@ fn get_through_rmad(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8
     if !done {
         pr_warn!("fabric: the RMPP GET did not complete\n");
     }
-    writeln!(
+    write!(
         Writer(out),
         "rmad: rmpp status {} len {} intact {} retries {} acks {} aborts {} dropped {} sent {}",
         get.status.load(Relaxed),
@@ -424,7 +431,8 @@ extern "C" {
 }
 
 /// `rmpp c ...`: the same GET through a kernel-RMPP agent of ib_core's C MAD layer on
-/// `port`'s device; its line: `c: rmpp status S len L intact I retries R`.
+/// `port`'s device; its line: `c: rmpp status S len L intact I retries R`, to which
+/// [`command`] adds the time.
 fn get_through_c(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8>) -> Result {
     let mut r = CRmpp::default();
     let req_bytes = u32::try_from(g.req_bytes)?;
@@ -447,7 +455,7 @@ fn get_through_c(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8>) 
         }
     });
     kernel::error::to_result(ret.ok_or(ENODEV)?)?;
-    writeln!(
+    write!(
         Writer(out),
         "c: rmpp status {} len {} intact {} retries {}",
         r.status,
