@@ -336,8 +336,10 @@ int rmad_resolve_ah(struct rmad_agent *agent, const struct rmad_ah *ah);
  *
  * Return: the buffer, owned by the caller, or an ERR_PTR: -EINVAL for a bad
  * handle and for every length the C MAD layer leaves undefined, -ESHUTDOWN
- * while the agent is being unregistered, -ENOMEM (quietly, even for huge
- * lengths), -ENOSPC when no handle is left.
+ * while the agent is being unregistered, -ENOMEM (quietly, without an allocator
+ * warning, even for huge lengths; with GFP_KERNEL an RMPP payload that fits in
+ * 2^31 - 1 bytes is reclaimed for as C's segments are), -ENOSPC when no handle
+ * is left.
  */
 struct rmad_send_buf *rmad_create_send_mad(struct rmad_agent *agent, u32 remote_qpn,
 					   u16 pkey_index, int rmpp_active, int hdr_len,

@@ -137,7 +137,8 @@ impl core::ops::DerefMut for MadBytes {
 /// A transfer may be larger than kmalloc gives in one piece (4 MiB; less once memory is
 /// fragmented), so a caller that may sleep gets kvmalloc'ed bytes, as the C layer's list of
 /// segments would be; a caller that may not (`GFP_ATOMIC`, `GFP_NOWAIT`, possibly in hard
-/// interrupt context, where vmalloc is not allowed) gets kmalloc'ed bytes or `ENOMEM`.
+/// interrupt context, where vmalloc is not allowed) gets kmalloc'ed bytes or `ENOMEM`. Either
+/// is freed atomic-safely (see `drop`).
 pub(crate) enum Segments {
     /// From kmalloc: the caller could not sleep.
     Kmalloc(KVec<u8>),
@@ -161,6 +162,22 @@ impl Segments {
         let mut v = KVec::with_capacity(bytes, gfp)?;
         v.resize(bytes, 0, gfp)?;
         Ok(Self::Kmalloc(v))
+    }
+}
+
+impl Drop for Segments {
+    /// Frees kvmalloc'ed bytes with `kvfree_atomic`: a buffer may be freed in any context but
+    /// NMI (the C API's free is atomic-safe), and `vfree` may sleep unless it runs in an
+    /// interrupt.
+    fn drop(&mut self) {
+        if let Self::Kvmalloc(v) = self {
+            let (ptr, _len, cap) = core::mem::replace(v, KVVec::new()).into_raw_parts();
+            if cap != 0 {
+                // SAFETY: `ptr` is the allocation of a `KVVec` of `cap` bytes (kvmalloc'ed) that
+                // `into_raw_parts` gave up; `u8` needs no drop, and nothing else frees it.
+                unsafe { kernel::bindings::kvfree_atomic(ptr.cast()) };
+            }
+        }
     }
 }
 

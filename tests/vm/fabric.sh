@@ -48,13 +48,14 @@ barrier() {
 	echo "${got#* }"
 }
 
-# Brings up eth1 for the barriers, and eth0 with this node's address and rxe0
-# on it.
+# Brings up eth1 for the barriers, and eth0 with this node's address, its netem
+# qdisc (passing everything through) and rxe0 on it.
 setup_link() {
 	ip link set eth1 up &&
 		ip addr add "10.0.2.$me/24" dev eth1 &&
 		ip link set eth0 up &&
 		ip addr add "10.0.1.$me/24" dev eth0 &&
+		netem &&
 		add_rxe
 }
 
@@ -77,15 +78,16 @@ add_rxe() {
 }
 
 # netem ARGS...: what this node sends from now on goes through netem ARGS
-# (none: straight out again). The first call adds the netem qdisc; later calls
-# change it in place. Replacing or deleting a qdisc drops the packet being sent,
+# (none: straight out again). The first call (setup_link, before rxe0 exists)
+# adds the netem qdisc; later calls change it in place. Replacing or deleting a qdisc drops the packet being sent,
 # and rxe moves a QP whose transmission fails to the error state for good (ib_core
 # never recovers its QP1 from it; rmad resets its own, Documentation/behaviour.md
 # §8.18); changing netem's parameters drops nothing, so no step depends on
 # whether a node is still sending.
 netem() {
 	# iproute2's tc by its path: busybox's sh prefers its own applets, and
-	# busybox's tc has no netem. Every parameter not given is reset to 0.
+	# busybox's tc has no netem. Delay, jitter, loss, duplicate and gap not given
+	# are reset to 0; a reorder probability stays, but does nothing without a gap.
 	/bin/tc qdisc change dev eth0 root netem "$@" 2>/dev/null ||
 		/bin/tc qdisc add dev eth0 root netem "$@"
 }

@@ -1180,7 +1180,10 @@ mod tests {
         // Scenario 6 and what kmalloc cannot give: an 8 MiB transfer (41 944 segments; more
         // than kmalloc's 4 MiB in one piece) is created for a caller that may sleep, its last
         // segment writable; for a caller that may not, the same is ENOMEM, and so is 2 GiB for
-        // anyone; nothing is left counted on the agent.
+        // anyone; nothing is left counted on the agent. A second one is freed with interrupts
+        // off under a spinlock, as the C API allows: kvmalloc'ed bytes are freed atomic-safely
+        // (`vfree` there would be "sleeping function called from invalid context", which
+        // rmad_vm_run.kernel_log_clean would report).
         let t = Pair::new(Peer::Script)?;
         let big = SendSpec {
             rmpp_active: true,
@@ -1197,6 +1200,13 @@ mod tests {
             });
             (n, last, t.r.buffers())
         });
+        let second = t.r.create_send(big, GFP_KERNEL);
+        let freed_atomically = second.is_ok();
+        let lock = KBox::pin_init(kernel::new_spinlock_irq!(second.ok()), GFP_KERNEL)?;
+        {
+            let mut g = lock.lock();
+            drop(g.take());
+        }
         let atomic = t.r.create_send(big, GFP_ATOMIC).err();
         let huge =
             t.r.create_send(
@@ -1213,6 +1223,7 @@ mod tests {
             made.ok(),
             Some((41_944, Some(DATA), before.saturating_add(1)))
         );
+        assert!(freed_atomically);
         assert_eq!(atomic, Some(ENOMEM));
         assert_eq!(huge, Some(ENOMEM));
         assert_eq!(after, before);
