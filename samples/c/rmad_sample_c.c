@@ -153,9 +153,13 @@ static int sample_run(void)
 
 		b = sample_request(agent, 1, gid, RMAD_MGMT_CLASS_PERF_MGMT, i,
 				   RMAD_MGMT_METHOD_GET, 5000, 0);
-
-		if (IS_ERR(b) || rmad_post_send_mad(b, NULL))
+		if (IS_ERR(b)) {
 			bad++;
+		} else if (rmad_post_send_mad(b, NULL)) {
+			/* Not posted: still the caller's, freed here. */
+			rmad_free_send_mad(b);
+			bad++;
+		}
 	}
 	for (i = 0; i < N_CANCEL; i++) {
 		cancel[i] = sample_request(agent, 1, gid, RMAD_MGMT_CLASS_PERF_MGMT, 100 + i,
@@ -322,9 +326,13 @@ static int sample_peer(const char *addr)
 
 		b = sample_request(agent, ah.sgid_index, ah.dgid, SERVICE_CLASS, i,
 				   RMAD_MGMT_METHOD_GET, 3000, 2);
-
-		if (IS_ERR(b) || rmad_post_send_mad(b, NULL))
+		if (IS_ERR(b)) {
 			bad++;
+		} else if (rmad_post_send_mad(b, NULL)) {
+			/* Not posted: still the caller's; unregister would wait for it. */
+			rmad_free_send_mad(b);
+			bad++;
+		}
 	}
 	if (!ret && !bad && !wait_for_completion_timeout(&all_done, 60 * HZ))
 		bad++;

@@ -215,7 +215,11 @@ rmpp_is() {
 	echo "$line" >>/tmp/lines
 	echo "fabric-rmpp: $line" >/dev/kmsg
 	shift 3
-	expect "$line" "$@"
+	# A failure says what this node's qdisc sent and dropped.
+	expect "$line" "$@" || {
+		echo "eth0: $(/bin/tc -s qdisc show dev eth0 | tr '\n' ' ')"
+		return 1
+	}
 }
 
 # quiet: waits (at most 60 s) until no rmad agent of this node has a send outstanding.
@@ -382,11 +386,15 @@ if [ "$node" = a ]; then
 	vm_case rmpp_64k_at_5pct_loss rmpp_is rmad "30000 2" -- status 0 len 65592 intact 1
 	vm_case c_layer_rmpp_64k_at_5pct_loss rmpp_is c "60000 2" -- status 0 len 65592 intact 1
 	# A segmented GET of 20 000 bytes (100 segments) that ib_core reassembles, then
-	# answers with its 64 KiB; at 5 % loss each way.
+	# answers with its 64 KiB; at 5 % loss each way. A segmented sender, C's and rmad's,
+	# waits at most 2 s for each window's ACK and ends the send when a window uses up its
+	# retries: with 2, a peer that does not answer for 6 s fails the case (in one CI run,
+	# on a busy host, the C layer's GET and rmad's both ended so, RESP_TIMEOUT_ERR). So
+	# every segmented GET here has 10 retries a window: 22 s without progress.
 	vm_case rmpp_segmented_request_to_ib_core_at_5pct_loss \
-		rmpp_is rmad "30000 2 20000" -- status 0 len 65592 intact 1
+		rmpp_is rmad "30000 10 20000" -- status 0 len 65592 intact 1
 	vm_case c_layer_segmented_request_to_ib_core_at_5pct_loss \
-		rmpp_is c "60000 2 20000" -- status 0 len 65592 intact 1
+		rmpp_is c "60000 10 20000" -- status 0 len 65592 intact 1
 	netem
 	barrier rmpp-done >/dev/null
 	# rmad on both ends: the peer's kernel-RMPP rmad agent answers with 1 MiB (5 243
@@ -409,18 +417,19 @@ if [ "$node" = a ]; then
 	barrier rmpp-rmad-1-quiet >/dev/null
 	netem loss 5%
 	barrier rmpp-rmad-5 >/dev/null
-	# At 5 % the GET itself is segmented (64 KiB), and its answer is the 1 MiB.
+	# At 5 % the GET itself is segmented (64 KiB), and its answer is the 1 MiB. 6 retries,
+	# not 10: each try may wait the whole 240 s response timeout before the case fails.
 	vm_case rmpp_64k_request_and_1m_answer_rmad_to_rmad_at_5pct_loss \
-		rmpp_is rmad "240000 2 65536" -- status 0 len 1048632 intact 1
+		rmpp_is rmad "240000 6 65536" -- status 0 len 1048632 intact 1
 	barrier rmpp-rmad-5-ran >/dev/null
 	barrier rmpp-rmad-5-quiet >/dev/null
 	# Still at 5 %, the peer's rmad answers with 64 KiB (328 segments): a segmented
 	# GET of 64 KiB from the C layer, then the same from rmad.
 	barrier rmpp-c >/dev/null
 	vm_case c_layer_64k_request_and_64k_answer_from_rmad_at_5pct_loss \
-		rmpp_is c "60000 2 65536" -- status 0 len 65592 intact 1
+		rmpp_is c "60000 10 65536" -- status 0 len 65592 intact 1
 	vm_case rmad_same_64k_request_and_64k_answer_at_5pct_loss \
-		rmpp_is rmad "30000 2 65536" -- status 0 len 65592 intact 1
+		rmpp_is rmad "30000 10 65536" -- status 0 len 65592 intact 1
 	barrier rmpp-c-ran >/dev/null
 	barrier rmpp-c-quiet >/dev/null
 	# The same with duplicates and reordering each way: 5 % of the packets sent twice,
@@ -428,9 +437,9 @@ if [ "$node" = a ]; then
 	netem delay 2ms reorder 25% duplicate 5%
 	barrier rmpp-dup >/dev/null
 	vm_case c_layer_64k_request_and_64k_answer_from_rmad_duplicated_and_reordered \
-		rmpp_is c "60000 2 65536" -- status 0 len 65592 intact 1
+		rmpp_is c "60000 10 65536" -- status 0 len 65592 intact 1
 	vm_case rmad_same_64k_request_and_64k_answer_duplicated_and_reordered \
-		rmpp_is rmad "30000 2 65536" -- status 0 len 65592 intact 1
+		rmpp_is rmad "30000 10 65536" -- status 0 len 65592 intact 1
 	barrier rmpp-dup-ran >/dev/null
 	barrier rmpp-dup-quiet >/dev/null
 	netem
