@@ -34,21 +34,87 @@ OP_TEXT = {
 }
 COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "#7f7f7f"}
 LINE = re.compile(r"bench-json: (\{.*\})\s*$")
+# One RMPP transfer (tests/vm/bench.sh): impl, bytes, loss_pct, rep, status, intact, ms.
+RMPP_LINE = re.compile(r"bench-rmpp: (\{.*\})\s*$")
+
+
+def json_lines(text, pattern):
+    """The JSON objects of the lines that match pattern (group 1), bad ones left out."""
+    for raw in text.splitlines():
+        m = pattern.search(raw)
+        if not m:
+            continue
+        try:
+            yield json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
 
 
 def load(console):
     samples = {}
-    for raw in console.read_text(errors="replace").splitlines():
-        m = LINE.search(raw)
-        if not m:
-            continue
-        try:
-            d = json.loads(m.group(1))
-        except json.JSONDecodeError:
-            continue
+    for d in json_lines(console.read_text(errors="replace"), LINE):
         key = (d["impl"], d["op"], int(d["n"]), d["unit"])
         samples.setdefault(key, []).append(int(d["value"]))
     return samples
+
+
+def load_rmpp(text):
+    """The RMPP transfers, by (impl, bytes, loss_pct)."""
+    runs = {}
+    for d in json_lines(text, RMPP_LINE):
+        runs.setdefault((d["impl"], int(d["bytes"]), int(d["loss_pct"])), []).append(d)
+    return runs
+
+
+def rmpp_rows(runs):
+    """One row per (impl, bytes, loss): the times of the transfers that completed whole
+    (SUCCESS, every byte right), and how many did."""
+    rows = []
+    for (impl, size, loss), v in sorted(runs.items()):
+        ok = [int(d["ms"]) * 1_000_000 for d in v
+              if int(d["status"]) == 0 and int(d["intact"]) == 1]
+        row = {"impl": impl, "op": "rmpp", "n": size, "loss_pct": loss, "unit": "ns",
+               "reps": len(v), "completed": len(ok),
+               "statuses": sorted({int(d["status"]) for d in v}),
+               "retries_max": max(int(d["retries"]) for d in v),
+               "median": None, "min": None, "max": None}
+        if ok:
+            row.update(median=statistics.median(ok), min=min(ok), max=max(ok))
+        rows.append(row)
+    return rows
+
+
+def rmpp_markdown(rows):
+    """The RMPP table: time from post to send handler of one GET and its whole answer."""
+    if not rows:
+        return []
+    idx = {(r["impl"], r["n"], r["loss_pct"]): r for r in rows}
+    out = ["", "RMPP: one GET answered with a segmented response, both ends the same layer "
+           "(two soft-RoCE devices on a veth pair, one end in its own network namespace; "
+           "netem drops on both ends).", "",
+           "| answer | loss each way | C MAD layer | rmad | C/rmad | completed whole: C / rmad |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def rcell(r):
+        return "–" if r is None or r["median"] is None else cell(r)
+
+    def done(r):
+        if r is None:
+            return "–"
+        bad = [st for st in r["statuses"] if st != 0]
+        why = f" (status {', '.join(str(b) for b in bad)})" if bad else ""
+        return f"{r['completed']}/{r['reps']}{why}"
+    for size, loss in sorted({(r["n"], r["loss_pct"]) for r in rows}):
+        c, ru = idx.get(("c", size, loss)), idx.get(("rmad", size, loss))
+        rat = ratio(c, ru) if c and ru and c["median"] and ru["median"] else "–"
+        label = f"{size // 1024:,} KiB" if size < 1 << 20 else f"{size // (1 << 20):,} MiB"
+        out.append(f"| {label} | {loss} % | {rcell(c)} | {rcell(ru)} | {rat} | "
+                   f"{done(c)} / {done(ru)} |")
+    out.append("")
+    out.append("Each time: median (min–max) of the transfers that completed whole "
+               "(SUCCESS, every byte right); status: the wc status of the others (20: "
+               "RESP_TIMEOUT_ERR).")
+    return out
 
 
 def aggregate(samples):
@@ -105,7 +171,7 @@ def ratio(a, b):
     return f"{a['median'] / b['median']:.2f}"
 
 
-def markdown(rows, notes):
+def markdown(rows, notes, rmpp=()):
     idx = {(r["impl"], r["op"], r["n"]): r for r in rows}
     out = [
         "| op | N | C MAD layer | rmad (Rust API) | rmad (C API) | floor | C/rmad | "
@@ -126,6 +192,7 @@ def markdown(rows, notes):
     if any(r["op"] == "irqoff_max" for r in rows):
         out.append("irqoff_max of the C MAD layer: not measured (its lock is private to "
                    "mad.c and the kernel has no irqsoff tracer).")
+    out.extend(rmpp_markdown(list(rmpp)))
     out.extend(notes)
     return "\n".join(out) + "\n"
 
@@ -235,10 +302,14 @@ def main():
                         text)
     for f in failed:
         notes.append(f"Console: {f.strip()}")
+    rmpp = rmpp_rows(load_rmpp(text))
     (outdir / "results.json").write_text(json.dumps(
-        [{k: r[k] for k in ("impl", "op", "n", "median", "min", "max", "unit")} for r in rows],
+        [{k: r[k] for k in ("impl", "op", "n", "median", "min", "max", "unit")} for r in rows]
+        + [{k: r[k] for k in ("impl", "op", "n", "loss_pct", "median", "min", "max", "unit",
+                              "reps", "completed", "statuses", "retries_max")}
+           for r in rmpp],
         indent=1) + "\n")
-    (outdir / "results.md").write_text(markdown(rows, notes))
+    (outdir / "results.md").write_text(markdown(rows, notes, rmpp))
     (outdir / "cost-vs-n.svg").write_text(svg(rows))
     print((outdir / "results.md").read_text(), end="")
     if not rows:

@@ -76,6 +76,10 @@ pub(crate) type SendCall = (u64, u64, i32);
 /// The probe's records.
 pub(crate) struct CRecorderInner {
     pub(crate) sends: KVec<SendCall>,
+    /// The task each send-handler call ran in (`task_struct` address), in the order of
+    /// `sends`: a handler never runs in the task that posted, modified, cancelled or
+    /// unregistered.
+    pub(crate) send_tasks: KVec<usize>,
     pub(crate) recvs: usize,
     pub(crate) recv_calls: KVec<RecvCall>,
     /// Results of calls made inside handlers (re-post, unregister).
@@ -105,6 +109,7 @@ impl CRecorder {
             pin_init!(Self {
                 inner <- new_spinlock!(CRecorderInner {
                     sends: KVec::new(),
+                    send_tasks: KVec::new(),
                     recvs: 0,
                     recv_calls: KVec::new(),
                     results: KVec::new(),
@@ -134,6 +139,14 @@ impl CRecorder {
         let g = self.inner.lock();
         let mut v = KVec::with_capacity(g.sends.len(), GFP_ATOMIC)?;
         v.extend_from_slice(&g.sends, GFP_ATOMIC)?;
+        Ok(v)
+    }
+
+    /// A copy of the tasks the send-handler calls ran in.
+    pub(crate) fn send_tasks(&self) -> Result<KVec<usize>> {
+        let g = self.inner.lock();
+        let mut v = KVec::with_capacity(g.send_tasks.len(), GFP_ATOMIC)?;
+        v.extend_from_slice(&g.send_tasks, GFP_ATOMIC)?;
         Ok(v)
     }
 
@@ -186,6 +199,8 @@ impl CRecorder {
             ),
             GFP_ATOMIC,
         );
+        let task = kernel::task::Task::current_raw() as usize;
+        let _ = g.send_tasks.push(task, GFP_ATOMIC);
         self.changed.notify_all();
     }
 

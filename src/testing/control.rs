@@ -147,11 +147,13 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
     match (words.next(), words.next(), words.next(), words.next()) {
         (Some("serve"), class, None, None) => fabric::serve(class, &mut out)?,
         (Some("unserve"), None, None, None) => fabric::serve(None, &mut out)?,
-        (Some("serve-rmpp"), Some(class), Some(bytes), None) => {
-            fabric::serve_rmpp(class, bytes, &mut out)?;
+        (Some("serve-rmpp"), Some(class), Some(bytes), dev) => {
+            let dev = CString::try_from_fmt(fmt!("{}", dev.unwrap_or("rxe0")))?;
+            fabric::serve_rmpp(class, bytes, &dev, &mut out)?;
         }
-        (Some("respond-rmpp"), Some(class), Some(bytes), None) => {
-            fabric::respond_rmpp(Some((class, bytes)), &mut out)?;
+        (Some("respond-rmpp"), Some(class), Some(bytes), dev) => {
+            let dev = CString::try_from_fmt(fmt!("{}", dev.unwrap_or("rxe0")))?;
+            fabric::respond_rmpp(Some((class, bytes, &dev)), &mut out)?;
         }
         (Some("unrespond-rmpp"), None, None, None) => fabric::respond_rmpp(None, &mut out)?,
         (Some("respond"), class, None, None) => fabric::respond(class, &mut out)?,

@@ -650,13 +650,13 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
     }
 }
 
-/// `serve-rmpp CLASS BYTES` ([`rmpp::serve`]).
-pub(crate) fn serve_rmpp(class: &str, bytes: &str, out: &mut KVec<u8>) -> Result {
-    rmpp::serve(&mut SERVED.lock().rmpp, class, bytes, out)
+/// `serve-rmpp CLASS BYTES [DEV]` ([`rmpp::serve`]).
+pub(crate) fn serve_rmpp(class: &str, bytes: &str, dev: &CStr, out: &mut KVec<u8>) -> Result {
+    rmpp::serve(&mut SERVED.lock().rmpp, class, bytes, dev, out)
 }
 
-/// `respond-rmpp CLASS BYTES` and `unrespond-rmpp` ([`rmpp::respond`]).
-pub(crate) fn respond_rmpp(what: Option<(&str, &str)>, out: &mut KVec<u8>) -> Result {
+/// `respond-rmpp CLASS BYTES [DEV]` and `unrespond-rmpp` ([`rmpp::respond`]).
+pub(crate) fn respond_rmpp(what: Option<(&str, &str, &CStr)>, out: &mut KVec<u8>) -> Result {
     let served = &mut *SERVED.lock();
     rmpp::respond(&mut served.rmad_rmpp, &mut served.rmpp, what, out)
 }

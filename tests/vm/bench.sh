@@ -5,6 +5,7 @@
 # bench=1 once per number of outstanding sends (KUnit off); each load prints
 # its figures as "bench-json:" lines. bench_ns (comma-separated), bench_reps
 # and bench_sample come from the kernel command line (scripts/bench.sh).
+# Then the RMPP row (bench_rmpp_reps repetitions, 0: none): see bench_rmpp below.
 . /lib.sh
 setup_rxe || {
 	echo "bench: no rxe0"
@@ -20,4 +21,131 @@ for n in $ns; do
 	echo "bench: n=$n: end $(cut -d' ' -f1 /proc/uptime) s"
 done
 echo "bench: console lines 'unsupported base version': $(dmesg | grep -c 'unsupported base version')"
+
+# The RMPP row: one GET answered with 64 KiB or 1 MiB, both ends the same layer (the C MAD
+# layer's kernel RMPP on both, or rmad's on both), with no loss and with 1 % each way.
+#
+# On one device rxe loops a packet back before any qdisc sees it, so the two ends are two
+# devices on a veth pair, one end in a network namespace of its own: rxe0 on vb0 asks, rxe1
+# on vb1 (namespace "peer") answers, and netem on vb0 and vb1 drops. The GETs use the
+# IPv6 link-local GIDs (index 0): over IPv4 ib_core's RMPP sender never matches an ACK
+# (Documentation/behaviour.md §8.14). Each result is one "bench-rmpp:" JSON line.
+
+# iproute2's tools by their paths: busybox's sh prefers its own applets.
+IP=/bin/ip
+TC=/bin/tc
+
+# rmpp_stress CMD: one command of rmad's stress file; prints its answer.
+rmpp_stress() {
+	echo "$1" >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress
+}
+
+# rmpp_loss PCT: netem drops PCT % on both ends. Only called when no transfer is on the
+# way: a qdisc change drops what the device is sending, and rxe moves a QP whose
+# transmission fails to the error state.
+rmpp_loss() {
+	$TC qdisc change dev vb0 root netem loss "$1%" &&
+		$IP netns exec peer $TC qdisc change dev vb1 root netem loss "$1%"
+}
+
+# rmpp_quiet: waits (at most 60 s) until no rmad agent has a send outstanding, then 2 s
+# more for ib_core's (they are not listed).
+rmpp_quiet() {
+	k=0
+	while grep -q "outstanding [1-9]" /sys/kernel/debug/rmad/agents; do
+		k=$((k + 1))
+		[ $k -lt 600 ] || break
+		sleep 0.1
+	done
+	sleep 2
+}
+
+# rmpp_step CMD...: runs CMD; on failure says which step failed.
+rmpp_step() {
+	"$@" || {
+		echo "bench: rmpp: the run failed at: $*"
+		return 1
+	}
+}
+
+# rmpp_setup: the veth pair, the namespace, netem on both ends and the two devices.
+rmpp_setup() {
+	# ip netns keeps its namespaces under /run/netns, which the initramfs lacks.
+	rmpp_step mkdir -p /run/netns &&
+		rmpp_step $IP link add vb0 type veth peer name vb1 &&
+		rmpp_step $IP netns add peer &&
+		rmpp_step $IP link set vb1 netns peer &&
+		rmpp_step $IP link set vb0 up &&
+		rmpp_step $IP addr add 10.0.9.1/24 dev vb0 &&
+		rmpp_step $IP -n peer link set vb1 up &&
+		rmpp_step $IP -n peer addr add 10.0.9.2/24 dev vb1 &&
+		rmpp_step $TC qdisc add dev vb0 root netem &&
+		rmpp_step $IP netns exec peer $TC qdisc add dev vb1 root netem &&
+		rmpp_step rdma link delete rxe0 &&
+		rmpp_step rdma link add rxe0 type rxe netdev vb0 &&
+		rmpp_step $IP netns exec peer rdma link add rxe1 type rxe netdev vb1 || return 1
+	peer_gid="$(wait_gid rxe1 0)" || {
+		echo "bench: rmpp: the run failed: rxe1 has no GID"
+		return 1
+	}
+}
+
+# rmpp_drops LOSS: what netem dropped on each end so far.
+rmpp_drops() {
+	a="$($TC -s qdisc show dev vb0 | sed -n 's/.* \([0-9]*\) pkt (dropped \([0-9]*\),.*/\2 of \1/p')"
+	b="$($IP netns exec peer $TC -s qdisc show dev vb1 |
+		sed -n 's/.* \([0-9]*\) pkt (dropped \([0-9]*\),.*/\2 of \1/p')"
+	echo "bench: rmpp: after the transfers at $1 %, netem dropped $a packets on vb0, $b on vb1"
+}
+
+# rmpp_get IMPL BYTES LOSS REP: one GET through IMPL's requester on rxe0 (its responder on
+# rxe1 answers with BYTES); prints its bench-rmpp line.
+rmpp_get() {
+	# The response timeout covers the whole answer (60 s: the C layer's receiver ends a
+	# transfer 40 s after its first segment anyway). No retry: a lost GET (1 % at most)
+	# counts as a transfer that did not complete.
+	line="$(rmpp_stress "rmpp $1 $peer_gid 0x03 60000 0")" || line="failed"
+	status="$(echo "$line" | sed -n 's/.* status \(-*[0-9]*\) .*/\1/p')"
+	intact="$(echo "$line" | sed -n 's/.* intact \([0-9]*\) .*/\1/p')"
+	retries="$(echo "$line" | sed -n 's/.* retries \([0-9]*\) .*/\1/p')"
+	ms="$(echo "$line" | sed -n 's/.* ms \([0-9]*\)$/\1/p')"
+	echo "bench-rmpp: {\"impl\":\"$1\",\"bytes\":$2,\"loss_pct\":$3,\"rep\":$4,\"status\":${status:--1},\"intact\":${intact:-0},\"retries\":${retries:-0},\"ms\":${ms:-0}}"
+	rmpp_quiet
+}
+
+# rmpp_reps IMPL BYTES LOSS: $reps GETs through IMPL.
+rmpp_reps() {
+	r=1
+	while [ $r -le "$reps" ]; do
+		rmpp_get "$1" "$2" "$3" $r
+		r=$((r + 1))
+	done
+}
+
+bench_rmpp() {
+	reps="${bench_rmpp_reps:-3}"
+	[ "$reps" -gt 0 ] 2>/dev/null || return 0
+	echo "bench: rmpp: start $(cut -d' ' -f1 /proc/uptime) s"
+	rmpp_setup 2>&1 || return 1
+	insmod /modules/rmad.ko || {
+		echo "bench: rmpp: the run failed (insmod)"
+		return 1
+	}
+	for loss in 0 1; do
+		rmpp_loss $loss || echo "bench: rmpp: the run failed (netem loss $loss %)"
+		for bytes in 65536 1048576; do
+			rmpp_stress "serve-rmpp 0x03 $bytes rxe1" >/dev/null ||
+				echo "bench: rmpp: the run failed (serve-rmpp $bytes)"
+			rmpp_reps c $bytes $loss
+			rmpp_stress "respond-rmpp 0x03 $bytes rxe1" >/dev/null ||
+				echo "bench: rmpp: the run failed (respond-rmpp $bytes)"
+			rmpp_reps rmad $bytes $loss
+			echo "bench: rmpp: rmad's responder, $bytes bytes at $loss %: $(rmpp_stress unrespond-rmpp)"
+		done
+		rmpp_drops $loss
+	done
+	rmmod rmad
+	echo "bench: rmpp: end $(cut -d' ' -f1 /proc/uptime) s"
+}
+bench_rmpp
 echo "bench: done"

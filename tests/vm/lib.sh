@@ -74,12 +74,21 @@ setup_rxe() {
 			ip addr add "$addr" dev "$netdev" || return 1
 	fi
 	rdma link add "$dev" type rxe netdev "$netdev" || return 1
+	wait_gid "$dev" 1 >/dev/null
+}
+
+# wait_gid DEV INDEX: waits (at most 10 s) until port 1 of DEV has a GID at INDEX, and
+# prints it as sysfs spells it.
+wait_gid() {
 	i=0
 	while [ $i -lt 100 ]; do
-		gid="$(cat "/sys/class/infiniband/$dev/ports/1/gids/1" 2>/dev/null || true)"
+		gid="$(cat "/sys/class/infiniband/$1/ports/1/gids/$2" 2>/dev/null || true)"
 		case "$gid" in
 		"" | 0000:0000:0000:0000:0000:0000:0000:0000) ;;
-		*) return 0 ;;
+		*)
+			echo "$gid"
+			return 0
+			;;
 		esac
 		i=$((i + 1))
 		sleep 0.1

@@ -4,9 +4,10 @@
 //! kernel-RMPP ib_core agent on the other machine (`serve-rmpp`), asked for by a kernel-RMPP
 //! rmad agent (tests/vm/fabric.sh).
 //!
-//! - `serve-rmpp CLASS BYTES`: a kernel-RMPP ib_core agent on this node's rxe0 answers GETs of
-//!   CLASS with BYTES of data, every byte of segment `n` equal to `n` modulo 256;
-//! - `respond-rmpp CLASS BYTES`: a kernel-RMPP rmad agent on this node's rxe0 answers GETs of
+//! - `serve-rmpp CLASS BYTES [DEV]`: a kernel-RMPP ib_core agent on this node's DEV (rxe0 by
+//!   default) answers GETs of CLASS with BYTES of data, every byte of segment `n` equal to `n`
+//!   modulo 256;
+//! - `respond-rmpp CLASS BYTES [DEV]`: a kernel-RMPP rmad agent on DEV answers GETs of
 //!   CLASS with a segmented GET_RESP of BYTES, every byte of segment `n` equal to `n` modulo
 //!   256 (it replaces `serve-rmpp`'s agent, which would hold the class); `unrespond-rmpp`
 //!   stops it: `answered N ok K bad B retries R request_len L` (its sends' completions, the
@@ -221,12 +222,12 @@ impl SendHandler for Server {
     }
 }
 
-/// `respond-rmpp CLASS BYTES` (`Some`) or `unrespond-rmpp` (`None`), with the agent of
-/// `slot`; `ib_core` is `serve-rmpp`'s agent, stopped first.
+/// `respond-rmpp CLASS BYTES [DEV]` (`Some`, on port 1 of DEV) or `unrespond-rmpp`
+/// (`None`), with the agent of `slot`; `ib_core` is `serve-rmpp`'s agent, stopped first.
 pub(super) fn respond(
     slot: &mut Option<(Arc<Agent>, Arc<Server>)>,
     ib_core: &mut Option<IbResponder>,
-    what: Option<(&str, &str)>,
+    what: Option<(&str, &str, &CStr)>,
     out: &mut KVec<u8>,
 ) -> Result {
     let mut w = Writer(out);
@@ -245,11 +246,11 @@ pub(super) fn respond(
             .map_err(|_| ENOMEM);
         }
     }
-    let Some((class, bytes)) = what else {
+    let Some((class, bytes, dev)) = what else {
         return Err(ENOENT);
     };
     drop(ib_core.take());
-    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let port = verbs::find_port(dev, 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
     let transport: Arc<dyn Transport> = port;
     let server = Server::new(bytes.parse().map_err(|_| EINVAL)?)?;
@@ -270,17 +271,18 @@ pub(super) fn respond(
     writeln!(w, "responding").map_err(|_| ENOMEM)
 }
 
-/// `serve-rmpp CLASS BYTES`: replaces the responder in `slot` by a kernel-RMPP ib_core agent
-/// on rxe0 that answers GETs of CLASS with BYTES of data.
+/// `serve-rmpp CLASS BYTES [DEV]`: replaces the responder in `slot` by a kernel-RMPP ib_core
+/// agent on port 1 of DEV that answers GETs of CLASS with BYTES of data.
 pub(super) fn serve(
     slot: &mut Option<IbResponder>,
     class: &str,
     bytes: &str,
+    dev: &CStr,
     out: &mut KVec<u8>,
 ) -> Result {
     // The earlier responder stops first: ib_core would refuse a second one for the class.
     drop(slot.take());
-    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let port = verbs::find_port(dev, 1).ok_or(ENODEV)?;
     let len: u32 = bytes.parse().map_err(|_| EINVAL)?;
     let r = IbResponder::start_rmpp(&port, parse_u8(class)?, len).ok_or(EBUSY)?;
     *slot = Some(r);

@@ -1019,9 +1019,12 @@ mod tests {
         Ok(())
     }
 
-    /// What [`async_release`] saw: that it ran, and the sends the probe had seen by then.
+    /// What [`async_release`] saw: that it ran, the sends the probe had seen by then, the task
+    /// it ran in, and this module's reference count while it ran.
     static ASYNC_RELEASED: Atomic<bool> = Atomic::new(false);
     static ASYNC_SENDS_AT_RELEASE: Atomic<usize> = Atomic::new(usize::MAX);
+    static ASYNC_RELEASE_TASK: Atomic<usize> = Atomic::new(0);
+    static ASYNC_REFCOUNT_AT_RELEASE: Atomic<i32> = Atomic::new(-1);
 
     /// The release function of [`unregister_async_pins_its_owner_until_release`].
     ///
@@ -1032,6 +1035,11 @@ mod tests {
         // SAFETY: `arg` is the reference the test leaked for this call, taken back once.
         let probe = unsafe { Arc::from_raw(arg.cast::<CRecorder>()) };
         let sends = probe.sends().map_or(usize::MAX, |s| s.len());
+        let owner = <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
+        // SAFETY: `owner` is this module, live: it runs this function.
+        let refs = unsafe { kernel::bindings::module_refcount(owner) };
+        ASYNC_REFCOUNT_AT_RELEASE.store(refs, Relaxed);
+        ASYNC_RELEASE_TASK.store(kernel::task::Task::current_raw() as usize, Relaxed);
         ASYNC_SENDS_AT_RELEASE.store(sends, Relaxed);
         ASYNC_RELEASED.store(true, Release);
     }
@@ -1042,6 +1050,10 @@ mod tests {
         // is refused by both unregistrations afterwards; it is unregistered in rmad's thread
         // (its outstanding send flushed), then `release` runs, with `owner` pinned until
         // then. Here `owner` is rmad itself and the call is made with interrupts off.
+        //
+        // "Calls no handler" is checked by task, not by time: rmad's thread may run on the
+        // other CPU while this one still holds the lock, so the flush and the release may
+        // come before the lock is dropped; neither may run in this task.
         let own = rxe_ah()?;
         let probe = CRecorder::new(
             CBehaviour {
@@ -1057,21 +1069,19 @@ mod tests {
         let owner = <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
         // SAFETY: `owner` is this module, live.
         let before = unsafe { kernel::bindings::module_refcount(owner) };
+        let me = kernel::task::Task::current_raw() as usize;
         ASYNC_RELEASED.store(false, Relaxed);
+        ASYNC_RELEASE_TASK.store(0, Relaxed);
+        ASYNC_REFCOUNT_AT_RELEASE.store(-1, Relaxed);
         let arg = Arc::into_raw(probe.clone()).cast_mut().cast::<c_void>();
         let lock = KBox::pin_init(kernel::new_spinlock_irq!(()), GFP_KERNEL)?;
-        let (r, sends_in, released_in) = {
+        let r = {
             let _g = lock.lock();
-            let sends = probe.sends()?.len();
             // SAFETY: `async_release` takes `arg` once; `owner` contains it (it is rmad).
-            let r = unsafe {
+            unsafe {
                 crate::capi::rmad_unregister_agent_async(a, Some(async_release), arg, owner.cast())
-            };
-            let after = probe.sends()?.len();
-            (r, after == sends, ASYNC_RELEASED.load(Acquire))
+            }
         };
-        // SAFETY: As above.
-        let pinned = unsafe { kernel::bindings::module_refcount(owner) };
         let again = rmad_unregister_agent(a);
         // SAFETY: As above; nothing is queued when this fails.
         let async_again = unsafe {
@@ -1094,13 +1104,21 @@ mod tests {
             drop(unsafe { Arc::from_raw(arg.cast::<CRecorder>()) });
         }
         let sends = probe.sends()?;
+        let tasks = probe.send_tasks()?;
         assert!(posted);
         assert_eq!(r, 0);
-        assert!(sends_in && !released_in);
-        assert_eq!(pinned, before + 1);
         assert_eq!(again, EINVAL.to_errno());
         assert_eq!(async_again, EINVAL.to_errno());
         assert!(released && unpinned);
+        // While `release` ran, `owner` was pinned once more than before the call.
+        assert_eq!(
+            i64::from(ASYNC_REFCOUNT_AT_RELEASE.load(Relaxed)),
+            i64::from(before) + 1
+        );
+        // Neither the flush nor the release ran in the caller's task.
+        assert_eq!(tasks.len(), 1);
+        assert!(tasks.iter().all(|&t| t != me));
+        assert!(ASYNC_RELEASE_TASK.load(Relaxed) != me);
         // The flush reached the send handler before the release.
         assert_eq!(ASYNC_SENDS_AT_RELEASE.load(Relaxed), 1);
         assert_eq!(sends.first().map(|s| s.2), Some(WC_FLUSH));
