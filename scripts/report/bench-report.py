@@ -3,7 +3,10 @@
 """Turn the "bench-json:" lines of a `make bench` console log into
 results.json, results.md and cost-vs-n.svg.
 
-Usage: bench-report.py CONSOLE.log OUTDIR
+Usage: bench-report.py CONSOLE.log OUTDIR [KERNEL]
+
+KERNEL (bench, the default, or test) names the kernel the figures come from;
+every row of results.json carries it, and results.md says it first.
 
 Each console line carries one repetition of one figure; every figure here is
 the median of its repetitions with their min and max. Figures only: nothing
@@ -18,8 +21,9 @@ import sys
 from pathlib import Path
 
 IMPLS = ["c", "rmad", "rmad-capi", "floor"]
-OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "irqoff_max",
-       "memory"]
+OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "unregister",
+       "irqoff_ops", "irqoff_cancel", "irqoff_timeouts", "irqoff_unregister", "irqoff_max",
+       "lock_hold_max", "memory"]
 # What each figure is, for the table.
 OP_TEXT = {
     "post": "`post` per call",
@@ -29,7 +33,13 @@ OP_TEXT = {
     "rtt": "`rtt` per round trip",
     "settle": "`settle`: N sends to the device",
     "timeouts": "`timeouts`: N delivered",
-    "irqoff_max": "`irqoff_max`",
+    "unregister": "`unregister`: N flushed",
+    "irqoff_ops": "`irqoff_ops`: post … round trips",
+    "irqoff_cancel": "`irqoff_cancel`: the cancels",
+    "irqoff_timeouts": "`irqoff_timeouts`: N timeouts",
+    "irqoff_unregister": "`irqoff_unregister`: N flushed",
+    "irqoff_max": "`irqoff_max`: the whole round",
+    "lock_hold_max": "`lock_hold_max`: rmad's own lock",
     "memory": "`memory` per send",
 }
 COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "#7f7f7f"}
@@ -171,9 +181,21 @@ def ratio(a, b):
     return f"{a['median'] / b['median']:.2f}"
 
 
-def markdown(rows, notes, rmpp=()):
+# What each kernel is, for the first line of results.md.
+KERNELS = {
+    "bench": "the bench kernel (the test kernel's configuration without its debugging "
+             "options, plus the irqsoff tracer: tests/vm/kernel-bench.config)",
+    "test": "the sanitizer kernel of `make test` (KASAN, kmemleak, lockdep, DEBUG_LIST, "
+            "slub_debug=U, failslab): its figures measure the instrumentation as much as "
+            "the code",
+}
+
+
+def markdown(rows, notes, rmpp=(), kernel="bench"):
     idx = {(r["impl"], r["op"], r["n"]): r for r in rows}
     out = [
+        f"Kernel: **{kernel}**, {KERNELS.get(kernel, 'unknown')}.",
+        "",
         "| op | N | C MAD layer | rmad (Rust API) | rmad (C API) | floor | C/rmad | "
         "C/rmad C API | reps |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -189,9 +211,14 @@ def markdown(rows, notes, rmpp=()):
     out.append("")
     out.append("Each cell: median (min–max) of its repetitions (reps), in the median's unit. "
                "C/rmad above 1: rmad costs less.")
-    if any(r["op"] == "irqoff_max" for r in rows):
-        out.append("irqoff_max of the C MAD layer: not measured (its lock is private to "
-                   "mad.c and the kernel has no irqsoff tracer).")
+    if any(r["op"].startswith("irqoff_") for r in rows):
+        out.append("irqoff_*: the irqsoff tracer's tracing_max_latency (µs resolution), reset "
+                   "before each part of a round: the longest stretch with interrupts off on "
+                   "any CPU, whatever code held them off, the same measure for every layer. "
+                   "irqoff_max is the largest of a round's parts.")
+    if any(r["op"] == "lock_hold_max" for r in rows):
+        out.append("lock_hold_max: rmad's own measure of its agents' lock holds (mad.c's "
+                   "locks are private to it).")
     out.extend(rmpp_markdown(list(rmpp)))
     out.extend(notes)
     return "\n".join(out) + "\n"
@@ -201,8 +228,9 @@ def svg(rows):
     """Small multiples, one panel per operation: cost per operation against N, log-log."""
     panels = [("post", "post"), ("modify", "modify"), ("cancel", "cancel"),
               ("match", "match (per response)"), ("rtt", "round trip"),
-              ("settle", "settle / N"), ("timeouts", "timeouts / N")]
-    per_send = {"settle", "timeouts"}
+              ("settle", "settle / N"), ("timeouts", "timeouts / N"),
+              ("unregister", "unregister / N"), ("irqoff_max", "longest interrupts-off")]
+    per_send = {"settle", "timeouts", "unregister"}
     w, h, cols = 300, 230, 4
     ml, mr, mt, mb = 58, 10, 28, 34
     nrows = math.ceil((len(panels) + 1) / cols)
@@ -287,9 +315,10 @@ def svg(rows):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: bench-report.py CONSOLE.log OUTDIR")
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: bench-report.py CONSOLE.log OUTDIR [KERNEL]")
     console, outdir = Path(sys.argv[1]), Path(sys.argv[2])
+    kernel = sys.argv[3] if len(sys.argv) == 4 else "bench"
     samples = load(console) if console.exists() else {}
     rows = aggregate(samples)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -298,18 +327,20 @@ def main():
     m = re.search(r"bench: console lines 'unsupported base version': (\d+)", text)
     if m:
         notes.append(f"Console: {m.group(1)} \"unsupported base version\" errors.")
-    failed = re.findall(r"bench: .*(?:failed|timed out, |lost|arrived|round trips completed).*",
+    failed = re.findall(r"bench: .*(?:failed|timed out, |unregistration flushed|lost|arrived|round trips completed).*",
                         text)
     for f in failed:
         notes.append(f"Console: {f.strip()}")
     rmpp = rmpp_rows(load_rmpp(text))
     (outdir / "results.json").write_text(json.dumps(
-        [{k: r[k] for k in ("impl", "op", "n", "median", "min", "max", "unit")} for r in rows]
-        + [{k: r[k] for k in ("impl", "op", "n", "loss_pct", "median", "min", "max", "unit",
-                              "reps", "completed", "statuses", "retries_max")}
+        [{"kernel": kernel, **{k: r[k] for k in ("impl", "op", "n", "median", "min", "max",
+                                                 "unit", "reps")}} for r in rows]
+        + [{"kernel": kernel, **{k: r[k] for k in ("impl", "op", "n", "loss_pct", "median",
+                                                 "min", "max", "unit", "reps", "completed",
+                                                 "statuses", "retries_max")}}
            for r in rmpp],
         indent=1) + "\n")
-    (outdir / "results.md").write_text(markdown(rows, notes, rmpp))
+    (outdir / "results.md").write_text(markdown(rows, notes, rmpp, kernel))
     (outdir / "cost-vs-n.svg").write_text(svg(rows))
     print((outdir / "results.md").read_text(), end="")
     if not rows:

@@ -10,6 +10,8 @@
 #   test  (default) tests/vm/kernel.config + tests/vm/kernel-kasan.config:
 #         KASAN, kmemleak, lockdep, the hang detectors, failslab
 #   kcsan tests/vm/kernel.config + tests/vm/kernel-kcsan.config
+#   bench tests/vm/kernel.config minus what tests/vm/kernel-bench.config turns
+#         off (CONFIG_X=n: the debugging options), plus the irqsoff tracer
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
@@ -17,7 +19,8 @@ flavour="${1:-test}"
 case "$flavour" in
 test) extra="$RMAD_ROOT/tests/vm/kernel-kasan.config" ;;
 kcsan) extra="$RMAD_ROOT/tests/vm/kernel-kcsan.config" ;;
-*) die "unknown kernel flavour '$flavour' (test or kcsan)" ;;
+bench) extra="$RMAD_ROOT/tests/vm/kernel-bench.config" ;;
+*) die "unknown kernel flavour '$flavour' (test, kcsan or bench)" ;;
 esac
 fragments=("$RMAD_ROOT/tests/vm/kernel.config" "$extra")
 [ -f "$LINUX_TREE/.rmad-unpacked" ] || die "no kernel source; run scripts/setup/fetch-sources.sh first"
@@ -50,13 +53,41 @@ step "kernel ($flavour): checking the Rust toolchain (make rustavailable)"
 mkdir -p "$kbuild"
 kmake -s rustavailable >&2 || die "the kernel refuses this Rust toolchain (see above)"
 
+# The options a fragment turns off (its CONFIG_X=n lines), and the lines that
+# must be in the result: every other CONFIG_ line whose option is not off.
+mapfile -t off < <(cat "${fragments[@]}" | sed -n 's/^\(CONFIG_[A-Z0-9_]*\)=n$/\1/p')
+is_off() {
+	local o
+	for o in "${off[@]}"; do
+		[ "${1%%=*}" != "$o" ] || return 0
+	done
+	return 1
+}
+wanted() {
+	local line
+	cat "${fragments[@]}" | grep '^CONFIG_' | while read -r line; do
+		is_off "$line" || echo "$line"
+	done
+}
+
 step "kernel ($flavour): configuring from ${fragments[*]#"$RMAD_ROOT/"}"
-cat "${fragments[@]}" | grep -v '^#' >"$kbuild/.config"
+# An option turned off is "not set", unless it has a value (a number: it goes
+# with the option it belongs to).
+{
+	wanted
+	for o in "${off[@]}"; do
+		grep -q "^$o=[0-9]" "${fragments[@]}" || echo "# $o is not set"
+	done
+} >"$kbuild/.config"
 kmake -s olddefconfig >&2
-missing="$(cat "${fragments[@]}" | grep '^CONFIG_' | while read -r line; do
+missing="$(wanted | while read -r line; do
 	grep -qx "$line" "$kbuild/.config" || echo "$line"
 done)"
 [ -z "$missing" ] || die "olddefconfig dropped: $missing"
+still_on="$(for o in "${off[@]}"; do
+	if grep -q "^$o=" "$kbuild/.config"; then echo "$o"; fi
+done)"
+[ -z "$still_on" ] || die "olddefconfig kept on what $extra turns off: $still_on"
 
 jobs="$(nproc)"
 step "kernel ($flavour): building with -j$jobs (15 to 30 minutes on 2 cores)"

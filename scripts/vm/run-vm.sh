@@ -9,6 +9,8 @@
 # Usage: run-vm.sh BZIMAGE INITRAMFS CONSOLE RESULTS TIMEOUT [KERNEL ARGS...]
 # The guest has RMAD_VM_MEM megabytes of memory (default 2048) and RMAD_VM_CPUS
 # vCPUs (default 2); RMAD_VM_QEMU adds QEMU arguments (the two-node tests' NIC).
+# RMAD_VM_DEBUG_ARGS replaces the debugging arguments below (the bench kernel
+# boots with none: RMAD_VM_DEBUG_ARGS= ).
 # Exit status: QEMU's, or 124 when the guest was killed for taking too long.
 set -euo pipefail
 
@@ -34,10 +36,11 @@ fi
 # arrives while the boot CPU is being identified then trips KASAN
 # (wild-memory-access in handle_edge_irq) in about one boot in three; with
 # 4-level paging it never did in our runs.
+debug_args="${RMAD_VM_DEBUG_ARGS-sysctl.kernel.hung_task_panic=1 slub_debug=U kasan_multi_shot}"
 # shellcheck disable=SC2086 # RMAD_VM_QEMU is a list of QEMU arguments.
 exec timeout --kill-after=10 "$limit" \
 	qemu-system-x86_64 -accel tcg -cpu max -smp "${RMAD_VM_CPUS:-2}" -m "${RMAD_VM_MEM:-2048}" \
 	-display none -monitor none -no-reboot \
 	-serial "$serial0" -serial "file:$results" \
 	-kernel "$kernel" -initrd "$initrd" ${RMAD_VM_QEMU:-} \
-	-append "console=ttyS0 panic=-1 no5lvl sysctl.kernel.hung_task_panic=1 slub_debug=U kasan_multi_shot $*" </dev/null
+	-append "console=ttyS0 panic=-1 no5lvl $debug_args $*" </dev/null

@@ -3,7 +3,8 @@
 #
 # Boot the VM with rmad and run one scenario script of tests/vm/ with KUnit
 # off, for `make run` and `make bench` (the test flavour of rmad.ko, which
-# holds both). Sets everything up first.
+# holds both), on the kernel RMAD_KERNEL names (default test). Sets everything
+# up first.
 #
 # Usage: vm-scenario.sh NAME CONSOLE
 #   NAME     the scenario (tests/vm/NAME.sh); outputs go to build/NAME/
@@ -22,7 +23,7 @@ kbuild="$("$RMAD_ROOT/scripts/setup/bootstrap.sh")"
 "$RMAD_ROOT/scripts/setup/build-module.sh"
 # The test flavour: it holds the demonstration and the benchmark.
 "$RMAD_ROOT/scripts/vm/make-initramfs.sh" "$out/initramfs.cpio.gz" \
-	"$RMAD_ROOT/tests/vm/$name.sh" "$RMAD_ROOT/build/module-test/rmad.ko=rmad.ko"
+	"$RMAD_ROOT/tests/vm/$name.sh" "$RMAD_OUT/module-test/rmad.ko=rmad.ko"
 step "VM: booting (software emulation)"
 # shellcheck disable=SC2086 # RMAD_VM_ARGS is a list of kernel arguments.
 "$RMAD_ROOT/scripts/vm/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" "$out/initramfs.cpio.gz" \

@@ -353,15 +353,21 @@ impl RustBench {
                 pr_warn!("bench: an agent still has sends outstanding\n");
             }
         }
-        // Buffers not posted are freed first: an unregistration waits for every buffer.
         self.req_handles = KVec::new();
         self.handles = KVec::new();
+        self.gate_handle = None;
+        self.unregister();
+    }
+
+    /// Unregisters both agents with what is outstanding still outstanding (the flush that the
+    /// driver's unregistration round measures). Buffers not posted are dropped first: an
+    /// unregistration waits for every buffer of its agent.
+    fn unregister(&mut self) {
         self.bufs = KVec::new();
         self.reqs = KVec::new();
         self.markers = KVec::new();
         self.markers_posted = [0; 2];
         self.gate_buf = None;
-        self.gate_handle = None;
         for a in [self.agent.take(), self.gate_agent.take()]
             .into_iter()
             .flatten()
@@ -571,7 +577,19 @@ unsafe extern "C" fn rmad_bench_rust_cancel_gate(p: *mut c_void) -> c_int {
     code(unsafe { state(p) }.cancel_gate())
 }
 
-/// Driver operation: unregisters the agents and frees everything.
+/// Driver operation: drops the buffers not posted and unregisters the agents, which flush
+/// what is outstanding.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_unregister(p: *mut c_void) {
+    // SAFETY: As the caller guarantees.
+    unsafe { state(p) }.unregister();
+}
+
+/// Driver operation: cancels what is outstanding, waits for it, unregisters and frees.
 ///
 /// # Safety
 ///

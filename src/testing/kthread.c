@@ -5,6 +5,7 @@
  * one function each (test flavour only).
  */
 
+#include <linux/errno.h>
 #include <linux/kthread.h>
 #include <linux/sched.h>
 
@@ -16,11 +17,20 @@ struct task_struct *rmad_test_kthread_run(int (*fn)(void *), void *data, const c
 	return kthread_run(fn, data, "%s", name);
 }
 
-void rmad_test_make_it_fail(int on);
+int rmad_test_make_it_fail(int on);
 
-/* Lets failslab fail (or not) the current task's allocations (task-filter mode). */
-void rmad_test_make_it_fail(int on)
+/*
+ * Lets failslab fail (or not) the current task's allocations (task-filter
+ * mode). Returns -EOPNOTSUPP on a kernel without fault injection (the bench
+ * kernel), where the flag does not exist.
+ */
+int rmad_test_make_it_fail(int on)
 {
+#ifdef CONFIG_FAULT_INJECTION
 	current->make_it_fail = on;
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
 }
 

@@ -98,7 +98,7 @@ extern "C" {
         data: *mut c_void,
         name: *const c_char,
     ) -> *mut c_void;
-    fn rmad_test_make_it_fail(on: c_int);
+    fn rmad_test_make_it_fail(on: c_int) -> c_int;
 }
 
 /// A small pseudo-random generator (xorshift).
@@ -454,14 +454,15 @@ unsafe extern "C" fn worker_thread(data: *mut c_void) -> c_int {
     // SAFETY: `data` is a `KBox<Start>` leaked by `spawn` for this thread.
     let start = unsafe { KBox::from_raw(data.cast::<Start>()) };
     let run = start.run.clone();
+    // `run` refused `failslab` on a kernel without fault injection, so these cannot fail.
     if run.failslab {
         // SAFETY: Plain call on the current task.
-        unsafe { rmad_test_make_it_fail(1) };
+        let _ = unsafe { rmad_test_make_it_fail(1) };
     }
     worker(&run, start.index);
     if run.failslab {
         // SAFETY: As above.
-        unsafe { rmad_test_make_it_fail(0) };
+        let _ = unsafe { rmad_test_make_it_fail(0) };
     }
     drop(start);
     run.finished();
@@ -739,6 +740,12 @@ fn ah_for(dev: &CStr) -> Result<RmadAh> {
 
 /// One stress run; writes its KTAP report to `out`.
 pub(crate) fn run(name: &CStr, secs: u32, failslab: bool, out: &mut KVec<u8>) -> Result {
+    if failslab {
+        // Asks whether this kernel has failslab's per-task flag (`EOPNOTSUPP` if not), and
+        // leaves the caller's flag off.
+        // SAFETY: Plain call on the current task.
+        kernel::error::to_result(unsafe { rmad_test_make_it_fail(0) })?;
+    }
     let ah = ah_for(name)?;
     let mut recs = KVec::with_capacity(THREADS, GFP_KERNEL)?;
     for _ in 0..THREADS {

@@ -12,7 +12,17 @@ setup_rxe || {
 	exit 1
 }
 echo 7 >/proc/sys/kernel/printk
-ns="$(echo "${bench_ns:-10,100,1000,10000}" | tr ',' ' ')"
+# The irqsoff tracer, on the bench kernel (the test kernel has none): the driver reads and
+# resets its maximum around each round (src/testing/bench/irqsoff.c).
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+# Not the functions called with interrupts off: tracing them would lengthen what is measured.
+echo 0 >/sys/kernel/tracing/options/function-trace 2>/dev/null
+if echo irqsoff >/sys/kernel/tracing/current_tracer 2>/dev/null; then
+	echo "bench: irqsoff tracer on"
+else
+	echo "bench: no irqsoff tracer: no irqoff figures"
+fi
+ns="$(echo "${bench_ns:-10,100,1000,10000,100000}" | tr ',' ' ')"
 for n in $ns; do
 	echo "bench: n=$n: start $(cut -d' ' -f1 /proc/uptime) s"
 	insmod /modules/rmad.ko bench=1 bench_n="$n" bench_reps="${bench_reps:-5}" \

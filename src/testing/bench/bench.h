@@ -31,6 +31,7 @@ int rmad_bench_rust_post_req(void *p, u32 j);
 int rmad_bench_rust_post_marker(void *p, int gate);
 int rmad_bench_rust_post_gate(void *p);
 int rmad_bench_rust_cancel_gate(void *p);
+void rmad_bench_rust_unregister(void *p);
 void rmad_bench_rust_close(void *p);
 s64 rmad_bench_rust_irqoff_take(void);
 

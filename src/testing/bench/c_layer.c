@@ -236,7 +236,7 @@ static int c_cancel_gate(void *p)
 	return 0;
 }
 
-static void c_close(void *p)
+static void c_unregister(void *p)
 {
 	struct c_impl *c = p;
 	u32 i;
@@ -244,22 +244,38 @@ static void c_close(void *p)
 	/* Unposted buffers hold a reference on their agent: free them first. */
 	if (c->bufs)
 		for (i = 0; i < c->n; i++)
-			if (c->bufs[i] && !c->posted[i])
+			if (c->bufs[i] && !c->posted[i]) {
 				ib_free_send_mad(c->bufs[i]);
+				c->bufs[i] = NULL;
+			}
 	if (c->reqs)
 		for (i = 0; i < c->nreq; i++)
-			if (c->reqs[i])
+			if (c->reqs[i]) {
 				ib_free_send_mad(c->reqs[i]);
+				c->reqs[i] = NULL;
+			}
 	for (i = 0; i < BENCH_MARKERS; i++)
-		if (c->markers[i])
+		if (c->markers[i]) {
 			ib_free_send_mad(c->markers[i]);
+			c->markers[i] = NULL;
+		}
 	/* A posted gate buffer goes with the unregistration's flush. */
 	if (c->gate_buf && !c->gate_posted)
 		ib_free_send_mad(c->gate_buf);
+	c->gate_buf = NULL;
 	if (c->agent)
 		ib_unregister_mad_agent(c->agent);
 	if (c->gate_agent)
 		ib_unregister_mad_agent(c->gate_agent);
+	c->agent = NULL;
+	c->gate_agent = NULL;
+}
+
+static void c_close(void *p)
+{
+	struct c_impl *c = p;
+
+	c_unregister(p);
 	if (c->ah)
 		rdma_destroy_ah(c->ah, RDMA_DESTROY_AH_SLEEPABLE);
 	if (c->ah_silent)
@@ -272,7 +288,8 @@ static void c_close(void *p)
 	memset(c, 0, sizeof(*c));
 }
 
-static s64 no_irqoff(void)
+/* mad.c's locks are private to it: only the irqsoff tracer sees their holds. */
+static s64 no_lock_hold(void)
 {
 	return -1;
 }
@@ -289,8 +306,9 @@ const struct bench_ops bench_c_ops = {
 	.post_marker = c_post_marker,
 	.post_gate = c_post_gate,
 	.cancel_gate = c_cancel_gate,
+	.unregister = c_unregister,
 	.close = c_close,
-	.irqoff_take = no_irqoff,
+	.lock_hold_take = no_lock_hold,
 };
 
 const size_t bench_c_size = sizeof(struct c_impl);

@@ -199,6 +199,41 @@ static int capi_cancel_gate(void *p)
 	return rmad_cancel_mad(c->gate_buf);
 }
 
+static void capi_unregister(void *p)
+{
+	struct capi_impl *c = p;
+	u32 i;
+
+	/* Unposted buffers: an unregistration waits for every buffer of its agent. */
+	if (c->bufs)
+		for (i = 0; i < c->n; i++)
+			if (c->bufs[i] && !c->posted[i]) {
+				rmad_free_send_mad(c->bufs[i]);
+				c->bufs[i] = NULL;
+			}
+	if (c->reqs)
+		for (i = 0; i < c->nreq; i++)
+			if (c->reqs[i] && !c->req_posted[i]) {
+				rmad_free_send_mad(c->reqs[i]);
+				c->reqs[i] = NULL;
+			}
+	for (i = 0; i < BENCH_MARKERS; i++)
+		if (c->markers[i]) {
+			rmad_free_send_mad(c->markers[i]);
+			c->markers[i] = NULL;
+		}
+	/* Free fails with -EINVAL once its handler freed it: harmless. */
+	if (c->gate_buf)
+		rmad_free_send_mad(c->gate_buf);
+	c->gate_buf = NULL;
+	if (c->agent)
+		rmad_unregister_agent(c->agent);
+	if (c->gate_agent)
+		rmad_unregister_agent(c->gate_agent);
+	c->agent = NULL;
+	c->gate_agent = NULL;
+}
+
 static void capi_close(void *p)
 {
 	struct capi_impl *c = p;
@@ -224,24 +259,7 @@ static void capi_close(void *p)
 		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->agent));
 	if (c->gate_agent)
 		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->gate_agent));
-	if (c->bufs)
-		for (i = 0; i < c->n; i++)
-			if (c->bufs[i] && !c->posted[i])
-				rmad_free_send_mad(c->bufs[i]);
-	if (c->reqs)
-		for (i = 0; i < c->nreq; i++)
-			if (c->reqs[i] && !c->req_posted[i])
-				rmad_free_send_mad(c->reqs[i]);
-	for (i = 0; i < BENCH_MARKERS; i++)
-		if (c->markers[i])
-			rmad_free_send_mad(c->markers[i]);
-	/* Free fails with -EINVAL once its handler freed it: harmless. */
-	if (c->gate_buf)
-		rmad_free_send_mad(c->gate_buf);
-	if (c->agent)
-		rmad_unregister_agent(c->agent);
-	if (c->gate_agent)
-		rmad_unregister_agent(c->gate_agent);
+	capi_unregister(p);
 	kvfree(c->bufs);
 	kvfree(c->posted);
 	kvfree(c->reqs);
@@ -261,8 +279,9 @@ const struct bench_ops bench_capi_ops = {
 	.post_marker = capi_post_marker,
 	.post_gate = capi_post_gate,
 	.cancel_gate = capi_cancel_gate,
+	.unregister = capi_unregister,
 	.close = capi_close,
-	.irqoff_take = rmad_bench_rust_irqoff_take,
+	.lock_hold_take = rmad_bench_rust_irqoff_take,
 };
 
 const size_t bench_capi_size = sizeof(struct capi_impl);

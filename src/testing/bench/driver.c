@@ -204,20 +204,37 @@ static const struct bench_ops rust_ops = {
 	.post_marker = rmad_bench_rust_post_marker,
 	.post_gate = rmad_bench_rust_post_gate,
 	.cancel_gate = rmad_bench_rust_cancel_gate,
+	.unregister = rmad_bench_rust_unregister,
 	.close = rmad_bench_rust_close,
-	.irqoff_take = rmad_bench_rust_irqoff_take,
+	.lock_hold_take = rmad_bench_rust_irqoff_take,
 };
 
 struct bench_cfg {
 	u32 n, sample, rtt_sample, rep;
 	const u32 *perm_modify, *perm_cancel;
 	struct rmad_test_responder *responder;
+	/* The largest irqsoff figure of the implementation's rounds of this repetition. */
+	s64 irqoff_max;
 };
 
 static void emit(const char *impl, const char *op, u32 n, u32 rep, s64 value, const char *unit)
 {
 	pr_info("bench-json: {\"impl\": \"%s\", \"op\": \"%s\", \"n\": %u, \"rep\": %u, \"value\": %lld, \"unit\": \"%s\"}\n",
 		impl, op, n, rep, value, unit);
+}
+
+/*
+ * Emits the irqsoff tracer's maximum since its last reset as figure @op of
+ * @ops, and resets it; keeps the largest in @cfg. Nothing without the tracer.
+ */
+static void irqsoff_emit(const struct bench_ops *ops, struct bench_cfg *cfg, const char *op)
+{
+	s64 v = bench_irqsoff_take();
+
+	if (v < 0)
+		return;
+	emit(ops->name, op, cfg->n, cfg->rep, v, "ns");
+	cfg->irqoff_max = max(cfg->irqoff_max, v);
 }
 
 static u64 slab_bytes(void)
@@ -285,7 +302,7 @@ static u32 resp_wait_for(struct rmad_test_responder *responder, u32 target, unsi
  *   rtt       q GETs one at a time, from the post until the send handler;
  *   cancel    s random sends (another order), ns per call.
  */
-static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
+static int round_ops(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
 {
 	struct rmad_bench_round *r;
 	u32 n = cfg->n, s = min(cfg->n, cfg->sample), q = min(cfg->n, cfg->rtt_sample);
@@ -307,6 +324,7 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	ret = ops->create(p, BENCH_LONG_MS);
 	if (ret)
 		goto out;
+	bench_irqsoff_take();
 
 	t0 = ktime_get_ns();
 	last = t0;
@@ -384,6 +402,8 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	if (done < q)
 		pr_warn("bench: %s n=%u: %u of %u round trips completed\n", ops->name, n, done, q);
 
+	/* Posting, settling, modifying, matching and the round trips. */
+	irqsoff_emit(ops, cfg, "irqoff_ops");
 	bench_ctr_expect(&r->silent, s);
 	t0 = ktime_get_ns();
 	last = t0;
@@ -396,6 +416,8 @@ static int round_ops(const struct bench_ops *ops, void *p, const struct bench_cf
 	ret = bench_ctr_wait(&r->silent);
 	if (ret)
 		goto out;
+	/* The cancels and the delivery of what they flushed. */
+	irqsoff_emit(ops, cfg, "irqoff_cancel");
 out:
 	ops->close(p);
 	if (ret)
@@ -403,6 +425,22 @@ out:
 out_free:
 	kfree(r);
 	return ret;
+}
+
+/* Posts the n silent sends (untimed), yielding now and then. */
+static int post_all(const struct bench_ops *ops, void *p, u32 n)
+{
+	u64 last = ktime_get_ns();
+	u32 i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		ret = ops->post(p, i);
+		if (ret)
+			return ret;
+		bench_resched(i, &last);
+	}
+	return 0;
 }
 
 /* Timeout of the sends of round B: they expire while the delivery queue is held. */
@@ -416,11 +454,11 @@ out_free:
  * have expired, and the queue is released: ns from the release until the
  * n-th timeout was delivered.
  */
-static int round_timeouts(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg)
+static int round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
 {
 	struct rmad_bench_round *r;
-	u32 n = cfg->n, i;
-	u64 t0, last;
+	u32 n = cfg->n;
+	u64 t0;
 	int ret;
 
 	r = kzalloc_obj(*r);
@@ -449,24 +487,22 @@ static int round_timeouts(const struct bench_ops *ops, void *p, const struct ben
 		ret = bench_ctr_wait(&r->gate_in);
 	if (ret)
 		goto out;
-	last = ktime_get_ns();
-	for (i = 0; i < n; i++) {
-		ret = ops->post(p, i);
-		if (ret)
-			goto out;
-		bench_resched(i, &last);
-	}
+	ret = post_all(ops, p, n);
+	if (ret)
+		goto out;
 	ret = ops->wait_sent(p);
 	if (ret)
 		goto out;
 	msleep(BENCH_SHORT_MS + 200);
 	bench_ctr_expect(&r->silent, n);
+	bench_irqsoff_take();
 	t0 = ktime_get_ns();
 	complete_all(&r->gate_go);
 	ret = bench_ctr_wait(&r->silent);
 	if (ret)
 		goto out;
 	emit(ops->name, "timeouts", n, cfg->rep, r->silent.at_ns - t0, "ns");
+	irqsoff_emit(ops, cfg, "irqoff_timeouts");
 	if (atomic_read(&r->timed_out) != n)
 		pr_warn("bench: %s n=%u: %d of the sends timed out, %d flushed, %d other\n",
 			ops->name, n, atomic_read(&r->timed_out), atomic_read(&r->flushed),
@@ -476,6 +512,56 @@ out:
 	ops->close(p);
 	if (ret)
 		pr_err("bench: %s n=%u: the timeout round failed (%d)\n", ops->name, n, ret);
+out_free:
+	kfree(r);
+	return ret;
+}
+
+/*
+ * Round C, unregistration with n outstanding: n sends that nobody answers
+ * are posted and taken by the device, then the agents are unregistered: ns
+ * until the unregistration returned with all n flushed, and the irqsoff
+ * tracer's maximum meanwhile.
+ */
+static int round_unregister(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
+{
+	struct rmad_bench_round *r;
+	u32 n = cfg->n;
+	u64 t0, t;
+	int ret;
+
+	r = kzalloc_obj(*r);
+	if (!r)
+		return -ENOMEM;
+	round_init(r);
+	ret = ops->open(p, r, n, 0);
+	if (ret)
+		goto out_free;
+	ret = ops->create(p, BENCH_LONG_MS);
+	if (ret)
+		goto out;
+	ret = post_all(ops, p, n);
+	if (ret)
+		goto out;
+	ret = ops->wait_sent(p);
+	if (ret)
+		goto out;
+	bench_irqsoff_take();
+	t0 = ktime_get_ns();
+	ops->unregister(p);
+	t = ktime_get_ns();
+	irqsoff_emit(ops, cfg, "irqoff_unregister");
+	ops->close(p);
+	if (atomic_read(&r->flushed) == n)
+		emit(ops->name, "unregister", n, cfg->rep, t - t0, "ns");
+	else
+		pr_warn("bench: %s n=%u: the unregistration flushed %d of %u sends, %d other\n",
+			ops->name, n, atomic_read(&r->flushed), n,
+			atomic_read(&r->timed_out) + atomic_read(&r->other));
+	goto out_free;
+out:
+	ops->close(p);
+	pr_err("bench: %s n=%u: the unregistration round failed (%d)\n", ops->name, n, ret);
 out_free:
 	kfree(r);
 	return ret;
@@ -615,14 +701,18 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 		permute(perm_c, n, 0xd1b54a32d192ed03ull ^ ((u64)n << 20) ^ rep);
 		for (i = 0; i < 3; i++) {
 			u32 x = (i + rep) % 3;
-			s64 irqoff;
+			s64 hold;
 
-			ops[x]->irqoff_take();
+			cfg.irqoff_max = -1;
+			ops[x]->lock_hold_take();
 			round_ops(ops[x], priv[x], &cfg);
 			round_timeouts(ops[x], priv[x], &cfg);
-			irqoff = ops[x]->irqoff_take();
-			if (irqoff >= 0)
-				emit(ops[x]->name, "irqoff_max", n, rep, irqoff, "ns");
+			round_unregister(ops[x], priv[x], &cfg);
+			if (cfg.irqoff_max >= 0)
+				emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max, "ns");
+			hold = ops[x]->lock_hold_take();
+			if (hold >= 0)
+				emit(ops[x]->name, "lock_hold_max", n, rep, hold, "ns");
 		}
 		for (k = 0; k < ARRAY_SIZE(floor_ops); k++) {
 			s64 ns;

@@ -76,10 +76,15 @@ struct bench_ops {
 	int (*post_marker)(void *p, int gate);
 	int (*post_gate)(void *p);
 	int (*cancel_gate)(void *p);
-	/* Unregisters (flushing what is outstanding) and frees everything. */
+	/*
+	 * Frees the buffers not posted and unregisters the agents, which flush
+	 * what is still outstanding (the flush round C measures).
+	 */
+	void (*unregister)(void *p);
+	/* Cancels what is outstanding, waits for it, unregisters, frees everything. */
 	void (*close)(void *p);
-	/* The longest interrupts-off hold since the last call, or -1. */
-	s64 (*irqoff_take)(void);
+	/* The longest hold of the implementation's own lock since the last call, or -1. */
+	s64 (*lock_hold_take)(void);
 };
 
 /* Markers per round: two on the agent, one on the gate agent (even and odd indexes). */
@@ -100,6 +105,13 @@ extern u8 bench_mac[ETH_ALEN];
 extern const union ib_gid bench_silent_gid;
 /* Writes the MAD header of a send of the benchmark's class, TID @hi_tid:@lo. */
 void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method);
+
+/*
+ * The irqsoff tracer's longest interrupts-off stretch (any CPU, any code)
+ * since the last call, in ns, and resets it; -1 without the tracer
+ * (irqsoff.c). Starts a process: never inside a timed loop.
+ */
+s64 bench_irqsoff_take(void);
 
 /* The implementations in C, and the size of the private state each one's @p points to. */
 extern const struct bench_ops bench_c_ops;
