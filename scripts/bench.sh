@@ -19,6 +19,9 @@
 #   BENCH_REPS    repetitions of each figure (default 5)
 #   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
 #   BENCH_RMPP_REPS  repetitions of each RMPP transfer (default 3; 0: no RMPP row)
+#   BENCH_PROFILE 1: sample every run with perf in the guest (cpu-clock, all CPUs) and
+#                 write build/bench/profile.txt: where the time of each N went, by
+#                 function (installs Debian's linux-perf if the machine lacks perf)
 #   RMAD_VM_MEM   guest memory in MB (default 4096 here)
 #   RMAD_VM_TIMEOUT  seconds before the guest is killed (default 7200 here)
 set -euo pipefail
@@ -47,6 +50,13 @@ out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
 export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps"
+profile="${BENCH_PROFILE:-0}"
+[[ "$profile" =~ ^[01]$ ]] || die "bench: BENCH_PROFILE is 0 or 1, not '$profile'"
+if [ "$profile" = 1 ]; then
+	command -v perf >/dev/null || "$RMAD_ROOT/scripts/setup/install-packages.sh" linux-perf
+	export RMAD_INITRAMFS_TOOLS=perf
+	RMAD_VM_ARGS="$RMAD_VM_ARGS bench_profile=1"
+fi
 start="$(date +%s)"
 rm -f "$out/console.log"
 # A guest that fails still leaves figures worth reading; a build that fails leaves none.
@@ -57,4 +67,8 @@ status=0
 grep -h '^bench: \|\] bench: ' "$out/console.log" | grep -v 'bench-json:' |
 	sed 's/^\[[^]]*\] //' || true
 python3 "$RMAD_ROOT/scripts/report/bench-report.py" "$out/console.log" "$out" "$kernel"
+if [ "$profile" = 1 ]; then
+	sed -n 's/^\(\[[^]]*\] \)*bench-profile: //p' "$out/console.log" >"$out/profile.txt"
+	step "bench: profile: $out/profile.txt ($(wc -l <"$out/profile.txt") lines)"
+fi
 step "bench: $(($(date +%s) - start)) s in all; $out/results.md, results.json, cost-vs-n.svg"

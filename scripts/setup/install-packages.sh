@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install the Debian packages that building the kernel, the module and the test
-# VM needs. Skips apt entirely when everything is already installed.
+# VM needs, and any packages named as arguments (`make bench`'s profiler:
+# linux-perf). Skips apt entirely when everything is already installed.
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
@@ -11,6 +12,7 @@ packages=(
 	xz-utils "clang$LLVM_SUFFIX" "lld$LLVM_SUFFIX" "llvm$LLVM_SUFFIX"
 	"libclang$LLVM_SUFFIX-dev" qemu-system-x86 busybox-static iproute2
 	libmnl0 libbsd0 libcap2 dkms
+	"$@"
 )
 
 missing=()

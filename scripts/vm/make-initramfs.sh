@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the test VM's initramfs: static busybox, the `rdma`, `ip` and `tc` tools with the
-# shared libraries it needs, tests/vm/init.sh as /init, a scenario script as
+# Build the test VM's initramfs: static busybox, the `rdma`, `ip` and `tc` tools (and those
+# RMAD_INITRAMFS_TOOLS names: `make bench`'s profiler adds perf) with the shared libraries
+# they need, tests/vm/init.sh as /init, a scenario script as
 # /scenario.sh and the given kernel modules under /modules (a MODULE given as
 # PATH=NAME lands at /modules/NAME, so that two builds of one module can
 # travel side by side).
@@ -25,11 +26,12 @@ for applet in $(/bin/busybox --list); do
 	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 
-# The iproute2 tools (rdma for soft-RoCE links, ip for the netdev under them)
-# and every shared library they link, at their own paths.
-for tool in rdma ip tc; do
+# The iproute2 tools (rdma for soft-RoCE links, ip for the netdev under them), the extra
+# tools, and every shared library they link, at their own paths.
+# shellcheck disable=SC2086 # RMAD_INITRAMFS_TOOLS is a list of tool names.
+for tool in rdma ip tc ${RMAD_INITRAMFS_TOOLS:-}; do
 	path="$(command -v "$tool" || ls /usr/sbin/"$tool" /sbin/"$tool" /usr/bin/"$tool" 2>/dev/null | head -n1 || true)"
-	[ -n "$path" ] && [ -x "$path" ] || die "the $tool tool (iproute2) is missing"
+	[ -n "$path" ] && [ -x "$path" ] || die "the $tool tool is missing"
 	rm -f "$root/bin/$tool"
 	cp "$path" "$root/bin/$tool"
 	ldd "$path" | grep -o '/[^ ]*' | while read -r lib; do

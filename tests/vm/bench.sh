@@ -12,6 +12,7 @@ setup_rxe || {
 	exit 1
 }
 echo 7 >/proc/sys/kernel/printk
+echo "bench: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) (available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource))"
 # The irqsoff tracer, on the bench kernel (the test kernel has none): the driver reads and
 # resets its maximum around each round (src/testing/bench/irqsoff.c).
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
@@ -22,11 +23,41 @@ if echo irqsoff >/sys/kernel/tracing/current_tracer 2>/dev/null; then
 else
 	echo "bench: no irqsoff tracer: no irqoff figures"
 fi
+# With bench_profile=1 (BENCH_PROFILE=1), perf samples each run on every CPU; its report is
+# printed before rmmod, while /proc/kallsyms still names rmad's functions.
+profile=""
+if [ "${bench_profile:-0}" = 1 ]; then
+	if [ -x /bin/perf ]; then
+		echo 0 >/proc/sys/kernel/kptr_restrict
+		echo -1 >/proc/sys/kernel/perf_event_paranoid
+		profile=1
+	else
+		echo "bench: bench_profile=1 but no /bin/perf: no profile"
+	fi
+fi
+
+# bench_profile_report N: the report of the run of N outstanding sends: by function alone
+# (self), then with what each calls (children).
+bench_profile_report() {
+	for mode in --no-children --children; do
+		echo "bench-profile: == n=$1 $mode"
+		HOME=/tmp /bin/perf report -N -i "/tmp/perf-$1.data" --stdio $mode --sort sym \
+			-g none --percent-limit 0.5 2>&1 | grep -v '^#' | grep -v '^$' | head -n 80 |
+			sed 's/^/bench-profile: /'
+	done
+	rm -f "/tmp/perf-$1.data"
+}
+
 ns="$(echo "${bench_ns:-10,100,1000,10000,100000}" | tr ',' ' ')"
 for n in $ns; do
 	echo "bench: n=$n: start $(cut -d' ' -f1 /proc/uptime) s"
-	insmod /modules/rmad.ko bench=1 bench_n="$n" bench_reps="${bench_reps:-5}" \
-		bench_sample="${bench_sample:-1000}" || echo "bench: n=$n: the run failed"
+	set -- insmod /modules/rmad.ko bench=1 bench_n="$n" bench_reps="${bench_reps:-5}" \
+		bench_sample="${bench_sample:-1000}"
+	if [ -n "$profile" ]; then
+		set -- env HOME=/tmp /bin/perf record -q -N -a -g -F 499 -o "/tmp/perf-$n.data" -- "$@"
+	fi
+	"$@" || echo "bench: n=$n: the run failed"
+	[ -z "$profile" ] || bench_profile_report "$n"
 	grep -q '^rmad ' /proc/modules && rmmod rmad
 	echo "bench: n=$n: end $(cut -d' ' -f1 /proc/uptime) s"
 done
