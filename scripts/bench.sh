@@ -68,7 +68,10 @@ grep -h '^bench: \|\] bench: ' "$out/console.log" | grep -v 'bench-json:' |
 	sed 's/^\[[^]]*\] //' || true
 python3 "$RMAD_ROOT/scripts/report/bench-report.py" "$out/console.log" "$out" "$kernel"
 if [ "$profile" = 1 ]; then
-	sed -n 's/^\(\[[^]]*\] \)*bench-profile: //p' "$out/console.log" >"$out/profile.txt"
+	sed -n 's/^\(\[[^]]*\] \)*bench-profile: //p' "$out/console.log" >"$out/profile.raw.txt"
+	python3 "$RMAD_ROOT/scripts/report/profile-symbols.py" "$out/profile.raw.txt" \
+		"$RMAD_OUT/module-test" "$("$RMAD_ROOT/scripts/setup/bootstrap.sh" 2>/dev/null)" \
+		>"$out/profile.txt"
 	step "bench: profile: $out/profile.txt ($(wc -l <"$out/profile.txt") lines)"
 fi
 step "bench: $(($(date +%s) - start)) s in all; $out/results.md, results.json, cost-vs-n.svg"

@@ -39,6 +39,11 @@ const NEIGH_TTL_MS: i64 = 60_000;
 const FAILED_TTL_MS: i64 = 10_000;
 /// GID table entries of the port compared with a destination (loopback to the port itself).
 const OWN_GIDS: u8 = 16;
+/// [`OWN_GIDS`] as an array length.
+const OWN_GIDS_USIZE: usize = OWN_GIDS as usize;
+
+/// A snapshot of the first [`OWN_GIDS`] entries of a port's GID table (`None`: no entry).
+pub(super) struct OwnGids([Option<Gid>; OWN_GIDS_USIZE]);
 
 /// What a port knows of a destination's MAC.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -168,6 +173,15 @@ impl VerbsPort {
         (0..OWN_GIDS).any(|i| self.gid(self.port, i).as_ref() == Some(dgid))
     }
 
+    /// The port's own GIDs as they are now, for one run of the transmit work.
+    pub(super) fn own_gids(&self) -> OwnGids {
+        let mut own = OwnGids([None; OWN_GIDS_USIZE]);
+        for (i, slot) in (0..OWN_GIDS).zip(own.0.iter_mut()) {
+            *slot = self.gid(self.port, i);
+        }
+        own
+    }
+
     /// The resolutions this port made: `(found a MAC, failed)`.
     pub(crate) fn resolutions(&self) -> (u64, u64) {
         let n = self.neigh.lock();
@@ -177,8 +191,12 @@ impl VerbsPort {
     /// What the transmit work does with a transmission to `grh`'s destination, without
     /// waiting: the MAC if known, a refusal while a failure is remembered, otherwise a wait
     /// for the destination's resolution, which this starts if none is under way.
-    pub(super) fn dest_for_tx(self: &Arc<Self>, grh: &GrhAttr) -> Dest {
-        if self.is_own(&grh.dgid) {
+    /// `own` holds the port's GIDs once read: the transmit work reads them once per run rather
+    /// than once per transmission (each read takes the GID table's lock, for each of 16 entries);
+    /// a GID that changes during a run is seen by the next one.
+    pub(super) fn dest_for_tx(self: &Arc<Self>, grh: &GrhAttr, own: &mut Option<OwnGids>) -> Dest {
+        let own = own.get_or_insert_with(|| self.own_gids());
+        if own.0.iter().any(|g| g.as_ref() == Some(&grh.dgid)) {
             return Dest::Mac(self.attrs.mac());
         }
         {

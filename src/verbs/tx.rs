@@ -12,7 +12,10 @@
 //! send queue cannot take waits in it, in order, until a send completion makes room.
 
 use super::{
-    neigh::Dest,
+    neigh::{
+        Dest,
+        OwnGids, //
+    },
     *, //
 };
 use crate::{
@@ -161,6 +164,8 @@ impl VerbsPort {
                 }
             }
         }
+        // Read when the first transmission to a GID needs them, then kept for this run.
+        let mut own: Option<OwnGids> = None;
         loop {
             let Some(tx) = self.txq.lock().pop_front() else {
                 return;
@@ -182,7 +187,7 @@ impl VerbsPort {
             // the packet back). One that is not known yet waits aside, so that the next
             // transmission, to another destination, goes out now.
             let dmac = match frame.ah.grh {
-                Some(g) if self.is_roce() => match self.dest_for_tx(&g) {
+                Some(g) if self.is_roce() => match self.dest_for_tx(&g, &mut own) {
                     Dest::Mac(mac) => mac,
                     Dest::Wait => {
                         self.parked.lock().push_back(tx);

@@ -18,6 +18,15 @@ echo "bench: clocksource $(cat /sys/devices/system/clocksource/clocksource0/curr
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 # Not the functions called with interrupts off: tracing them would lengthen what is measured.
 echo 0 >/sys/kernel/tracing/options/function-trace 2>/dev/null
+# What the driver runs to read and reset the maximum (src/testing/bench/irqsoff.c): the copy
+# replaces the last one only once it is whole.
+cat >/bench-irqsoff.sh <<'EOF'
+t=/sys/kernel/tracing
+[ "$(cat $t/current_tracer)" = irqsoff ] &&
+	cat $t/tracing_max_latency >/.bench-irqsoff.new &&
+	echo 0 >$t/tracing_max_latency &&
+	mv /.bench-irqsoff.new /.bench-irqsoff
+EOF
 if echo irqsoff >/sys/kernel/tracing/current_tracer 2>/dev/null; then
 	echo "bench: irqsoff tracer on"
 else
@@ -30,6 +39,9 @@ if [ "${bench_profile:-0}" = 1 ]; then
 	if [ -x /bin/perf ]; then
 		echo 0 >/proc/sys/kernel/kptr_restrict
 		echo -1 >/proc/sys/kernel/perf_event_paranoid
+		# perf finds a module's symbols in its file under /lib/modules/<release>/.
+		mkdir -p "/lib/modules/$(uname -r)/extra"
+		cp /modules/rmad.ko "/lib/modules/$(uname -r)/extra/"
 		profile=1
 	else
 		echo "bench: bench_profile=1 but no /bin/perf: no profile"
@@ -39,9 +51,15 @@ fi
 # bench_profile_report N: the report of the run of N outstanding sends: by function alone
 # (self), then with what each calls (children).
 bench_profile_report() {
+	# Where each module's code is, for scripts/report/profile-symbols.py: this perf names no
+	# function of an out-of-tree module.
+	for m in /sys/module/*/sections/.text; do
+		name="${m#/sys/module/}"
+		echo "bench-profile: module ${name%%/*} $(cat "$m")"
+	done
 	for mode in --no-children --children; do
 		echo "bench-profile: == n=$1 $mode"
-		HOME=/tmp /bin/perf report -N -i "/tmp/perf-$1.data" --stdio $mode --sort sym \
+		HOME=/tmp /bin/perf report --kallsyms=/proc/kallsyms --demangle-kernel -i "/tmp/perf-$1.data" --stdio $mode --sort sym \
 			-g none --percent-limit 0.5 2>&1 | grep -v '^#' | grep -v '^$' | head -n 80 |
 			sed 's/^/bench-profile: /'
 	done

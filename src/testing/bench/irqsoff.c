@@ -6,10 +6,12 @@
  * off. The same figure for every implementation measured.
  *
  * tracefs files have neither read_iter nor write_iter, which kernel_read()
- * and kernel_write() require, so a usermode helper (the initramfs's sh)
- * copies the value to a file of the root file system and resets it; the
- * driver reads that file. Each call starts a process: only between the timed
- * parts of a round.
+ * and kernel_write() require, so a usermode helper runs the script that
+ * tests/vm/bench.sh writes (IRQSOFF_SCRIPT): it copies the value to a file of
+ * the root file system (IRQSOFF_COPY) and resets it, and the driver reads that
+ * file. It fails (the figure is then -1) unless the irqsoff tracer is the
+ * current one. Each call starts a process: only between the timed parts of a
+ * round.
  */
 
 #include <linux/err.h>
@@ -21,33 +23,24 @@
 
 #include "impl.h"
 
+#define IRQSOFF_SCRIPT "/bench-irqsoff.sh"
 #define IRQSOFF_COPY "/.bench-irqsoff"
-
-/*
- * Fails (so that the figure is -1) unless the irqsoff tracer is the current
- * one (tests/vm/bench.sh selects it); the copy replaces the last one only once
- * it is whole.
- */
-static char irqsoff_script[] =
-	"t=/sys/kernel/tracing; "
-	"[ \"$(cat $t/current_tracer)\" = irqsoff ] && "
-	"cat $t/tracing_max_latency >" IRQSOFF_COPY ".new && "
-	"echo 0 >$t/tracing_max_latency && "
-	"mv " IRQSOFF_COPY ".new " IRQSOFF_COPY;
 
 s64 bench_irqsoff_take(void)
 {
-	static char sh[] = "/bin/sh", dash_c[] = "-c";
-	static char path[] = "PATH=/bin:/sbin:/usr/bin:/usr/sbin";
-	char *argv[] = { sh, dash_c, irqsoff_script, NULL };
-	char *envp[] = { path, NULL };
+	char *argv[3], *envp[2];
 	char buf[24] = {};
 	struct file *f;
 	loff_t pos = 0;
 	ssize_t len;
 	u64 us;
 
-	if (call_usermodehelper(sh, argv, envp, UMH_WAIT_PROC))
+	argv[0] = "/bin/sh";
+	argv[1] = IRQSOFF_SCRIPT;
+	argv[2] = NULL;
+	envp[0] = "PATH=/bin:/sbin:/usr/bin:/usr/sbin";
+	envp[1] = NULL;
+	if (call_usermodehelper(argv[0], argv, envp, UMH_WAIT_PROC))
 		return -1;
 	f = filp_open(IRQSOFF_COPY, O_RDONLY, 0);
 	if (IS_ERR(f))

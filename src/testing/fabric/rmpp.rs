@@ -322,13 +322,17 @@ pub(crate) fn command<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KV
         wait_ms,
     };
     let start = Instant::<Monotonic>::now();
-    match who {
-        "rmad" => get_through_rmad(&port, &get, out)?,
-        "c" => get_through_c(&port, &get, out)?,
+    // How long the GET took, from its post to its send handler (or to giving up); rmad's
+    // requester measures it before it lingers.
+    let ms = match who {
+        "rmad" => get_through_rmad(&port, &get, &start, out)?,
+        "c" => {
+            get_through_c(&port, &get, out)?;
+            start.elapsed().as_millis()
+        }
         _ => return Err(EINVAL),
-    }
-    // How long the GET took, from its post to its send handler (or to giving up).
-    writeln!(Writer(out), " ms {}", start.elapsed().as_millis()).map_err(|_| ENOMEM)
+    };
+    writeln!(Writer(out), " ms {}", ms).map_err(|_| ENOMEM)
 }
 
 /// One RMPP GET, as `rmpp` parsed it.
@@ -344,8 +348,39 @@ struct GetSpec {
     wait_ms: i64,
 }
 
-/// `rmpp rmad ...`: the GET through a kernel-RMPP rmad agent on `port`.
-fn get_through_rmad(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8>) -> Result {
+/// How long a completed GET's agent stays registered without a repeated ACK: longer than the
+/// peer's longest ACK wait (2 s, `ACK_TIMEOUT_MS`), so that a retransmission the peer sends
+/// because it missed the final ACK comes within it.
+const LINGER_QUIET_MS: i64 = 3_000;
+
+/// Keeps the agent `a` of a completed GET registered while its response's transfer lingers
+/// and the peer still retransmits: if the final ACK was lost, only the lingering transfer
+/// ACKs again (unregistration forgets it, and the engine then drops responses carrying the
+/// agent's `hi_tid`), and without that ACK the peer's answer ends with RESP_TIMEOUT_ERR
+/// once a window has used up its retries. Returns after [`LINGER_QUIET_MS`] without a
+/// repeated ACK, or when the transfer is forgotten (10 s after it completed); at once for a
+/// response that was not segmented.
+fn linger(a: &Arc<Agent>) {
+    loop {
+        let acks = a.rmpp_stats().acks;
+        let more = wait(LINGER_QUIET_MS, || {
+            let s = a.rmpp_stats();
+            s.acks != acks || s.lingering == 0
+        });
+        if !more || a.rmpp_stats().lingering == 0 {
+            return;
+        }
+    }
+}
+
+/// `rmpp rmad ...`: the GET through a kernel-RMPP rmad agent on `port`; returns the
+/// milliseconds from `start` to the GET's send handler (or to giving up).
+fn get_through_rmad(
+    port: &Arc<verbs::VerbsPort>,
+    g: &GetSpec,
+    start: &Instant<Monotonic>,
+    out: &mut KVec<u8>,
+) -> Result<i64> {
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
     let transport: Arc<dyn Transport> = port.clone();
     let get = Arc::new(
@@ -384,8 +419,12 @@ fn get_through_rmad(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8
         Agent::post(buf).map(|_| ()).map_err(|e| e.err)
     })();
     let done = posted.is_ok() && wait(g.wait_ms, || get.status.load(Relaxed) >= 0);
+    let ms = start.elapsed().as_millis();
     let stats = a.rmpp_stats();
     let sent = a.stats().transmitted;
+    if done {
+        linger(&a);
+    }
     let unreg = a.unregister();
     posted?;
     unreg?;
@@ -404,7 +443,8 @@ fn get_through_rmad(port: &Arc<verbs::VerbsPort>, g: &GetSpec, out: &mut KVec<u8
         stats.dropped,
         sent
     )
-    .map_err(|_| ENOMEM)
+    .map_err(|_| ENOMEM)?;
+    Ok(ms)
 }
 
 /// What one RMPP GET through the C layer got: `struct rmad_fabric_rmpp` in
