@@ -33,15 +33,12 @@ else
 	echo "bench: no irqsoff tracer: no irqoff figures"
 fi
 # With bench_profile=1 (BENCH_PROFILE=1), perf samples each run on every CPU; its report is
-# printed before rmmod, while /proc/kallsyms still names rmad's functions.
+# printed before rmmod, while /sys/module still says where rmad's code is.
 profile=""
 if [ "${bench_profile:-0}" = 1 ]; then
 	if [ -x /bin/perf ]; then
 		echo 0 >/proc/sys/kernel/kptr_restrict
 		echo -1 >/proc/sys/kernel/perf_event_paranoid
-		# perf finds a module's symbols in its file under /lib/modules/<release>/.
-		mkdir -p "/lib/modules/$(uname -r)/extra"
-		cp /modules/rmad.ko "/lib/modules/$(uname -r)/extra/"
 		profile=1
 	else
 		echo "bench: bench_profile=1 but no /bin/perf: no profile"
@@ -59,8 +56,8 @@ bench_profile_report() {
 	done
 	for mode in --no-children --children; do
 		echo "bench-profile: == n=$1 $mode"
-		HOME=/tmp /bin/perf report --kallsyms=/proc/kallsyms --demangle-kernel -i "/tmp/perf-$1.data" --stdio $mode --sort sym \
-			-g none --percent-limit 0.5 2>&1 | grep -v '^#' | grep -v '^$' | head -n 80 |
+		HOME=/tmp /bin/perf report -i "/tmp/perf-$1.data" --stdio $mode --sort sym -g none \
+			--percent-limit 0.5 2>&1 | grep -v '^#' | grep -v '^$' | head -n 80 |
 			sed 's/^/bench-profile: /'
 	done
 	rm -f "/tmp/perf-$1.data"
