@@ -548,20 +548,20 @@ static int round_unregister(const struct bench_ops *ops, void *p, struct bench_c
 		goto out;
 	bench_irqsoff_take();
 	t0 = ktime_get_ns();
+	/* Returns once every send handler ran. */
 	ops->unregister(p);
 	t = ktime_get_ns();
 	irqsoff_emit(ops, cfg, "irqoff_unregister");
-	ops->close(p);
 	if (atomic_read(&r->flushed) == n)
 		emit(ops->name, "unregister", n, cfg->rep, t - t0, "ns");
 	else
 		pr_warn("bench: %s n=%u: the unregistration flushed %d of %u sends, %d other\n",
 			ops->name, n, atomic_read(&r->flushed), n,
 			atomic_read(&r->timed_out) + atomic_read(&r->other));
-	goto out_free;
 out:
 	ops->close(p);
-	pr_err("bench: %s n=%u: the unregistration round failed (%d)\n", ops->name, n, ret);
+	if (ret)
+		pr_err("bench: %s n=%u: the unregistration round failed (%d)\n", ops->name, n, ret);
 out_free:
 	kfree(r);
 	return ret;
