@@ -19,6 +19,12 @@
 #   BENCH_REPS    repetitions of each figure (default 5)
 #   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
 #   BENCH_RMPP_REPS  repetitions of each RMPP transfer (default 3; 0: no RMPP row)
+#   BENCH_SCALE   sends per scaling round (one and two CPUs posting; default 10000, run in
+#                 the load whose N is the same; 0 or an N not in BENCH_NS: no scaling row)
+#   BENCH_REMOVAL_NS  numbers of sends held while the device is removed (default "1000 100000";
+#                 "": no removal row), BENCH_REMOVAL_REPS times each (default 3)
+#   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
+#                 BENCH_REPS runs for each responder
 #   BENCH_PROFILE 1: sample every run with perf in the guest (cpu-clock, all CPUs) and
 #                 write build/bench/profile.txt: where the time of each N went, by
 #                 function (installs Debian's linux-perf if the machine lacks perf)
@@ -42,14 +48,23 @@ ns="${BENCH_NS:-10 100 1000 10000 100000}"
 reps="${BENCH_REPS:-5}"
 sample="${BENCH_SAMPLE:-1000}"
 rmpp_reps="${BENCH_RMPP_REPS:-3}"
+served="${BENCH_SERVED:-5000}"
+scale_n="${BENCH_SCALE:-10000}"
+removal_ns="${BENCH_REMOVAL_NS-1000 100000}"
+removal_reps="${BENCH_REMOVAL_REPS:-3}"
 for v in $ns $reps $sample; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
-[[ "$rmpp_reps" =~ ^[0-9]+$ ]] || die "bench: not a number: $rmpp_reps"
+for v in $removal_ns; do
+	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
+done
+for v in $rmpp_reps $served $scale_n $removal_reps; do
+	[[ "$v" =~ ^[0-9]+$ ]] || die "bench: not a number: $v"
+done
 out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
-export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps"
+export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps"
 profile="${BENCH_PROFILE:-0}"
 [[ "$profile" =~ ^[01]$ ]] || die "bench: BENCH_PROFILE is 0 or 1, not '$profile'"
 if [ "$profile" = 1 ]; then

@@ -76,6 +76,10 @@ module! {
             default: 1000,
             description: "Benchmark: timed modifies, cancels and matched responses per round",
         },
+        bench_scale: u32 {
+            default: 0,
+            description: "Benchmark: sends per scaling round (one and two CPUs posting), 0: none",
+        },
     },
 }
 
@@ -153,6 +157,7 @@ fn test_parameters(
             module_parameters::bench_n.value(),
             module_parameters::bench_reps.value(),
             module_parameters::bench_sample.value(),
+            module_parameters::bench_scale.value(),
         )?;
     }
     let removal = match module_parameters::rxe_probe.value() {

@@ -186,7 +186,9 @@ extern "C" {
 /// lock), which happens in the device's `remove` callback, before ib_core lets go of `dev`.
 /// So while `vp` is non-null `dev` points to a device that is registered or being
 /// unregistered, and a registration reference taken then ([`VerbsPort::with_device`]) keeps
-/// it usable until it is put back. `dev` is never used otherwise.
+/// it usable until it is put back; with `vp`'s lock held and `vp` non-null, its P_Key and GID
+/// tables (which ib_core frees only after every client's `remove`) can also be read without
+/// one (`verbs/tx.rs`). `dev` is never used otherwise.
 ///
 /// The shim holds one reference on the port (its callback context) from
 /// `rmad_shim_vport_open` until `rmad_shim_vport_close` returns. A `VerbsPort` only ever lives

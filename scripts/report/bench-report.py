@@ -22,8 +22,9 @@ from pathlib import Path
 
 IMPLS = ["c", "rmad", "rmad-capi", "floor"]
 OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "unregister",
-       "irqoff_ops", "irqoff_cancel", "irqoff_timeouts", "irqoff_unregister", "irqoff_max",
-       "lock_hold_max", "memory"]
+       "irqoff_ops", "irqoff_cancel", "irqoff_timeouts", "irqoff_unregister", "irqoff_removal", "irqoff_max",
+       "lock_hold_max", "memory", "sends_1cpu", "sends_2cpu_2agents", "sends_2cpu_1agent",
+       "served"]
 # What each figure is, for the table.
 OP_TEXT = {
     "post": "`post` per call",
@@ -38,10 +39,17 @@ OP_TEXT = {
     "irqoff_cancel": "`irqoff_cancel`: the cancels",
     "irqoff_timeouts": "`irqoff_timeouts`: N timeouts",
     "irqoff_unregister": "`irqoff_unregister`: N flushed",
+    "irqoff_removal": "`irqoff_removal`: device removed, N held",
     "irqoff_max": "`irqoff_max`: the whole round",
     "lock_hold_max": "`lock_hold_max`: rmad's own lock",
     "memory": "`memory` per send",
+    "sends_1cpu": "`sends_1cpu`: one CPU, one agent",
+    "sends_2cpu_2agents": "`sends_2cpu_2agents`: two CPUs, two agents",
+    "sends_2cpu_1agent": "`sends_2cpu_1agent`: two CPUs, one agent",
+    "served": "`served`: requests answered (two nodes)",
 }
+# Rates: more is better, so their ratio is rmad/C (above 1: rmad does more).
+RATES = {"sends/s", "requests/s"}
 COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "#7f7f7f"}
 LINE = re.compile(r"bench-json: (\{.*\})\s*$")
 # One RMPP transfer (tests/vm/bench.sh): impl, bytes, loss_pct, rep, status, intact, ms.
@@ -151,6 +159,9 @@ def scale(v, unit):
     if unit == "bytes":
         return 1, " B"
     a = abs(v)
+    if unit in RATES:
+        suffix = " " + unit
+        return (1e6, " M" + unit) if a >= 1e6 else (1e3, " k" + unit) if a >= 1e4 else (1, suffix)
     if a >= 1e9:
         return 1e9, " s"
     if a >= 1e6:
@@ -176,8 +187,11 @@ def cell(r):
 
 
 def ratio(a, b):
+    """C/rmad for costs, rmad/C for rates: above 1, rmad does better."""
     if a is None or b is None or b["median"] <= 0 or a["median"] <= 0:
         return "–"
+    if a["unit"] in RATES:
+        a, b = b, a
     return f"{a['median'] / b['median']:.2f}"
 
 
@@ -210,12 +224,24 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
                    f"{'/'.join(str(x) for x in k)} |")
     out.append("")
     out.append("Each cell: median (min–max) of its repetitions (reps), in the median's unit. "
-               "C/rmad above 1: rmad costs less.")
+               "C/rmad above 1: rmad costs less (for the rates, sends/s and requests/s, the "
+               "column is rmad/C: above 1, rmad does more).")
+    if any(r["op"].startswith("sends_") for r in rows):
+        out.append("sends_*: N sends posted by one thread, or by two threads bound to CPUs 0 "
+                   "and 1 (half each) to two agents on one port or to one agent, per second "
+                   "from the threads' start until the device took them all.")
+    if any(r["op"] == "served" for r in rows):
+        out.append("served: GETs from the C MAD layer on one node (a window of them "
+                   "outstanding) answered per second by an ib_core agent (C) or by an rmad "
+                   "agent behind ib_core's forwarding agent (rmad) on the other node; N is "
+                   "the number of GETs.")
     if any(r["op"].startswith("irqoff_") for r in rows):
         out.append("irqoff_*: the irqsoff tracer's tracing_max_latency (µs resolution), reset "
                    "before each part of a round: the longest stretch with interrupts off on "
                    "any CPU, whatever code held them off, the same measure for every layer. "
-                   "irqoff_max is the largest of a round's parts.")
+                   "irqoff_max is the largest of a round's parts; irqoff_removal, the "
+                   "maximum while rxe0 was removed with N sends held (its own runs, "
+                   "not in irqoff_max).")
     if any(r["op"] == "lock_hold_max" for r in rows):
         out.append("lock_hold_max: rmad's own measure of its agents' lock holds (mad.c's "
                    "locks are private to it).")

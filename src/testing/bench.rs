@@ -10,6 +10,8 @@
 //! implements the operations of the Rust API (`rmad_bench_rust_*`), called by that driver from the
 //! loading thread only. Figures are printed, never asserted.
 
+pub(crate) mod hold;
+
 use crate::{
     engine::{
         agent::{
@@ -83,9 +85,18 @@ const KIND_RESP: usize = 5;
 extern "C" {
     /// Counts one event of `kind` (a `KIND_*`) with `status` in the driver's `round`.
     fn rmad_bench_event(round: *mut c_void, kind: c_int, status: c_int);
-    /// Runs the benchmark for `n` outstanding sends; `rust` is the [`RustBench`] its
-    /// `rmad_bench_rust_*` calls get back.
-    fn rmad_bench_run(n: u32, reps: u32, sample: u32, rtt_sample: u32, rust: *mut c_void) -> c_int;
+    /// Runs the benchmark for `n` outstanding sends, and the scaling rounds with `scale` sends
+    /// unless 0; `rust` and `rust2` are the two [`RustBench`]es its `rmad_bench_rust_*` calls
+    /// get back (the second for the scaling round's second thread).
+    fn rmad_bench_run(
+        n: u32,
+        reps: u32,
+        sample: u32,
+        rtt_sample: u32,
+        scale: u32,
+        rust: *mut c_void,
+        rust2: *mut c_void,
+    ) -> c_int;
 }
 
 /// The handlers of the benchmark's agents: they count each event in the driver's round.
@@ -141,6 +152,9 @@ pub(crate) struct RustBench {
     agent: Option<Arc<Agent>>,
     /// A second agent on the same port, whose send handler holds the delivery queue.
     gate_agent: Option<Arc<Agent>>,
+    /// Where the silent sends are created, if not on `agent`: another state's agent (the
+    /// driver's `share`, for two threads posting to one agent).
+    sends_on: Option<Arc<Agent>>,
     /// The silent sends, until posted.
     bufs: KVec<Option<SendBuf>>,
     /// The silent sends' handles, once posted.
@@ -167,6 +181,7 @@ impl RustBench {
             dgid: [0; 16],
             agent: None,
             gate_agent: None,
+            sends_on: None,
             bufs: KVec::new(),
             handles: KVec::new(),
             reqs: KVec::new(),
@@ -248,7 +263,11 @@ impl RustBench {
 
     /// Creates the silent sends, with `timeout_ms`.
     fn create(&mut self, timeout_ms: i32) -> Result {
-        let a = self.agent.clone().ok_or(EINVAL)?;
+        let a = self
+            .sends_on
+            .clone()
+            .or_else(|| self.agent.clone())
+            .ok_or(EINVAL)?;
         for i in 0..self.n {
             let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT)?;
             self.bufs.push(Some(b), GFP_KERNEL)?;
@@ -368,6 +387,7 @@ impl RustBench {
         self.markers = KVec::new();
         self.markers_posted = [0; 2];
         self.gate_buf = None;
+        self.sends_on = None;
         for a in [self.agent.take(), self.gate_agent.take()]
             .into_iter()
             .flatten()
@@ -391,8 +411,10 @@ fn code(r: Result) -> c_int {
 ///
 /// # Safety
 ///
-/// `p` is the `RustBench` that [`run`] passed to `rmad_bench_run`, which calls the
-/// `rmad_bench_rust_*` functions from its own thread only, one at a time, while [`run`] waits.
+/// `p` is one of the two `RustBench`es that [`run`] passed to `rmad_bench_run`, which calls the
+/// `rmad_bench_rust_*` functions while [`run`] waits, with one state from one thread at a time:
+/// its own thread, or the scaling round's thread that posts that state's sends while its own
+/// thread waits for it.
 unsafe fn state<'a>(p: *mut c_void) -> &'a mut RustBench {
     // SAFETY: The caller guarantees that `p` is a live `RustBench` nothing else uses now.
     unsafe { &mut *p.cast::<RustBench>() }
@@ -600,6 +622,19 @@ unsafe extern "C" fn rmad_bench_rust_close(p: *mut c_void) {
     unsafe { state(p) }.close();
 }
 
+/// Driver operation: `p` creates its silent sends on `owner`'s agent from now on.
+///
+/// # Safety
+///
+/// As [`state`], for both `p` and `owner`, which are two different states.
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_share(p: *mut c_void, owner: *mut c_void) {
+    // SAFETY: As the caller guarantees; `owner` is only read.
+    let agent = unsafe { state(owner) }.agent.clone();
+    // SAFETY: As the caller guarantees.
+    unsafe { state(p) }.sends_on = agent;
+}
+
 /// Driver operation: the longest interrupts-off hold of any rmad agent lock since the last
 /// call, in ns (and resets it).
 #[no_mangle]
@@ -608,13 +643,18 @@ extern "C" fn rmad_bench_rust_irqoff_take() -> i64 {
 }
 
 /// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`
-/// timed modifies, cancels and matched responses per round.
-pub(crate) fn run(n: u32, reps: u32, sample: u32) -> Result {
+/// timed modifies, cancels and matched responses per round, and the scaling rounds with `scale`
+/// sends each unless 0.
+pub(crate) fn run(n: u32, reps: u32, sample: u32, scale: u32) -> Result {
     let mut b = KBox::new(RustBench::new(), GFP_KERNEL)?;
+    let mut b2 = KBox::new(RustBench::new(), GFP_KERNEL)?;
     let p = core::ptr::from_mut::<RustBench>(&mut b).cast::<c_void>();
-    // SAFETY: `p` is a `RustBench` that stays alive and unused here until the call returns;
-    // the driver calls the `rmad_bench_rust_*` functions with it from this thread only.
-    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, p) };
+    let p2 = core::ptr::from_mut::<RustBench>(&mut b2).cast::<c_void>();
+    // SAFETY: `p` and `p2` are two `RustBench`es that stay alive and unused here until the
+    // call returns; the driver uses each from one thread at a time (see [`state`]).
+    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, scale, p, p2) };
+    // The second may have its sends on the first's agent: it closes first.
+    b2.close();
     b.close();
     kernel::error::to_result(r)
 }

@@ -14,6 +14,7 @@
 //!   `lockdep`, `hung SECONDS`, `race`): the positive controls of a run's verdict.
 
 use crate::testing::{
+    bench,
     fabric,
     lb0::Lb0,
     scale,
@@ -91,18 +92,20 @@ impl Control {
     }
 }
 
-/// The two-node checks' state, from module load to unload.
+/// The two-node checks' state and the bench's removal row's, from module load to unload.
 struct FabricState(());
 
 impl FabricState {
     fn new() -> Self {
         fabric::init();
+        bench::hold::init();
         Self(())
     }
 }
 
 impl Drop for FabricState {
     fn drop(&mut self) {
+        bench::hold::exit();
         fabric::exit();
     }
 }
@@ -138,6 +141,12 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
         *r.text.lock() = out;
         return Ok(());
     }
+    if line.starts_with("rate ") {
+        words.next();
+        fabric::rate(words, &mut out)?;
+        *r.text.lock() = out;
+        return Ok(());
+    }
     if line.starts_with("rmpp ") {
         words.next();
         fabric::rmpp::command(words, &mut out)?;
@@ -145,7 +154,11 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
         return Ok(());
     }
     match (words.next(), words.next(), words.next(), words.next()) {
-        (Some("serve"), class, None, None) => fabric::serve(class, &mut out)?,
+        (Some("serve"), Some(class), dev, None) => {
+            let dev = CString::try_from_fmt(fmt!("{}", dev.unwrap_or("rxe0")))?;
+            fabric::serve(Some((class, &dev)), &mut out)?;
+        }
+        (Some("serve"), None, None, None) => fabric::serve(None, &mut out)?,
         (Some("unserve"), None, None, None) => fabric::serve(None, &mut out)?,
         (Some("serve-rmpp"), Some(class), Some(bytes), dev) => {
             let dev = CString::try_from_fmt(fmt!("{}", dev.unwrap_or("rxe0")))?;
@@ -156,8 +169,14 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
             fabric::respond_rmpp(Some((class, bytes, &dev)), &mut out)?;
         }
         (Some("unrespond-rmpp"), None, None, None) => fabric::respond_rmpp(None, &mut out)?,
-        (Some("respond"), class, None, None) => fabric::respond(class, &mut out)?,
+        (Some("respond"), Some(class), dev, None) => {
+            let dev = CString::try_from_fmt(fmt!("{}", dev.unwrap_or("rxe0")))?;
+            fabric::respond(Some((class, &dev)), &mut out)?;
+        }
+        (Some("respond"), None, None, None) => fabric::respond(None, &mut out)?,
         (Some("unrespond"), None, None, None) => fabric::respond(None, &mut out)?,
+        (Some("hold"), Some(who), Some(n), None) => bench::hold::hold(who, n, &mut out)?,
+        (Some("unhold"), None, None, None) => bench::hold::unhold(&mut out)?,
         (Some("trace"), None, None, None) => traced_sends::run(&mut out)?,
         (Some("scale"), Some(n), None, None) => {
             scale::run(n.parse().map_err(|_| EINVAL)?, &mut out)?;

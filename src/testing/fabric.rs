@@ -11,14 +11,18 @@
 //!   the peer (an IPv4 address or a GID, see [`parse_peer`]), optionally cancels or re-arms
 //!   each at once, and waits until every send handler ran; rmad's line ends with the GRH
 //!   fields of the last response as they arrived (`resp_hop_limit` ...);
-//! - `serve CLASS` / `unserve`: an agent registered in ib_core on this node's rxe0 answers
-//!   GETs of CLASS with status 0 (or stops answering);
+//! - `serve CLASS [DEV]` / `unserve`: an agent registered in ib_core on this node's rxe0 (or
+//!   DEV) answers GETs of CLASS with status 0 (or stops answering);
+//! - `respond CLASS [DEV]` / `unrespond`: the same from an rmad agent on rxe0 or DEV (the
+//!   responder role: ib_core forwards the requests to rmad, rmad answers from its own QP);
+//!   `respond` reports the registration's error, `unrespond` how many requests were answered
+//!   and the GRH fields of the last request as they arrived (`hop_limit H traffic_class T
+//!   flow_label F`);
+//! - `rate PEER CLASS COUNT WINDOW`: COUNT GETs from ib_core's C MAD layer on rxe0, WINDOW
+//!   outstanding at once, and how long until the last was answered ([`rate`], for `make
+//!   bench`'s responder row);
 //! - `serve-rmpp CLASS BYTES`, `respond-rmpp CLASS BYTES` and `rmpp ...`: RMPP transfers
-//!   ([`rmpp`]);
-//! - `respond CLASS` / `unrespond`: the same from an rmad agent on rxe0 (the responder role:
-//!   ib_core forwards the requests to rmad, rmad answers from its own QP); `respond` reports
-//!   the registration's error, `unrespond` how many requests were answered and the GRH
-//!   fields of the last request as they arrived (`hop_limit H traffic_class T flow_label F`).
+//!   ([`rmpp`]).
 
 use crate::{
     engine::{
@@ -410,6 +414,89 @@ extern "C" {
     ) -> c_int;
 }
 
+/// What a windowed run of GETs got (`struct rmad_fabric_rate` in
+/// `src/testing/fabric/c_client.h`).
+#[repr(C)]
+#[derive(Default)]
+struct CRate {
+    /// From the first post until the last send handler, in ns.
+    ns: u64,
+    /// Send handlers with `IB_WC_SUCCESS`: a response matched.
+    answered: u32,
+    /// Retries, summed over the GETs.
+    retries: u32,
+}
+
+// The layout of `struct rmad_fabric_rate`; `src/testing/fabric/c_client.c` checks the same.
+const _: () = {
+    assert!(core::mem::size_of::<CRate>() == 16);
+    assert!(core::mem::offset_of!(CRate, retries) == 12);
+};
+
+extern "C" {
+    fn rmad_fabric_c_rate(
+        dev: *mut verbs::IbDevice,
+        dgid: *const u8,
+        sgid_index: u8,
+        class: u8,
+        count: u32,
+        window: u32,
+        timeout_ms: c_int,
+        retries: c_int,
+        wait_ms: i64,
+        out: *mut CRate,
+    ) -> c_int;
+}
+
+/// Response timeout of each GET of `rate`, and its retries.
+const RATE_TIMEOUT_MS: c_int = 1_000;
+/// As above.
+const RATE_RETRIES: c_int = 3;
+
+/// Runs `rate PEER CLASS COUNT WINDOW` (the words after `rate`): COUNT GETs of CLASS from
+/// ib_core's C MAD layer on rxe0 to QP1 of the peer, WINDOW outstanding at once, answered by
+/// whatever the peer runs (`serve` or `respond` there); one line: `requests C answered A
+/// retries R ns T`.
+pub(crate) fn rate<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut KVec<u8>) -> Result {
+    let (dgid, sgid_index) = parse_peer(words.next().ok_or(EINVAL)?)?;
+    let class = parse_u8(words.next().ok_or(EINVAL)?)?;
+    let count: u32 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    let window: u32 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    if words.next().is_some() || count == 0 || count > 1_000_000 || window == 0 {
+        return Err(EINVAL);
+    }
+    let mut f = CRate::default();
+    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let ret = port.with_device(|dev| {
+        // SAFETY: `with_device` holds a registration reference on `dev` across the call;
+        // `dgid` has 16 bytes and `f` is valid for a write; the call returns only when it
+        // has let go of all three and no handler of its agent runs any more.
+        unsafe {
+            rmad_fabric_c_rate(
+                dev,
+                dgid.as_ptr(),
+                sgid_index,
+                class,
+                count,
+                window,
+                RATE_TIMEOUT_MS,
+                RATE_RETRIES,
+                120_000,
+                &mut f,
+            )
+        }
+    });
+    kernel::error::to_result(ret.ok_or(ENODEV)?)?;
+    writeln!(
+        Writer(out),
+        "requests {count} answered {} retries {} ns {}",
+        f.answered,
+        f.retries,
+        f.ns
+    )
+    .map_err(|_| ENOMEM)
+}
+
 /// Sends `b` through ib_core's C MAD layer.
 fn run_c(b: &Burst, out: &mut KVec<u8>) -> Result {
     let mut f = Figures::default();
@@ -597,27 +684,28 @@ pub(crate) fn init() {
     unsafe { SERVED.init() };
 }
 
-/// `serve CLASS`: an ib_core agent on rxe0 answers GETs of CLASS (replacing an earlier one);
-/// `unserve`: it stops. Both leave one line in `out`.
-pub(crate) fn serve(class: Option<&str>, out: &mut KVec<u8>) -> Result {
+/// `serve CLASS [DEV]`: an ib_core agent on DEV (rxe0 by default) answers GETs of CLASS
+/// (replacing an earlier one); `unserve`: it stops. Both leave one line in `out`.
+pub(crate) fn serve(class: Option<(&str, &CStr)>, out: &mut KVec<u8>) -> Result {
     let mut served = SERVED.lock();
     // The earlier responder stops first: ib_core would refuse a second one for the class.
     drop(served.ib_core.take());
-    let Some(class) = class else {
+    let Some((class, dev)) = class else {
         return out
             .extend_from_slice(b"unserved\n", GFP_KERNEL)
             .map_err(Into::into);
     };
-    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let port = verbs::find_port(dev, 1).ok_or(ENODEV)?;
     let r = IbResponder::start(&port, parse_u8(class)?).ok_or(EBUSY)?;
     served.ib_core = Some(r);
     out.extend_from_slice(b"serving\n", GFP_KERNEL)?;
     Ok(())
 }
 
-/// `respond CLASS`: an rmad agent on rxe0 registered for GETs of CLASS answers them (the line
-/// says `responding`, or `refused <errno>`); `unrespond`: it is unregistered (`answered N`).
-pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
+/// `respond CLASS [DEV]`: an rmad agent on DEV (rxe0 by default) registered for GETs of CLASS
+/// answers them (the line says `responding`, or `refused <errno>`); `unrespond`: it is
+/// unregistered (`answered N`).
+pub(crate) fn respond(class: Option<(&str, &CStr)>, out: &mut KVec<u8>) -> Result {
     let mut served = SERVED.lock();
     let mut w = Writer(out);
     if let Some((a, r)) = served.rmad.take() {
@@ -628,10 +716,10 @@ pub(crate) fn respond(class: Option<&str>, out: &mut KVec<u8>) -> Result {
             return writeln!(w).map_err(|_| ENOMEM);
         }
     }
-    let Some(class) = class else {
+    let Some((class, dev)) = class else {
         return Err(ENOENT);
     };
-    let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let port = verbs::find_port(dev, 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
     let transport: Arc<dyn Transport> = port;
     let r = Arc::new(

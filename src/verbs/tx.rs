@@ -83,42 +83,63 @@ impl VerbsPort {
         if wr.mad.len() > MAD_MAX {
             return Err(EINVAL);
         }
+        let tx = ListArc::try_from_arc(wr.rec.clone()).map_err(|_| EBUSY)?;
+        // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
+        tx.tx_gen.store(wr.gen, Relaxed);
+        {
+            // One hold of the port's lock for the whole check: a closing port either sees the
+            // transmission queued (and flushes it) or refused it, and while the port is open
+            // the device's tables can be read without a reference of their own (the type
+            // invariant), which saves a reference and two more holds per post.
+            let vp = self.vp.lock();
+            if vp.is_null() {
+                return Err(ENODEV);
+            }
+            // SAFETY: The port's lock is held and the port is open.
+            unsafe { self.check_tx_address(wr) }?;
+            self.txq.lock().push_back(tx);
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Whether the device can carry `wr` as addressed: the errno a device gives a work request
+    /// it cannot make a handle for, otherwise.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the port's lock (`vp`), and the port is open (`vp` is not null).
+    unsafe fn check_tx_address(&self, wr: &SendWr<'_>) -> Result {
+        let port = u32::from(self.port);
+        let pkey = |index: u16| -> Option<u16> {
+            let mut pkey = 0u16;
+            // SAFETY: The port is open and its lock held (the caller's promise), so `dev` is a
+            // device whose tables exist (type invariant); `pkey` is valid for a write. ib_core
+            // reads its cache under an interrupt-safe lock.
+            let r = unsafe { rmad_shim_query_pkey(self.dev, port, index, &mut pkey) };
+            (r == 0 && pkey & 0x7fff != 0).then_some(pkey)
+        };
         // A P_Key index the port's table lacks fails the post, as the device fails a work
         // request with it in the C layer. The private QP sends in the partition of index 0:
         // another partition is not carried yet (one QP per partition in use would be).
-        match self.pkey(self.port, wr.pkey_index) {
-            // A closed port reads no table: the post fails as every post there does.
-            None if self.vp.lock().is_null() => return Err(ENODEV),
+        match pkey(wr.pkey_index) {
             None => return Err(EINVAL),
-            Some(p) if wr.pkey_index != 0 && self.pkey(self.port, 0) != Some(p) => {
-                return Err(EOPNOTSUPP)
-            }
+            Some(p) if wr.pkey_index != 0 && pkey(0) != Some(p) => return Err(EOPNOTSUPP),
             Some(_) => {}
         }
         // An address the device cannot make a handle for fails the post now, as it does in
         // the C layer (whose client creates the handle first): its source GID must exist.
         if let Some(g) = wr.ah.grh {
-            if self.gid(self.port, g.sgid_index).is_none() {
-                return Err(if self.vp.lock().is_null() {
-                    ENODEV
-                } else {
-                    EINVAL
-                });
+            let mut gid = [0u8; 16];
+            // SAFETY: As above; `gid` has 16 bytes. ib_core reads its GID table under an
+            // interrupt-safe lock.
+            let r = unsafe {
+                rmad_shim_query_gid(self.dev, port, c_int::from(g.sgid_index), gid.as_mut_ptr())
+            };
+            if r != 0 {
+                return Err(EINVAL);
             }
         }
-        let tx = ListArc::try_from_arc(wr.rec.clone()).map_err(|_| EBUSY)?;
-        // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
-        tx.tx_gen.store(wr.gen, Relaxed);
-        {
-            // Under the port's lock, so that a closing port either sees it queued (and flushes
-            // it) or refused it.
-            let vp = self.vp.lock();
-            if vp.is_null() {
-                return Err(ENODEV);
-            }
-            self.txq.lock().push_back(tx);
-        }
-        self.kick();
         Ok(())
     }
 

@@ -5,7 +5,8 @@
 # bench=1 once per number of outstanding sends (KUnit off); each load prints
 # its figures as "bench-json:" lines. bench_ns (comma-separated), bench_reps
 # and bench_sample come from the kernel command line (scripts/bench.sh).
-# Then the RMPP row (bench_rmpp_reps repetitions, 0: none): see bench_rmpp below.
+# Then, on two devices, the responder row (bench_served_n GETs, 0: none; see bench_served)
+# and the RMPP row (bench_rmpp_reps repetitions, 0: none; see bench_rmpp).
 . /lib.sh
 setup_rxe || {
 	echo "bench: no rxe0"
@@ -66,8 +67,11 @@ bench_profile_report() {
 ns="$(echo "${bench_ns:-10,100,1000,10000,100000}" | tr ',' ' ')"
 for n in $ns; do
 	echo "bench: n=$n: start $(cut -d' ' -f1 /proc/uptime) s"
+	# The scaling rounds run in one load: their own number of sends, not N's.
+	scale=0
+	[ "$n" != "${bench_scale_n:-10000}" ] || scale="$n"
 	set -- insmod /modules/rmad.ko bench=1 bench_n="$n" bench_reps="${bench_reps:-5}" \
-		bench_sample="${bench_sample:-1000}"
+		bench_sample="${bench_sample:-1000}" bench_scale="$scale"
 	if [ -n "$profile" ]; then
 		set -- env HOME=/tmp /bin/perf record -q -N -a -g -F 499 -o "/tmp/perf-$n.data" -- "$@"
 	fi
@@ -76,6 +80,56 @@ for n in $ns; do
 	grep -q '^rmad ' /proc/modules && rmmod rmad
 	echo "bench: n=$n: end $(cut -d' ' -f1 /proc/uptime) s"
 done
+
+# The removal row: for each N of bench_removal_ns, bench_removal_reps times, an agent of the C
+# MAD layer, then one of rmad, holds N sends on rxe0 that the device took, and rxe0 is removed:
+# the irqsoff tracer's maximum while `rdma link delete` ran (as the driver reads it), and
+# whether each send's handler ran once, flushed (src/testing/bench/hold.rs).
+T=/sys/kernel/tracing
+
+# removal_once IMPL N REP: one removal; prints its bench-json line or why there is none, and
+# creates rxe0 again.
+removal_once() {
+	if ! rmpp_stress "hold $1 $2" >/dev/null; then
+		echo "bench: removal: $1 n=$2: the run failed (hold)"
+		return 0
+	fi
+	echo 0 >$T/tracing_max_latency
+	rdma link delete rxe0 || echo "bench: removal: $1 n=$2: the run failed (rdma link delete)"
+	us="$(cat $T/tracing_max_latency)"
+	line="$(rmpp_stress unhold)" || line="failed"
+	if [ "$line" = "posted $2 flushed $2 other 0" ]; then
+		echo "bench-json: {\"impl\": \"$1\", \"op\": \"irqoff_removal\", \"n\": $2, \"rep\": $3, \"value\": $((us * 1000)), \"unit\": \"ns\"}"
+	else
+		echo "bench: removal: $1 n=$2: the sends ended so: $line (expected: posted $2 flushed $2 other 0)"
+	fi
+	setup_rxe && wait_gid rxe0 0 >/dev/null || echo "bench: removal: rxe0 did not come back"
+}
+
+bench_removal() {
+	[ -n "${bench_removal_ns-1000,100000}" ] && [ "${bench_removal_reps:-3}" -gt 0 ] 2>/dev/null ||
+		return 0
+	if [ "$(cat $T/current_tracer 2>/dev/null)" != irqsoff ]; then
+		echo "bench: removal: no irqsoff tracer: no removal row"
+		return 0
+	fi
+	echo "bench: removal: start $(cut -d' ' -f1 /proc/uptime) s"
+	insmod /modules/rmad.ko || {
+		echo "bench: removal: the run failed (insmod)"
+		return 1
+	}
+	for n in $(echo "${bench_removal_ns-1000,100000}" | tr ',' ' '); do
+		r=1
+		while [ $r -le "${bench_removal_reps:-3}" ]; do
+			removal_once c "$n" $r
+			removal_once rmad "$n" $r
+			r=$((r + 1))
+		done
+	done
+	rmmod rmad
+	echo "bench: removal: end $(cut -d' ' -f1 /proc/uptime) s"
+}
+bench_removal
 echo "bench: console lines 'unsupported base version': $(dmesg | grep -c 'unsupported base version')"
 
 # The RMPP row: one GET answered with 64 KiB or 1 MiB, both ends the same layer (the C MAD
@@ -178,15 +232,57 @@ rmpp_reps() {
 	done
 }
 
+# served_run IMPL REP: bench_served_n GETs through ib_core's requester on rxe0, 16
+# outstanding at once, answered by what runs on rxe1; prints its bench-json line (requests
+# answered per second), or says why there is none.
+served_run() {
+	count="${bench_served_n}"
+	line="$(rmpp_stress "rate $peer_gid 0x0a $count 16")" || {
+		echo "bench: served: $1: the run failed"
+		return 0
+	}
+	answered="$(echo "$line" | sed -n 's/.* answered \([0-9]*\) .*/\1/p')"
+	retries="$(echo "$line" | sed -n 's/.* retries \([0-9]*\) .*/\1/p')"
+	ns="$(echo "$line" | sed -n 's/.* ns \([0-9]*\)$/\1/p')"
+	if [ "${answered:-0}" != "$count" ] || [ "${ns:-0}" -le 0 ]; then
+		echo "bench: served: $1: answered ${answered:-0} of $count; no figure"
+		return 0
+	fi
+	[ "${retries:-0}" = 0 ] || echo "bench: served: $1: $retries retries (lost datagrams)"
+	echo "bench-json: {\"impl\": \"$1\", \"op\": \"served\", \"n\": $count, \"rep\": $2, \"value\": $((count * 1000000000 / ns)), \"unit\": \"requests/s\"}"
+}
+
+# bench_served: the responder row. The same GETs (class 0x0a) answered on rxe1 first by an
+# ib_core agent (serve), then by an rmad agent there, which ib_core's forwarding agent hands
+# them to (respond); bench_reps runs each.
+bench_served() {
+	[ "${bench_served_n:-0}" -gt 0 ] 2>/dev/null || return 0
+	echo "bench: served: start $(cut -d' ' -f1 /proc/uptime) s"
+	rmpp_step rmpp_stress "serve 0x0a rxe1" >/dev/null || return 1
+	r=1
+	while [ $r -le "${bench_reps:-5}" ]; do
+		served_run c $r
+		r=$((r + 1))
+	done
+	rmpp_stress unserve >/dev/null
+	[ "$(rmpp_stress "respond 0x0a rxe1")" = responding ] || {
+		echo "bench: served: the run failed (respond 0x0a rxe1)"
+		return 1
+	}
+	r=1
+	while [ $r -le "${bench_reps:-5}" ]; do
+		served_run rmad $r
+		r=$((r + 1))
+	done
+	echo "bench: served: rmad's responder: $(rmpp_stress unrespond)"
+	echo "bench: served: end $(cut -d' ' -f1 /proc/uptime) s"
+}
+
+# bench_rmpp: the RMPP rows (bench_rmpp_reps repetitions of each).
 bench_rmpp() {
 	reps="${bench_rmpp_reps:-3}"
 	[ "$reps" -gt 0 ] 2>/dev/null || return 0
 	echo "bench: rmpp: start $(cut -d' ' -f1 /proc/uptime) s"
-	rmpp_setup 2>&1 || return 1
-	insmod /modules/rmad.ko || {
-		echo "bench: rmpp: the run failed (insmod)"
-		return 1
-	}
 	for loss in 0 1; do
 		rmpp_loss $loss || echo "bench: rmpp: the run failed (netem loss $loss %)"
 		for bytes in 65536 1048576; do
@@ -200,8 +296,22 @@ bench_rmpp() {
 		done
 		rmpp_drops $loss
 	done
-	rmmod rmad
 	echo "bench: rmpp: end $(cut -d' ' -f1 /proc/uptime) s"
 }
-bench_rmpp
+
+# bench_two_nodes: the rows of two devices on the veth pair, the responder row (no loss)
+# first, then the RMPP rows.
+bench_two_nodes() {
+	[ "${bench_served_n:-0}" -gt 0 ] 2>/dev/null ||
+		[ "${bench_rmpp_reps:-3}" -gt 0 ] 2>/dev/null || return 0
+	rmpp_setup 2>&1 || return 1
+	insmod /modules/rmad.ko || {
+		echo "bench: two nodes: the run failed (insmod)"
+		return 1
+	}
+	bench_served
+	bench_rmpp
+	rmmod rmad
+}
+bench_two_nodes
 echo "bench: done"

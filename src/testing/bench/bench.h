@@ -13,8 +13,13 @@ struct rmad_bench_round;
 /* Called by every implementation's handlers: @kind of the send, its @status. */
 void rmad_bench_event(struct rmad_bench_round *r, int kind, int status);
 
-/* Runs the benchmark for @n outstanding sends (src/testing/bench.rs passes @rust). */
-int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust);
+/*
+ * Runs the benchmark for @n outstanding sends, and the scaling rounds with
+ * @scale sends unless 0 (src/testing/bench.rs passes @rust, and @rust2 for
+ * the scaling round's second thread).
+ */
+int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void *rust,
+		   void *rust2);
 
 /* Implemented in src/testing/bench.rs: the operations through rmad's Rust API. */
 int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
@@ -33,6 +38,11 @@ int rmad_bench_rust_post_gate(void *p);
 int rmad_bench_rust_cancel_gate(void *p);
 void rmad_bench_rust_unregister(void *p);
 void rmad_bench_rust_close(void *p);
+void rmad_bench_rust_share(void *p, void *owner);
 s64 rmad_bench_rust_irqoff_take(void);
+
+/* The removal row's C MAD layer agent (src/testing/bench/hold.c, src/testing/bench/hold.rs). */
+int rmad_bench_c_hold(u32 n);
+void rmad_bench_c_unhold(u32 *posted, u32 *flushed, u32 *other);
 
 #endif /* RMAD_TEST_BENCH_H */

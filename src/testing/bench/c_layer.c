@@ -21,6 +21,9 @@ struct c_impl {
 	struct rmad_bench_round *r;
 	struct ib_mad_agent *agent, *gate_agent;
 	struct ib_ah *ah, *ah_silent, *gate_ah;
+	/* Where the silent sends are created, if not on @agent (bench_ops.share). */
+	struct ib_mad_agent *send_agent;
+	struct ib_ah *send_ah;
 	u32 n, nreq, markers_posted[2];
 	struct ib_mad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
 	u8 *posted;		/* per silent send */
@@ -148,8 +151,8 @@ static int c_create(void *p, int timeout_ms)
 	u32 i;
 
 	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = c_buf(c->agent, c->ah_silent, i, IB_MGMT_METHOD_SEND, timeout_ms,
-				   KIND_SILENT);
+		c->bufs[i] = c_buf(c->send_agent ?: c->agent, c->send_ah ?: c->ah_silent, i,
+				   IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT);
 		if (!c->bufs[i])
 			return -ENOMEM;
 	}
@@ -288,6 +291,15 @@ static void c_close(void *p)
 	memset(c, 0, sizeof(*c));
 }
 
+/* The owner's address handle too: it outlives the sends (the owner closes last). */
+static void c_share(void *p, void *owner)
+{
+	struct c_impl *c = p, *o = owner;
+
+	c->send_agent = o->agent;
+	c->send_ah = o->ah_silent;
+}
+
 /* mad.c's locks are private to it: only the irqsoff tracer sees their holds. */
 static s64 no_lock_hold(void)
 {
@@ -308,6 +320,7 @@ const struct bench_ops bench_c_ops = {
 	.cancel_gate = c_cancel_gate,
 	.unregister = c_unregister,
 	.close = c_close,
+	.share = c_share,
 	.lock_hold_take = no_lock_hold,
 };
 

@@ -18,6 +18,8 @@
 struct capi_impl {
 	struct rmad_bench_round *r;
 	struct rmad_agent *agent, *gate_agent;
+	/* Where the silent sends are created, if not on @agent (bench_ops.share). */
+	struct rmad_agent *send_agent;
 	struct rmad_ah ah, ah_silent;
 	u32 n, nreq, markers_posted[2];
 	struct rmad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
@@ -121,8 +123,8 @@ static int capi_create(void *p, int timeout_ms)
 	u32 i;
 
 	for (i = 0; i < c->n; i++) {
-		c->bufs[i] = capi_buf(c->agent, &c->ah_silent, i, IB_MGMT_METHOD_SEND,
-				      timeout_ms, KIND_SILENT);
+		c->bufs[i] = capi_buf(c->send_agent ?: c->agent, &c->ah_silent, i,
+				      IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT);
 		if (!c->bufs[i])
 			return -ENOMEM;
 	}
@@ -267,6 +269,13 @@ static void capi_close(void *p)
 	memset(c, 0, sizeof(*c));
 }
 
+static void capi_share(void *p, void *owner)
+{
+	struct capi_impl *c = p, *o = owner;
+
+	c->send_agent = o->agent;
+}
+
 const struct bench_ops bench_capi_ops = {
 	.name = "rmad-capi",
 	.open = capi_open,
@@ -281,6 +290,7 @@ const struct bench_ops bench_capi_ops = {
 	.cancel_gate = capi_cancel_gate,
 	.unregister = capi_unregister,
 	.close = capi_close,
+	.share = capi_share,
 	.lock_hold_take = rmad_bench_rust_irqoff_take,
 };
 

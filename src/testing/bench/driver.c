@@ -34,6 +34,7 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/etherdevice.h>
+#include <linux/kthread.h>
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
@@ -206,11 +207,14 @@ static const struct bench_ops rust_ops = {
 	.cancel_gate = rmad_bench_rust_cancel_gate,
 	.unregister = rmad_bench_rust_unregister,
 	.close = rmad_bench_rust_close,
+	.share = rmad_bench_rust_share,
 	.lock_hold_take = rmad_bench_rust_irqoff_take,
 };
 
 struct bench_cfg {
 	u32 n, sample, rtt_sample, rep;
+	/* Sends of each scaling round (0: none). */
+	u32 scale;
 	const u32 *perm_modify, *perm_cancel;
 	struct rmad_test_responder *responder;
 	/* The largest irqsoff figure of the implementation's rounds of this repetition. */
@@ -567,6 +571,130 @@ out_free:
 	return ret;
 }
 
+/* The scaling round. */
+
+/* One posting thread of the scaling round, bound to one CPU. */
+struct scale_thread {
+	const struct bench_ops *ops;
+	void *p;
+	u32 n;
+	struct completion *go;
+	struct completion done;
+	int ret;
+	u64 end_ns;
+};
+
+static int scale_fn(void *arg)
+{
+	struct scale_thread *t = arg;
+	u64 last;
+	u32 i;
+
+	bench_wait_slices(t->go, BENCH_WAIT_MS);
+	last = ktime_get_ns();
+	for (i = 0; i < t->n && !t->ret; i++) {
+		t->ret = t->ops->post(t->p, i);
+		bench_resched(i, &last);
+	}
+	t->end_ns = ktime_get_ns();
+	/* The module may go once @done is complete: nothing of it runs after. */
+	kthread_complete_and_exit(&t->done, 0);
+}
+
+/* How the scaling round's n sends are posted. */
+enum scale_mode {
+	SCALE_1CPU,		/* one thread, one agent */
+	SCALE_2CPU_2AGENTS,	/* two threads on two CPUs, an agent each, one port */
+	SCALE_2CPU_1AGENT,	/* two threads on two CPUs, one agent */
+	SCALE_MODES,
+};
+
+static const char * const scale_op[SCALE_MODES] = {
+	"sends_1cpu", "sends_2cpu_2agents", "sends_2cpu_1agent",
+};
+
+/*
+ * Round D, scaling: cfg->scale sends (unanswered, timeout 10 min) posted by
+ * one thread or by two threads bound to CPUs 0 and 1 (half each), to two
+ * agents on the port or to one (@mode): sends posted per second, from the
+ * threads' release until the last of them returned. (What the device does
+ * with them follows in both layers: rxe transmits from its own task.) @p2 is
+ * a second state of the implementation.
+ */
+static int round_scale(const struct bench_ops *ops, void *p, void *p2, struct bench_cfg *cfg,
+		       enum scale_mode mode)
+{
+	struct scale_thread t[2] = {};
+	void *st[2] = { p, p2 };
+	DECLARE_COMPLETION_ONSTACK(go);
+	struct rmad_bench_round *r;
+	u32 n = cfg->scale, threads = mode == SCALE_1CPU ? 1 : 2, k, started = 0;
+	u64 t0 = 0, end = 0;
+	int ret;
+
+	r = kzalloc_obj(*r);
+	if (!r)
+		return -ENOMEM;
+	round_init(r);
+	t[0].n = threads == 1 ? n : n - n / 2;
+	t[1].n = n / 2;
+	for (k = 0; k < threads; k++) {
+		ret = ops->open(st[k], r, t[k].n, 0);
+		if (ret)
+			goto out;
+	}
+	if (mode == SCALE_2CPU_1AGENT)
+		ops->share(p2, p);
+	for (k = 0; k < threads; k++) {
+		ret = ops->create(st[k], BENCH_LONG_MS);
+		if (ret)
+			goto out;
+	}
+	for (k = 0; k < threads; k++) {
+		struct task_struct *task;
+
+		t[k].ops = ops;
+		t[k].p = st[k];
+		t[k].go = &go;
+		init_completion(&t[k].done);
+		task = kthread_create(scale_fn, &t[k], "rmad_bench_scale/%u", k);
+		if (IS_ERR(task)) {
+			ret = PTR_ERR(task);
+			goto out_threads;
+		}
+		kthread_bind(task, k);
+		wake_up_process(task);
+		started++;
+	}
+	t0 = ktime_get_ns();
+	complete_all(&go);
+out_threads:
+	/* A thread not released yet is released with nothing to post. */
+	if (ret) {
+		for (k = 0; k < started; k++)
+			t[k].n = 0;
+		complete_all(&go);
+	}
+	for (k = 0; k < started; k++) {
+		wait_for_completion(&t[k].done);
+		ret = ret ?: t[k].ret;
+		end = max(end, t[k].end_ns);
+	}
+	if (!ret)
+		emit(ops->name, scale_op[mode], n, cfg->rep,
+		     div64_u64((u64)n * NSEC_PER_SEC, max(end - t0, 1ull)), "sends/s");
+out:
+	/* The second state may have its sends on the first's agent: it closes first. */
+	if (threads == 2)
+		ops->close(p2);
+	ops->close(p);
+	if (ret)
+		pr_err("bench: %s n=%u: the scaling round (%s) failed (%d)\n", ops->name, n,
+		       scale_op[mode], ret);
+	kfree(r);
+	return ret;
+}
+
 /* The floor. */
 
 struct floor_item {
@@ -643,13 +771,15 @@ static void permute(u32 *v, u32 n, u64 seed)
  * Runs the benchmark for @n outstanding sends, @reps times: each repetition
  * runs every implementation (in an order that rotates) and the floor. @sample
  * bounds the timed modifies, cancels and matched responses, @rtt_sample the
- * round trips. @rust is the state of the Rust implementation.
+ * round trips; @scale is the number of sends of each scaling round (0: no
+ * scaling round). @rust and @rust2 are two states of the Rust implementation.
  */
-int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
+int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void *rust,
+		   void *rust2)
 {
 	static const char * const floor_ops[] = { "post", "modify", "cancel" };
 	struct rmad_test_responder *responder = NULL;
-	void *cimpl, *capi;
+	void *cimpl, *capi, *cimpl2, *capi2;
 	u32 *perm_m, *perm_c;
 	u32 rep, k;
 	int ret;
@@ -661,10 +791,12 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 		return ret;
 	cimpl = kzalloc(bench_c_size, GFP_KERNEL);
 	capi = kzalloc(bench_capi_size, GFP_KERNEL);
+	cimpl2 = kzalloc(bench_c_size, GFP_KERNEL);
+	capi2 = kzalloc(bench_capi_size, GFP_KERNEL);
 	perm_m = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
 	perm_c = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
 	ret = -ENOMEM;
-	if (!cimpl || !capi || !perm_m || !perm_c)
+	if (!cimpl || !capi || !cimpl2 || !capi2 || !perm_m || !perm_c)
 		goto out;
 	ret = -ENODEV;
 	if (!bench_device()) {
@@ -686,10 +818,12 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 	for (rep = 0; rep < reps; rep++) {
 		const struct bench_ops *ops[3] = { &bench_c_ops, &rust_ops, &bench_capi_ops };
 		void *priv[3] = { cimpl, rust, capi };
+		void *priv2[3] = { cimpl2, rust2, capi2 };
 		struct bench_cfg cfg = {
 			.n = n,
 			.sample = sample,
 			.rtt_sample = rtt_sample,
+			.scale = scale,
 			.rep = rep,
 			.perm_modify = perm_m,
 			.perm_cancel = perm_c,
@@ -701,6 +835,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 		permute(perm_c, n, 0xd1b54a32d192ed03ull ^ ((u64)n << 20) ^ rep);
 		for (i = 0; i < 3; i++) {
 			u32 x = (i + rep) % 3;
+			enum scale_mode mode;
 			s64 hold;
 
 			cfg.irqoff_max = -1;
@@ -708,6 +843,9 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 			round_ops(ops[x], priv[x], &cfg);
 			round_timeouts(ops[x], priv[x], &cfg);
 			round_unregister(ops[x], priv[x], &cfg);
+			for (mode = SCALE_1CPU; scale && mode < SCALE_MODES; mode++)
+				if (mode == SCALE_1CPU || (cpu_online(0) && cpu_online(1)))
+					round_scale(ops[x], priv[x], priv2[x], &cfg, mode);
 			if (cfg.irqoff_max >= 0)
 				emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max, "ns");
 			hold = ops[x]->lock_hold_take();
@@ -726,6 +864,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, void *rust)
 out:
 	kvfree(perm_m);
 	kvfree(perm_c);
+	kfree(capi2);
+	kfree(cimpl2);
 	kfree(capi);
 	kfree(cimpl);
 	ib_unregister_client(&bench_client);

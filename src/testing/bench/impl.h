@@ -66,6 +66,10 @@ struct bench_ops {
 	int (*open)(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
 	/* Creates the n silent sends (timeout @timeout_ms, no retries). */
 	int (*create)(void *p, int timeout_ms);
+	/*
+	 * Posts silent send @i. Calls with different @i on different states may
+	 * run at once (the scaling round's threads); on one state, one at a time.
+	 */
 	int (*post)(void *p, u32 i);
 	/* Waits until the device has taken the n silent sends. */
 	int (*wait_sent)(void *p);
@@ -83,6 +87,12 @@ struct bench_ops {
 	void (*unregister)(void *p);
 	/* Cancels what is outstanding, waits for it, unregisters, frees everything. */
 	void (*close)(void *p);
+	/*
+	 * From now until @p's next open, @p creates its silent sends on @owner's
+	 * agent (both opened; @owner is closed after @p): the scaling round's
+	 * two threads posting to one agent.
+	 */
+	void (*share)(void *p, void *owner);
 	/* The longest hold of the implementation's own lock since the last call, or -1. */
 	s64 (*lock_hold_take)(void);
 };

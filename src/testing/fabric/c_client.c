@@ -17,6 +17,8 @@
 #include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/stddef.h>
+#include <linux/timekeeping.h>
+#include <linux/wait.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 
@@ -26,6 +28,9 @@
 static_assert(sizeof(struct rmad_fabric_tally) == 48);
 static_assert(offsetof(struct rmad_fabric_tally, retries) == 28);
 static_assert(offsetof(struct rmad_fabric_tally, status_other) == 44);
+/* The layout CRate in src/testing/fabric.rs has. */
+static_assert(sizeof(struct rmad_fabric_rate) == 16);
+static_assert(offsetof(struct rmad_fabric_rate, retries) == 12);
 
 #define FABRIC_PORT 1
 
@@ -344,6 +349,99 @@ int rmad_fabric_c_rmpp(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 
 	wait_for_completion_killable_timeout(&f->done, msecs_to_jiffies(wait_ms));
 destroy:
 	/* Unregistered first: no handler runs after this, and nothing uses the AH. */
+	ib_unregister_mad_agent(agent);
+	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+	kfree(f);
+	return ret;
+unregister:
+	ib_unregister_mad_agent(agent);
+free_f:
+	kfree(f);
+	return ret;
+}
+
+/* What the handlers of one windowed run share. */
+struct fabric_rate {
+	u32 count;
+	atomic_t completed, answered, retries;
+	u64 end_ns;
+	wait_queue_head_t room;		/* woken by each send handler */
+	struct completion all_done;
+};
+
+static void rate_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
+{
+	struct fabric_rate *f = agent->context;
+
+	if (wc->status == IB_WC_SUCCESS)
+		atomic_inc(&f->answered);
+	atomic_add(wc->send_buf->retries, &f->retries);
+	ib_free_send_mad(wc->send_buf);
+	if (atomic_inc_return(&f->completed) == f->count) {
+		f->end_ns = ktime_get_ns();
+		complete(&f->all_done);
+	}
+	wake_up(&f->room);
+}
+
+static void rate_recv_handler(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+			      struct ib_mad_recv_wc *rwc)
+{
+	ib_free_recv_mad(rwc);
+}
+
+int rmad_fabric_c_rate(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
+		       u32 count, u32 window, int timeout_ms, int retries, s64 wait_ms,
+		       struct rmad_fabric_rate *out)
+{
+	long wait = msecs_to_jiffies(wait_ms);
+	struct ib_mad_agent *agent;
+	struct fabric_rate *f;
+	struct ib_ah *ah;
+	u64 t0;
+	int ret = 0;
+	u32 i;
+
+	memset(out, 0, sizeof(*out));
+	if (!count || !window)
+		return -EINVAL;
+	f = kzalloc_obj(*f);
+	if (!f)
+		return -ENOMEM;
+	f->count = count;
+	init_waitqueue_head(&f->room);
+	init_completion(&f->all_done);
+	agent = ib_register_mad_agent(dev, FABRIC_PORT, IB_QPT_GSI, NULL, 0, rate_send_handler,
+				      rate_recv_handler, f, 0);
+	if (IS_ERR(agent)) {
+		ret = PTR_ERR(agent);
+		goto free_f;
+	}
+	ah = fabric_ah(agent, dgid, sgid_index);
+	if (IS_ERR(ah)) {
+		ret = PTR_ERR(ah);
+		goto unregister;
+	}
+	t0 = ktime_get_ns();
+	for (i = 0; i < count; i++) {
+		/* At most @window outstanding: GET i waits for the handler of GET i - window. */
+		if (!wait_event_timeout(f->room, i - atomic_read(&f->completed) < window, wait)) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		ret = fabric_post_one(agent, ah, class, IB_MGMT_METHOD_GET, i, timeout_ms, retries,
+				      0, 0);
+		if (ret)
+			break;
+	}
+	if (!ret && !wait_for_completion_timeout(&f->all_done, wait))
+		ret = -ETIMEDOUT;
+	if (!ret) {
+		out->ns = f->end_ns - t0;
+		out->answered = atomic_read(&f->answered);
+		out->retries = atomic_read(&f->retries);
+	}
+	/* Flushes what is still outstanding: no handler runs after this. */
 	ib_unregister_mad_agent(agent);
 	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 	kfree(f);

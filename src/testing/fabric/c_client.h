@@ -17,6 +17,22 @@ int rmad_fabric_c_burst(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8
 			u32 count, int timeout_ms, int retries, int action, int action_ms,
 			s64 wait_ms, struct rmad_fabric_tally *out);
 
+/* What a windowed run of GETs got: struct CRate in src/testing/fabric.rs. */
+struct rmad_fabric_rate {
+	u64 ns;		/* from the first post until the last send handler */
+	u32 answered;	/* send handlers with IB_WC_SUCCESS (a response matched) */
+	u32 retries;	/* retries, summed over the GETs */
+};
+
+/*
+ * Sends @count GETs of @class through ib_core from port 1 of @dev to QP1 at
+ * @dgid (from GID @sgid_index), at most @window outstanding at once, each with
+ * @timeout_ms and @retries; waits at most @wait_ms for each step and fills @out.
+ */
+int rmad_fabric_c_rate(struct ib_device *dev, const u8 *dgid, u8 sgid_index, u8 class,
+		       u32 count, u32 window, int timeout_ms, int retries, s64 wait_ms,
+		       struct rmad_fabric_rate *out);
+
 /* What one RMPP GET got: struct CRmpp in src/testing/fabric/rmpp.rs. */
 struct rmad_fabric_rmpp {
 	s32 status;	/* the send's completion status; -1 if none */
