@@ -21,8 +21,9 @@
 #   BENCH_RMPP_REPS  repetitions of each RMPP transfer (default 3; 0: no RMPP row)
 #   BENCH_SCALE   sends per scaling round (one and two CPUs posting; default 10000, run in
 #                 the load whose N is the same; 0 or an N not in BENCH_NS: no scaling row)
-#   BENCH_REMOVAL_NS  numbers of sends held while the device is removed (default "1000 100000";
-#                 "": no removal row), BENCH_REMOVAL_REPS times each (default 3)
+#   BENCH_REMOVAL_NS  numbers of sends held while the device is removed (default "": no
+#                 removal row; not yet run to the end once), BENCH_REMOVAL_REPS times each
+#                 (default 3)
 #   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
 #                 BENCH_REPS runs for each responder
 #   BENCH_PROFILE 1: sample every run with perf in the guest (cpu-clock, all CPUs) and
@@ -50,7 +51,7 @@ sample="${BENCH_SAMPLE:-1000}"
 rmpp_reps="${BENCH_RMPP_REPS:-3}"
 served="${BENCH_SERVED:-5000}"
 scale_n="${BENCH_SCALE:-10000}"
-removal_ns="${BENCH_REMOVAL_NS-1000 100000}"
+removal_ns="${BENCH_REMOVAL_NS-}"
 removal_reps="${BENCH_REMOVAL_REPS:-3}"
 for v in $ns $reps $sample; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"

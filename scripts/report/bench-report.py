@@ -229,7 +229,7 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
     if any(r["op"].startswith("sends_") for r in rows):
         out.append("sends_*: N sends posted by one thread, or by two threads bound to CPUs 0 "
                    "and 1 (half each) to two agents on one port or to one agent, per second "
-                   "from the threads' start until the device took them all.")
+                   "from the threads' release until the last returned.")
     if any(r["op"] == "served" for r in rows):
         out.append("served: GETs from the C MAD layer on one node (a window of them "
                    "outstanding) answered per second by an ib_core agent (C) or by an rmad "

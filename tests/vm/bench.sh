@@ -81,6 +81,11 @@ for n in $ns; do
 	echo "bench: n=$n: end $(cut -d' ' -f1 /proc/uptime) s"
 done
 
+# bench_stress CMD: one command of rmad's stress file; prints its answer.
+bench_stress() {
+	echo "$1" >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress
+}
+
 # The removal row: for each N of bench_removal_ns, bench_removal_reps times, an agent of the C
 # MAD layer, then one of rmad, holds N sends on rxe0 that the device took, and rxe0 is removed:
 # the irqsoff tracer's maximum while `rdma link delete` ran (as the driver reads it), and
@@ -90,14 +95,14 @@ T=/sys/kernel/tracing
 # removal_once IMPL N REP: one removal; prints its bench-json line or why there is none, and
 # creates rxe0 again.
 removal_once() {
-	if ! rmpp_stress "hold $1 $2" >/dev/null; then
+	if ! bench_stress "hold $1 $2" >/dev/null; then
 		echo "bench: removal: $1 n=$2: the run failed (hold)"
 		return 0
 	fi
 	echo 0 >$T/tracing_max_latency
 	rdma link delete rxe0 || echo "bench: removal: $1 n=$2: the run failed (rdma link delete)"
 	us="$(cat $T/tracing_max_latency)"
-	line="$(rmpp_stress unhold)" || line="failed"
+	line="$(bench_stress unhold)" || line="failed"
 	if [ "$line" = "posted $2 flushed $2 other 0" ]; then
 		echo "bench-json: {\"impl\": \"$1\", \"op\": \"irqoff_removal\", \"n\": $2, \"rep\": $3, \"value\": $((us * 1000)), \"unit\": \"ns\"}"
 	else
@@ -144,11 +149,6 @@ echo "bench: console lines 'unsupported base version': $(dmesg | grep -c 'unsupp
 # iproute2's tools by their paths: busybox's sh prefers its own applets.
 IP=/bin/ip
 TC=/bin/tc
-
-# rmpp_stress CMD: one command of rmad's stress file; prints its answer.
-rmpp_stress() {
-	echo "$1" >/sys/kernel/debug/rmad/stress && cat /sys/kernel/debug/rmad/stress
-}
 
 # rmpp_loss PCT: netem drops PCT % on both ends. Only called when no transfer is on the
 # way: a qdisc change drops what the device is sending, and rxe moves a QP whose
@@ -214,7 +214,7 @@ rmpp_get() {
 	# The response timeout covers the whole answer (60 s: the C layer's receiver ends a
 	# transfer 40 s after its first segment anyway). No retry: a lost GET (1 % at most)
 	# counts as a transfer that did not complete.
-	line="$(rmpp_stress "rmpp $1 $peer_gid 0x03 60000 0")" || line="failed"
+	line="$(bench_stress "rmpp $1 $peer_gid 0x03 60000 0")" || line="failed"
 	status="$(echo "$line" | sed -n 's/.* status \(-*[0-9]*\) .*/\1/p')"
 	intact="$(echo "$line" | sed -n 's/.* intact \([0-9]*\) .*/\1/p')"
 	retries="$(echo "$line" | sed -n 's/.* retries \([0-9]*\) .*/\1/p')"
@@ -237,7 +237,7 @@ rmpp_reps() {
 # answered per second), or says why there is none.
 served_run() {
 	count="${bench_served_n}"
-	line="$(rmpp_stress "rate $peer_gid 0x0a $count 16")" || {
+	line="$(bench_stress "rate $peer_gid 0x0a $count 16")" || {
 		echo "bench: served: $1: the run failed"
 		return 0
 	}
@@ -258,14 +258,14 @@ served_run() {
 bench_served() {
 	[ "${bench_served_n:-0}" -gt 0 ] 2>/dev/null || return 0
 	echo "bench: served: start $(cut -d' ' -f1 /proc/uptime) s"
-	rmpp_step rmpp_stress "serve 0x0a rxe1" >/dev/null || return 1
+	rmpp_step bench_stress "serve 0x0a rxe1" >/dev/null || return 1
 	r=1
 	while [ $r -le "${bench_reps:-5}" ]; do
 		served_run c $r
 		r=$((r + 1))
 	done
-	rmpp_stress unserve >/dev/null
-	[ "$(rmpp_stress "respond 0x0a rxe1")" = responding ] || {
+	bench_stress unserve >/dev/null
+	[ "$(bench_stress "respond 0x0a rxe1")" = responding ] || {
 		echo "bench: served: the run failed (respond 0x0a rxe1)"
 		return 1
 	}
@@ -274,7 +274,7 @@ bench_served() {
 		served_run rmad $r
 		r=$((r + 1))
 	done
-	echo "bench: served: rmad's responder: $(rmpp_stress unrespond)"
+	echo "bench: served: rmad's responder: $(bench_stress unrespond)"
 	echo "bench: served: end $(cut -d' ' -f1 /proc/uptime) s"
 }
 
@@ -286,13 +286,13 @@ bench_rmpp() {
 	for loss in 0 1; do
 		rmpp_loss $loss || echo "bench: rmpp: the run failed (netem loss $loss %)"
 		for bytes in 65536 1048576; do
-			rmpp_stress "serve-rmpp 0x03 $bytes rxe1" >/dev/null ||
+			bench_stress "serve-rmpp 0x03 $bytes rxe1" >/dev/null ||
 				echo "bench: rmpp: the run failed (serve-rmpp $bytes)"
 			rmpp_reps c $bytes $loss
-			rmpp_stress "respond-rmpp 0x03 $bytes rxe1" >/dev/null ||
+			bench_stress "respond-rmpp 0x03 $bytes rxe1" >/dev/null ||
 				echo "bench: rmpp: the run failed (respond-rmpp $bytes)"
 			rmpp_reps rmad $bytes $loss
-			echo "bench: rmpp: rmad's responder, $bytes bytes at $loss %: $(rmpp_stress unrespond-rmpp)"
+			echo "bench: rmpp: rmad's responder, $bytes bytes at $loss %: $(bench_stress unrespond-rmpp)"
 		done
 		rmpp_drops $loss
 	done

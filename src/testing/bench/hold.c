@@ -145,13 +145,14 @@ int rmad_bench_c_hold(u32 n)
 	int ret = 0;
 	u32 i;
 
-	mutex_lock(&hold.lock);
+	/* Not under the lock: registering calls hold_add(), which takes it. */
 	if (!hold.client) {
 		ret = ib_register_client(&hold_client);
 		if (ret)
-			goto out;
+			return ret;
 		hold.client = true;
 	}
+	mutex_lock(&hold.lock);
 	if (hold.agent) {
 		ret = -EBUSY;
 		goto out;
