@@ -131,7 +131,10 @@ pub(crate) trait Transport: Send + Sync {
     /// partition key with some of its low 15 bits set).
     #[cfg_attr(
         not(rmad_test),
-        expect(dead_code, reason = "the verbs port reads its table itself when it queues")
+        expect(
+            dead_code,
+            reason = "the verbs port reads its table itself when it queues"
+        )
     )]
     fn pkey(&self, port: u8, index: u16) -> Option<u16>;
 

@@ -386,7 +386,7 @@ fn post_burst(a: &Arc<Agent>, b: &Burst) -> Result {
 }
 
 /// Polls `done` every 10 ms for at most `ms` milliseconds; whether it became true.
-fn wait(ms: i64, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait(ms: i64, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::<Monotonic>::now();
     while !done() {
         if start.elapsed().as_millis() > ms {

@@ -39,9 +39,9 @@ use crate::{
     },
     testing::{
         control::Writer,
+        fabric,
         register_gsi,
-        requests,
-        sleep_ms, //
+        requests, //
     },
     verbs, //
 };
@@ -55,10 +55,6 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-    },
-    time::{
-        Instant,
-        Monotonic, //
     },
 };
 
@@ -116,18 +112,6 @@ pub(crate) fn init() {
     unsafe { HELD.init() };
 }
 
-/// Polls `done` every 5 ms for at most [`WAIT_MS`]; whether it became true.
-fn wait(mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::<Monotonic>::now();
-    while !done() {
-        if start.elapsed().as_millis() > WAIT_MS {
-            return false;
-        }
-        sleep_ms(5);
-    }
-    true
-}
-
 /// rmad's side of `hold rmad N`.
 fn hold_rmad(n: u32) -> Result<Held> {
     let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
@@ -150,7 +134,7 @@ fn hold_rmad(n: u32) -> Result<Held> {
             buf.set_context([KIND_SILENT, 0]);
             Agent::post(buf).map_err(|e| e.err)?;
         }
-        if wait(|| a.stats().transmitted >= u64::from(n)) {
+        if fabric::wait(WAIT_MS, || a.stats().transmitted >= u64::from(n)) {
             Ok(())
         } else {
             Err(ETIMEDOUT)
@@ -193,7 +177,7 @@ fn release(held: &mut Held) -> Option<(u32, u32, u32)> {
             Some((posted, flushed, other))
         }
         Held::Rmad(a, counts, n) => {
-            if !wait(|| a.outstanding() == 0) {
+            if !fabric::wait(WAIT_MS, || a.outstanding() == 0) {
                 pr_warn!("bench: hold: sends still outstanding; unregistering\n");
             }
             let _ = a.unregister();
@@ -205,7 +189,11 @@ fn release(held: &mut Held) -> Option<(u32, u32, u32)> {
 /// `unhold`: one line, `posted N flushed F other O`.
 pub(crate) fn unhold(out: &mut KVec<u8>) -> Result {
     let (posted, flushed, other) = release(&mut HELD.lock()).ok_or(ENOENT)?;
-    writeln!(Writer(out), "posted {posted} flushed {flushed} other {other}").map_err(|_| ENOMEM)
+    writeln!(
+        Writer(out),
+        "posted {posted} flushed {flushed} other {other}"
+    )
+    .map_err(|_| ENOMEM)
 }
 
 /// Lets go of what is still held (module unload).
