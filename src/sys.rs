@@ -6,9 +6,12 @@
 //! - [`workqueue`] has owned ordered workqueues, re-armable and cancellable delayed work;
 //! - [`trace`] fires rmad's tracepoints (defined in C, where the trace macros expand);
 //! - [`sched`] has `cond_resched`;
-//! - [`memalloc`] has allocation scopes, for a C caller's `GFP_NOIO` and `GFP_NOFS`.
+//! - [`memalloc`] has allocation scopes, for a C caller's `GFP_NOIO` and `GFP_NOFS`;
+//! - [`rbtree`] has intrusive red-black trees, whose nodes live in their items (the kernel
+//!   crate's allocate one per entry).
 
 pub(crate) mod memalloc;
+pub(crate) mod rbtree;
 pub(crate) mod sched;
 pub(crate) mod trace;
 pub(crate) mod workqueue;

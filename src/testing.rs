@@ -4,7 +4,8 @@
 //! not (Kbuild `RMAD_TEST=1`, which sets `--cfg rmad_test`; the crate root declares this
 //! module behind that one gate).
 //!
-//! - Worlds and tools of the suites: [`env`] (an engine and loopback fabric per test, waits),
+//! - Worlds and tools of the suites: [`allocs`] (the slab allocations of a piece of code,
+//!   counted), [`env`] (an engine and loopback fabric per test, waits),
 //!   [`recorder`] (handlers that record every call), [`requests`] (the MADs tests send),
 //!   [`race`] (cancel against the event that decides a send), [`capi_client`] (a C client of
 //!   the exported API), [`atomic_calls`] (that API from a timer and an hrtimer),
@@ -19,6 +20,7 @@
 //!   [`bench`] (`make bench`), [`stress`], [`scale`], [`traced_sends`], [`fabric`] (the
 //!   two-node checks) and [`removal`] (sends outstanding while a device goes away).
 
+pub(crate) mod allocs;
 pub(crate) mod atomic_calls;
 pub(crate) mod bench;
 pub(crate) mod capi_client;

@@ -23,7 +23,7 @@ from pathlib import Path
 IMPLS = ["c", "rmad", "rmad-capi", "floor"]
 OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "unregister",
        "irqoff_ops", "irqoff_cancel", "irqoff_timeouts", "irqoff_unregister", "irqoff_removal", "irqoff_max",
-       "lock_hold_max", "memory", "sends_1cpu", "sends_2cpu_2agents", "sends_2cpu_1agent",
+       "memory", "sends_1cpu", "sends_2cpu_2agents", "sends_2cpu_1agent",
        "served"]
 # What each figure is, for the table.
 OP_TEXT = {
@@ -41,7 +41,6 @@ OP_TEXT = {
     "irqoff_unregister": "`irqoff_unregister`: N flushed",
     "irqoff_removal": "`irqoff_removal`: device removed, N held",
     "irqoff_max": "`irqoff_max`: the whole round",
-    "lock_hold_max": "`lock_hold_max`: rmad's own lock",
     "memory": "`memory` per send",
     "sends_1cpu": "`sends_1cpu`: one CPU, one agent",
     "sends_2cpu_2agents": "`sends_2cpu_2agents`: two CPUs, two agents",
@@ -242,9 +241,6 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
                    "irqoff_max is the largest of a round's parts; irqoff_removal, the "
                    "maximum while rxe0 was removed with N sends held (its own runs, "
                    "not in irqoff_max).")
-    if any(r["op"] == "lock_hold_max" for r in rows):
-        out.append("lock_hold_max: rmad's own measure of its agents' lock holds (mad.c's "
-                   "locks are private to it).")
     out.extend(rmpp_markdown(list(rmpp)))
     out.extend(notes)
     return "\n".join(out) + "\n"

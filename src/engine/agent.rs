@@ -12,18 +12,20 @@
 //! unregistration. Every per-send state change goes through [`state::step`] and is applied by
 //! [`Agent::apply`]; nothing else writes a send's state.
 //!
-//! - The *queue tree* holds every outstanding send exactly once, under a key whose first
-//!   element says which of the C layer's lists it is on: cancelled sends awaiting the timeout
-//!   work (the head of the C wait list), waiting sends by expiry, the backlog in FIFO order,
-//!   sends handed to the transport, and sends whose final status is decided and whose handler
-//!   is due. The key order is the order in which the C layer searches its lists, so the first
-//!   candidate in key order is the one the C layer would find.
-//! - The *TID index* holds every send that can still be matched, by (TID, class, sequence).
+//! - The *queues* hold every outstanding send exactly once, in the queue that says which of
+//!   the C layer's lists it is on: cancelled sends awaiting the timeout work (the head of the C
+//!   wait list), waiting sends by expiry, the backlog in FIFO order, sends handed to the
+//!   transport, and sends whose final status is decided and whose handler is due. The order
+//!   of the queues and of the keys within each is the order in which the C layer searches its
+//!   lists, so the first candidate in that order is the one the C layer would find.
+//! - The *TID index* holds every send that can still be matched, by (TID, class), in the order
+//!   of their posts.
 //!
-//! Both are red-black trees: finding a send for cancel or modify is O(1) through its handle,
-//! response matching and every move between lists are O(log n), and nothing scans the
-//! outstanding sends. The tree nodes are allocated with the send buffer and travel with it, so
-//! post, modify, cancel, completion and timeout processing never allocate.
+//! All are intrusive red-black trees ([`crate::sys::rbtree`]) linked through the send's record:
+//! finding a send for cancel or modify is O(1) through its handle, response matching is
+//! O(log n), a move between queues is O(1) amortised (each queue's keys grow, and the last
+//! place is cached), and nothing scans the outstanding sends. The links are part of the send's
+//! record, so post, modify, cancel, completion and timeout processing never allocate.
 //!
 //! # Where things are
 //!
@@ -48,13 +50,15 @@ use crate::{
             MadBytes,
             QKey,
             RecordState,
+            SegSend,
             Segments,
             SendBody,
             SendBuf,
             SendCompletion,
             SendHandle,
             SendRecord,
-            TidKey, //
+            QUEUE_LINKS,
+            TID_LINKS, //
         },
         transport::{
             PortAttr,
@@ -87,6 +91,7 @@ use crate::{
         RegReq, //
     },
     sys::{
+        rbtree::Tree,
         sched,
         trace,
         workqueue, //
@@ -96,11 +101,6 @@ use kernel::{
     alloc::Flags,
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
-    rbtree::{
-        RBTree,
-        RBTreeNode,
-        RBTreeNodeReservation, //
-    },
     sync::{
         Arc,
         CondVar,
@@ -140,11 +140,14 @@ use hold::BATCH_USIZE;
 #[cfg(rmad_test)]
 pub(crate) use hold::{
     batch_max_take,
+    hold_timing,
     irqoff_max_ns_take, //
 };
+pub(crate) use queues::Queue;
 use queues::{
     first_entry,
-    first_in, //
+    first_in,
+    Queues, //
 };
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
 pub(crate) use rmpp_recv::{
@@ -154,20 +157,16 @@ pub(crate) use rmpp_recv::{
     MAX_TRANSFERS as RMPP_MAX_TRANSFERS, //
 };
 
-/// Cancelled sends waiting for the timeout work (where C puts them: the head of its wait list),
-/// FIFO: reported in the order of cancellation, where C reports them in reverse
-/// (Documentation/behaviour.md §8.19).
-const Q_CANCEL: u8 = 0;
-/// Sends waiting for a response, by expiry (in nanoseconds: sends C would see expire in one
-/// tick, and report last in first out, keep their order here; Documentation/behaviour.md
-/// §8.19).
-const Q_WAIT: u8 = 1;
-/// The flow-control backlog, FIFO.
-const Q_BACKLOG: u8 = 2;
-/// Sends handed to the transport (the C send list), FIFO.
-const Q_FLIGHT: u8 = 3;
-/// Sends whose handler is due, in the order their statuses were decided.
-const Q_DONE: u8 = 4;
+/// [`Queue::Cancel`].
+const Q_CANCEL: Queue = Queue::Cancel;
+/// [`Queue::Wait`].
+const Q_WAIT: Queue = Queue::Wait;
+/// [`Queue::Backlog`].
+const Q_BACKLOG: Queue = Queue::Backlog;
+/// [`Queue::Flight`].
+const Q_FLIGHT: Queue = Queue::Flight;
+/// [`Queue::Done`].
+const Q_DONE: Queue = Queue::Done;
 
 /// The send handler (`ib_mad_send_handler`).
 pub(crate) trait SendHandler: Send + Sync {
@@ -233,15 +232,17 @@ pub(crate) struct Stats {
 ///
 /// # Invariants
 ///
-/// - Every send whose state is not `Idle` is in `queues` exactly once, under the key stored
-///   in its `RecordState::qkey`, in the queue that matches its state (see the `Q_*` constants),
-///   except a `Done` send whose handler is being called inline after its receive handler.
-/// - A send is in `tids` (under `RecordState::tkey`) from its post until its state is `Done`.
+/// - Every send whose state is not `Idle` is in exactly one of `queues`, the one its
+///   `RecordState::queue` names and that matches its state (see [`Queue`]), except a `Done`
+///   send whose handler is being called inline after its receive handler; other sends are in
+///   none.
+/// - A send is in `tids` from its post until its state is `Done`.
+/// - Only this agent's sends are in its trees.
 /// - `fc_send` and `fc_wait` count the flow-controlled sends in `SendStart` and `WaitResp`;
 ///   `backlog` counts the sends in `Q_BACKLOG`.
 pub(crate) struct AgentInner {
-    queues: RBTree<QKey, Arc<SendRecord>>,
-    tids: RBTree<TidKey, Arc<SendRecord>>,
+    queues: Queues,
+    tids: Tree<SendRecord, TID_LINKS>,
     /// Source of unique secondary keys.
     seq: u64,
     fc_send: u32,
@@ -472,8 +473,8 @@ impl Agent {
                     epoch: Instant::now(),
                     inner <- new_spinlock_irq!(
                         AgentInner {
-                            queues: RBTree::new(),
-                            tids: RBTree::new(),
+                            queues: Queues::new(),
+                            tids: Tree::new(),
                             seq: 0,
                             fc_send: 0,
                             fc_wait: 0,

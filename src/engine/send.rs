@@ -20,7 +20,8 @@
 use crate::{
     engine::agent::{
         Agent,
-        AgentInner, //
+        AgentInner,
+        Queue, //
     },
     mad::{
         rmpp::send::{
@@ -35,6 +36,10 @@ use crate::{
         wire,
         Address, //
     },
+    sys::rbtree::{
+        Links,
+        TreeItem, //
+    },
 };
 use kernel::{
     alloc::Flags,
@@ -44,7 +49,6 @@ use kernel::{
         TryNewListArc, //
     },
     prelude::*,
-    rbtree::RBTreeNodeReservation,
     sync::{
         atomic::Atomic,
         Arc,
@@ -52,15 +56,16 @@ use kernel::{
     },
 };
 
-/// Key of a send in its agent's queue tree: (queue, primary order, secondary order).
-pub(crate) type QKey = (u8, i64, u64);
-/// Key of a send in its agent's TID index: (TID, management class, sequence).
-pub(crate) type TidKey = (u64, u8, u64);
+/// Key of a send in the queue its agent keeps it in: (primary order, secondary order).
+pub(crate) type QKey = (i64, u64);
+/// Key of a send in its agent's TID index: (TID, management class); sends of equal keys are
+/// kept in the order of their posts.
+pub(crate) type TidKey = (u64, u8);
 
-/// The key of a send in its agent's queue tree, with the allocation that holds it.
-pub(crate) type QueueSlot = RBTreeNodeReservation<QKey, Arc<SendRecord>>;
-/// The key of a send in its agent's TID index, with the allocation that holds it.
-pub(crate) type TidSlot = RBTreeNodeReservation<TidKey, Arc<SendRecord>>;
+/// The kind of tree a send's [`SendRecord::qlinks`] link it into: its agent's queues.
+pub(crate) const QUEUE_LINKS: u64 = 0;
+/// The kind of tree a send's [`SendRecord::tlinks`] link it into: its agent's TID index.
+pub(crate) const TID_LINKS: u64 = 1;
 
 /// Token that counts a send buffer against its agent until the buffer is dropped. Only
 /// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, with the count
@@ -229,11 +234,10 @@ pub(crate) struct SendBody {
     pub(crate) ah: Option<Address>,
     /// Two words that belong to the client.
     pub(crate) context: [usize; 2],
-    /// Node for the agent's queue tree, kept here so that posting, cancelling and timing out
-    /// never allocate.
-    pub(crate) qslot: Option<QueueSlot>,
-    /// Node for the agent's TID index.
-    pub(crate) tslot: Option<TidSlot>,
+    /// A segmented send's window and ACK clock, from its post to its end (kernel RMPP): the
+    /// engine's state of the post, kept here (the engine owns the body meanwhile) so that the
+    /// record of every send stays small.
+    pub(crate) seg: Option<SegSend>,
     /// Counts the buffer against its agent until the body is dropped (`ib_free_send_mad`).
     pub(crate) _token: BufToken,
 }
@@ -251,6 +255,14 @@ impl SendBody {
     }
 }
 
+/// The state of a segmented send's post (kernel RMPP).
+pub(crate) struct SegSend {
+    /// Which segments are sent and ACKed, and the retries left.
+    pub(crate) window: Window,
+    /// How long the send waits for an ACK (reset at each post).
+    pub(crate) clock: AckClock,
+}
+
 // A body with its inline MAD fits the 512-byte slab bucket: one allocation of at most 512
 // bytes where the body and a separate 256-byte MAD took two.
 const _: () = assert!(core::mem::size_of::<SendBody>() <= 512);
@@ -264,10 +276,8 @@ pub(crate) struct RecordState {
     pub(crate) facts: SendFacts,
     /// The body while the engine owns the send.
     pub(crate) body: Option<KBox<SendBody>>,
-    /// Key in the agent's queue tree, while the send is in it.
-    pub(crate) qkey: Option<QKey>,
-    /// Key in the agent's TID index, while the send is in it.
-    pub(crate) tkey: Option<TidKey>,
+    /// The agent's queue the send is in, if any (its key there is in [`SendRecord::qlinks`]).
+    pub(crate) queue: Option<Queue>,
     /// The status decided for the send handler, and its vendor error.
     pub(crate) status: Option<(WcStatus, u32)>,
     /// TID captured at post.
@@ -280,12 +290,23 @@ pub(crate) struct RecordState {
     pub(crate) attr_id: u16,
     /// The posted MAD is itself a response.
     pub(crate) is_response: bool,
-    /// Destination captured at post.
-    pub(crate) ah: Option<Address>,
-    /// The window of a segmented (kernel-RMPP) send, from its post to its end.
-    pub(crate) rmpp: Option<Window>,
-    /// How long a segmented send waits for an ACK (reset at each post).
-    pub(crate) ack_clock: AckClock,
+}
+
+impl RecordState {
+    /// The destination, while the engine owns the body (the client cannot change it then).
+    pub(crate) fn ah(&self) -> Option<Address> {
+        self.body.as_ref()?.ah
+    }
+
+    /// The state of a segmented send's post, while the engine owns the body.
+    pub(crate) fn seg(&self) -> Option<&SegSend> {
+        self.body.as_ref()?.seg.as_ref()
+    }
+
+    /// The state of a segmented send's post, to change it.
+    pub(crate) fn seg_mut(&mut self) -> Option<&mut SegSend> {
+        self.body.as_mut()?.seg.as_mut()
+    }
 }
 
 impl Default for SendFacts {
@@ -301,10 +322,11 @@ impl Default for SendFacts {
 
 /// The record of one send buffer, shared by the buffer, its handles and the agent's indexes.
 ///
-/// It also carries the links of a transport's transmit queue (the verbs port's), so that
-/// queueing a transmission allocates nothing: a send has at most one transmission queued or
-/// on the device at a time (a retry starts only after the previous send completion), and the
-/// tracker refuses a second one.
+/// It carries the links of every index a send is in, so that posting, moving between queues,
+/// completing and cancelling allocate nothing: its agent's queues and TID index (intrusive
+/// trees, [`crate::sys::rbtree`]) and a transport's transmit queue (the verbs port's). A send
+/// has at most one transmission queued or on the device at a time (a retry starts only after
+/// the previous send completion), and the tracker refuses a second one.
 #[pin_data]
 pub(crate) struct SendRecord {
     /// The agent the buffer was created on; it never changes.
@@ -313,6 +335,13 @@ pub(crate) struct SendRecord {
     pub(crate) state: LockedBy<RecordState, AgentInner>,
     /// The post generation of the transmission queued or on the device.
     pub(crate) tx_gen: Atomic<u64>,
+    /// Links in one of the agent's queues, only ever linked into a tree of `agent`'s, under its
+    /// lock.
+    #[pin]
+    pub(crate) qlinks: Links<QKey>,
+    /// Links in the agent's TID index, only ever linked into `agent`'s, under its lock.
+    #[pin]
+    pub(crate) tlinks: Links<TidKey>,
     /// Links in a transmit queue.
     #[pin]
     tx_links: ListLinks<0>,
@@ -320,6 +349,10 @@ pub(crate) struct SendRecord {
     #[pin]
     tx_track: AtomicTracker<0>,
 }
+
+// The record and its `Arc`'s count fit the 256-byte slab bucket: with the body's 512, a send
+// buffer takes 768 bytes in two allocations (the C layer's takes 1 KiB in one).
+const _: () = assert!(core::mem::size_of::<SendRecord>() <= 248);
 
 impl SendRecord {
     /// A new record of a buffer of `agent`.
@@ -330,9 +363,41 @@ impl SendRecord {
             agent,
             state,
             tx_gen: Atomic::new(0),
+            qlinks <- Links::new(),
+            tlinks <- Links::new(),
             tx_links <- ListLinks::new(),
             tx_track <- AtomicTracker::new(),
         })
+    }
+}
+
+// SAFETY: `links` returns the structurally pinned field `qlinks` every time; `from_links` is
+// its `container_of`.
+unsafe impl TreeItem<QUEUE_LINKS> for SendRecord {
+    type Key = QKey;
+
+    fn links(&self) -> &Links<QKey> {
+        &self.qlinks
+    }
+
+    unsafe fn from_links(links: *const Links<QKey>) -> *const Self {
+        // SAFETY: `links` is the `qlinks` field of a live record (the caller's promise).
+        unsafe { kernel::container_of!(links, Self, qlinks) }
+    }
+}
+
+// SAFETY: `links` returns the structurally pinned field `tlinks` every time; `from_links` is
+// its `container_of`.
+unsafe impl TreeItem<TID_LINKS> for SendRecord {
+    type Key = TidKey;
+
+    fn links(&self) -> &Links<TidKey> {
+        &self.tlinks
+    }
+
+    unsafe fn from_links(links: *const Links<TidKey>) -> *const Self {
+        // SAFETY: `links` is the `tlinks` field of a live record (the caller's promise).
+        unsafe { kernel::container_of!(links, Self, tlinks) }
     }
 }
 

@@ -15,7 +15,6 @@ pub(crate) mod hold;
 use crate::{
     engine::{
         agent::{
-            irqoff_max_ns_take,
             Agent,
             RecvHandler,
             SendHandler, //
@@ -633,13 +632,6 @@ unsafe extern "C" fn rmad_bench_rust_share(p: *mut c_void, owner: *mut c_void) {
     let agent = unsafe { state(owner) }.agent.clone();
     // SAFETY: As the caller guarantees.
     unsafe { state(p) }.sends_on = agent;
-}
-
-/// Driver operation: the longest interrupts-off hold of any rmad agent lock since the last
-/// call, in ns (and resets it).
-#[no_mangle]
-extern "C" fn rmad_bench_rust_irqoff_take() -> i64 {
-    irqoff_max_ns_take()
 }
 
 /// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`

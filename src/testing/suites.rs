@@ -20,7 +20,10 @@
 //! | `rmad_rmpp_send` | kernel RMPP's send side: segments, windows, retries, aborts, cancel | [`rmpp_send`] |
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
+//! | `rmad_allocs` | what a send costs the slab allocator, counted exactly | [`allocs`] |
+//! | `rmad_tree` | the intrusive trees of the agents' indexes alone | [`tree`] |
 
+pub(crate) mod allocs;
 pub(crate) mod capi;
 pub(crate) mod conformance;
 pub(crate) mod devices;
@@ -35,4 +38,5 @@ pub(crate) mod rmpp;
 pub(crate) mod rmpp_send;
 pub(crate) mod rxe;
 pub(crate) mod tables;
+pub(crate) mod tree;
 pub(crate) mod unregister;

@@ -165,7 +165,7 @@ impl VerbsPort {
             len,
             remote_qpn: body.remote_qpn,
             pkey_index: body.pkey_index,
-            ah: st.ah?,
+            ah: st.ah()?,
         })
     }
 

@@ -56,8 +56,8 @@ impl Agent {
         rec: &Arc<SendRecord>,
     ) -> Option<(KBox<SendBody>, SendCompletion)> {
         let t = Self::with_state(g, rec, |g, st| {
-            Self::unqueue(g, st);
-            Self::untrack(g, st);
+            Self::unqueue(g, rec, st);
+            Self::untrack(g, rec);
             self.apply(g, rec, st, Event::Delivered).ok()?;
             let (status, vendor_err) = st.status.take()?;
             let wc = SendCompletion {
@@ -126,7 +126,7 @@ impl Agent {
             {
                 let mut g = self.lock();
                 for slot in due.iter_mut() {
-                    let Some(rec) = first_in(&g.queues, Q_DONE) else {
+                    let Some(rec) = first_in(&g, Q_DONE) else {
                         break;
                     };
                     match self.take_due(&mut g, &rec) {
@@ -190,15 +190,15 @@ impl Agent {
     /// One hold's worth of the agent's work on queue `q`: up to [`BATCH`] waiting sends that
     /// expired by `now` (retransmitted or timed out), or cancelled sends reported. Returns
     /// whether there may be more.
-    fn work_batch(self: &Arc<Self>, now: i64, q: u8) -> bool {
+    fn work_batch(self: &Arc<Self>, now: i64, q: Queue) -> bool {
         let mut g = self.lock();
         let mut n = 0u32;
         let mut more = false;
         while !g.dead {
-            let Some((k, rec)) = first_entry(&g.queues, q) else {
+            let Some((k, rec)) = first_entry(&g, q) else {
                 break;
             };
-            if q == Q_WAIT && k.1 > now {
+            if q == Q_WAIT && k.0 > now {
                 break;
             }
             if n == BATCH {
@@ -207,9 +207,10 @@ impl Agent {
             }
             Self::with_state(&mut g, &rec, |g, st| {
                 // A segmented send that waits asks its window (go-back-N, §2.8 "Retry").
-                let ev = match (st.rmpp.as_mut(), st.facts.state) {
-                    (Some(w), SendState::WaitResp) => {
-                        Event::SegmentExpired(rmpp_send::on_expiry(w, &mut st.ack_clock))
+                let waiting = st.facts.state == SendState::WaitResp;
+                let ev = match st.seg_mut() {
+                    Some(s) if waiting => {
+                        Event::SegmentExpired(rmpp_send::on_expiry(&mut s.window, &mut s.clock))
                     }
                     _ => Event::Expired {
                         backlog_empty: q == Q_CANCEL || g.backlog == 0,

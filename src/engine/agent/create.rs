@@ -133,8 +133,6 @@ impl Agent {
                 let _ = wire::ib_set_rmpp_flags(r, wire::IB_MGMT_RMPP_FLAG_ACTIVE);
             }
         }
-        let qslot = RBTreeNodeReservation::new(gfp)?;
-        let tslot = RBTreeNodeReservation::new(gfp)?;
         let rec = Arc::pin_init(SendRecord::new(self), gfp)?;
         // Count the buffer last, once nothing can fail.
         let token = {
@@ -160,8 +158,7 @@ impl Agent {
                 retries: 0,
                 ah: None,
                 context: [0; 2],
-                qslot: Some(qslot),
-                tslot: Some(tslot),
+                seg: None,
                 _token: token,
             },
             gfp,

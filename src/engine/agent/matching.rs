@@ -12,7 +12,7 @@ impl Agent {
         if hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE {
             return true;
         }
-        let Some(ah) = st.ah else {
+        let Some(ah) = st.ah() else {
             return false;
         };
         let wc = &recv.wc;
@@ -55,33 +55,30 @@ impl Agent {
         hdr: &MadHdr,
         recv: &RecvMad,
     ) -> Option<Arc<SendRecord>> {
-        let mut best: Option<(QKey, Arc<SendRecord>)> = None;
-        let mut bound = (hdr.tid, hdr.mgmt_class, 0);
-        while let Some(c) = g.tids.cursor_lower_bound(&bound) {
-            let (k, rec) = c.current();
-            if k.0 != hdr.tid || k.1 != hdr.mgmt_class {
+        let mut best: Option<((Queue, QKey), Arc<SendRecord>)> = None;
+        let key = (hdr.tid, hdr.mgmt_class);
+        let mut next = g.tids.lower_bound(&key);
+        while let Some((k, rec)) = next {
+            if k != key {
                 break;
             }
-            bound = (k.0, k.1, k.2.saturating_add(1));
             let st = rec.state.access(g);
             let listed = match st.facts.state {
                 // A segmented send in flight takes its ACKs (C's ACK timeout is set then).
-                SendState::SendStart => st.facts.timeout_ms != 0 || st.rmpp.is_some(),
+                SendState::SendStart => st.facts.timeout_ms != 0 || st.seg().is_some(),
                 SendState::WaitResp | SendState::Queued => true,
                 SendState::Canceled(CancelWait::TimeoutWork) => true,
                 _ => false,
             };
-            if let Some(q) = st.qkey {
+            if let Some(at) = Self::position(g, &rec, st) {
                 if listed
-                    && best.as_ref().is_none_or(|(b, _)| q < *b)
+                    && best.as_ref().is_none_or(|(b, _)| at < *b)
                     && self.same_address(st, hdr, recv)
                 {
-                    best = Some((q, rec.clone()));
+                    best = Some((at, rec.into()));
                 }
             }
-            if k.2 == u64::MAX {
-                break;
-            }
+            next = g.tids.next(&rec);
         }
         best.map(|(_, r)| r)
     }

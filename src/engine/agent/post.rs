@@ -14,11 +14,11 @@ impl Agent {
         rec: &Arc<SendRecord>,
         st: &mut RecordState,
     ) -> Result {
-        if st.rmpp.is_some() {
+        if st.seg().is_some() {
             rmpp_send::load_segment(st)?;
         }
         let body = st.body.as_ref().ok_or(EINVAL)?;
-        let ah = st.ah.ok_or(EINVAL)?;
+        let ah = body.ah.ok_or(EINVAL)?;
         self.transport.post_send(
             self.port,
             SendWr {
@@ -87,7 +87,7 @@ impl Agent {
             if g.dead || g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
                 return false;
             }
-            let Some(rec) = first_in(&g.queues, Q_BACKLOG) else {
+            let Some(rec) = first_in(g, Q_BACKLOG) else {
                 return false;
             };
             Self::with_state(g, &rec, |g, st| {
@@ -252,21 +252,21 @@ impl Agent {
                 return Err((EBUSY, body));
             }
             body.retries = 0;
-            let tslot = body.tslot.take();
+            body.seg = window.map(|mut w| {
+                // Segment 1 goes out with the post.
+                let _ = w.next();
+                SegSend {
+                    window: w,
+                    clock: Default::default(),
+                }
+            });
             st.gen = st.gen.wrapping_add(1);
             st.tid = hdr.tid;
             st.class = hdr.mgmt_class;
             st.method = hdr.method;
             st.attr_id = hdr.attr_id;
             st.is_response = hdr.is_response();
-            st.ah = body.ah;
             st.status = None;
-            st.ack_clock = Default::default();
-            st.rmpp = window.map(|mut w| {
-                // Segment 1 goes out with the post.
-                let _ = w.next();
-                w
-            });
             st.facts = SendFacts {
                 state: SendState::Idle,
                 fc,
@@ -274,11 +274,7 @@ impl Agent {
                 retries_left: retries,
             };
             st.body = Some(body);
-            if let Some(slot) = tslot {
-                let k = (st.tid, st.class, Self::next_seq(g));
-                g.tids.insert(slot.into_node(k, rec.clone()));
-                st.tkey = Some(k);
-            }
+            Self::track(g, &rec, st);
             let adm = Admission {
                 limit: self.sol_fc_max,
                 in_use: g.fc_send.saturating_add(g.fc_wait),
@@ -291,7 +287,7 @@ impl Agent {
                 if let Err(e) = self.transmit(g, &rec, st) {
                     // T3: the post fails, no handler will run, the client gets the buffer.
                     let _ = self.apply(g, &rec, st, Event::DispatchFailed);
-                    Self::untrack(g, st);
+                    Self::untrack(g, &rec);
                     return match st.body.take() {
                         Some(body) => Err((e, body)),
                         None => Ok(None),

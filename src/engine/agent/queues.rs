@@ -4,9 +4,81 @@
 //!
 //! Every event of every send goes through `apply`, which asks the pure state machine
 //! ([`crate::mad::state::step`]) for the transition and then carries it out: counters, the move
-//! between queues of the queue tree, the TID index, the timer, and the delivery queue.
+//! between queues, the TID index, the timer, and the delivery queue.
+//!
+//! The queues and the TID index are intrusive trees ([`crate::sys::rbtree`]) linked through
+//! the send's record: a move between queues unlinks the send and links it at the end of the
+//! next queue (O(1) amortised, every queue's keys grow), nothing is searched for, and nothing
+//! is allocated.
 
 use super::*;
+
+/// The queues of an agent's sends. Their order (the derived `Ord`) is the order in which the
+/// C layer searches its lists for a response's request (Documentation/behaviour.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Queue {
+    /// Cancelled sends waiting for the timeout work (where C puts them: the head of its wait
+    /// list), FIFO: reported in the order of cancellation, where C reports them in reverse
+    /// (Documentation/behaviour.md §8.19).
+    Cancel,
+    /// Sends waiting for a response, by expiry (in nanoseconds: sends C would see expire in
+    /// one tick, and report last in first out, keep their order here;
+    /// Documentation/behaviour.md §8.19).
+    Wait,
+    /// The flow-control backlog, FIFO.
+    Backlog,
+    /// Sends handed to the transport (the C send list), FIFO.
+    Flight,
+    /// Sends whose handler is due, in the order their statuses were decided.
+    Done,
+}
+
+/// One queue of sends.
+pub(crate) type SendQueue = Tree<SendRecord, QUEUE_LINKS>;
+
+/// An agent's queues: each outstanding send is in one of them (see [`AgentInner`]).
+pub(crate) struct Queues {
+    cancel: SendQueue,
+    wait: SendQueue,
+    backlog: SendQueue,
+    flight: SendQueue,
+    done: SendQueue,
+}
+
+impl Queues {
+    /// Empty queues.
+    pub(super) fn new() -> Self {
+        Self {
+            cancel: Tree::new(),
+            wait: Tree::new(),
+            backlog: Tree::new(),
+            flight: Tree::new(),
+            done: Tree::new(),
+        }
+    }
+
+    /// Queue `q`.
+    pub(super) fn get(&self, q: Queue) -> &SendQueue {
+        match q {
+            Queue::Cancel => &self.cancel,
+            Queue::Wait => &self.wait,
+            Queue::Backlog => &self.backlog,
+            Queue::Flight => &self.flight,
+            Queue::Done => &self.done,
+        }
+    }
+
+    /// Queue `q`, to change it.
+    fn get_mut(&mut self, q: Queue) -> &mut SendQueue {
+        match q {
+            Queue::Cancel => &mut self.cancel,
+            Queue::Wait => &mut self.wait,
+            Queue::Backlog => &mut self.backlog,
+            Queue::Flight => &mut self.flight,
+            Queue::Done => &mut self.done,
+        }
+    }
+}
 
 impl Agent {
     /// Applies `ev` once to every send in the queues `qs`, queue by queue in the order given
@@ -14,15 +86,15 @@ impl Agent {
     /// reached is visited once, even when `ev` moves it to a later queue or leaves it where it
     /// is. The lock is taken for at most [`BATCH`] sends at a time, so interrupts are never off
     /// for longer than a batch takes, whatever the number of sends. Process context only.
-    pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[u8], ev: Event) {
+    pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[Queue], ev: Event) {
         for &q in qs {
-            let mut bound = (q, i64::MIN, 0);
+            let mut bound = (i64::MIN, 0);
             let mut more = true;
             while more {
                 let mut g = self.lock();
                 let mut n = 0u32;
                 more = false;
-                while let Some((k, rec)) = first_entry_from(&g.queues, bound, q) {
+                while let Some((k, rec)) = first_entry_from(&g, q, bound) {
                     if n == BATCH {
                         more = true;
                         break;
@@ -30,7 +102,7 @@ impl Agent {
                     Self::with_state(&mut g, &rec, |g, st| {
                         let _ = self.apply(g, &rec, st, ev);
                     });
-                    bound = (k.0, k.1, k.2.saturating_add(1));
+                    bound = (k.0, k.1.saturating_add(1));
                     n = n.saturating_add(1);
                 }
                 hold::note_batch(n);
@@ -60,44 +132,59 @@ impl Agent {
         g.seq
     }
 
-    /// Takes `rec` out of the queue tree, keeping its node in the body.
-    pub(super) fn unqueue(g: &mut AgentInner, st: &mut RecordState) {
-        if let Some(k) = st.qkey.take() {
-            if let Some(node) = g.queues.remove_node(&k) {
-                if let Some(body) = st.body.as_mut() {
-                    body.qslot = Some(node.into_reservation());
-                }
-            }
+    /// Takes `rec` out of its queue, if it is in one.
+    pub(super) fn unqueue(g: &mut AgentInner, rec: &SendRecord, st: &mut RecordState) {
+        if let Some(q) = st.queue.take() {
+            // The caller holds a reference of its own: this one is never the last.
+            drop(g.queues.get_mut(q).remove(rec));
         }
     }
 
-    /// Puts `rec` in the queue tree under `key`, moving it from where it was.
+    /// Puts `rec` at `key` in queue `q`, moving it from where it was.
     pub(super) fn enqueue(
         g: &mut AgentInner,
         rec: &Arc<SendRecord>,
         st: &mut RecordState,
+        q: Queue,
         key: QKey,
     ) {
-        Self::unqueue(g, st);
-        let Some(slot) = st.body.as_mut().and_then(|b| b.qslot.take()) else {
-            // Only reachable if the invariant is broken; keep the send findable by failing
-            // loudly rather than losing it.
-            pr_err!("send has no queue node\n");
-            return;
-        };
-        g.queues.insert(slot.into_node(key, rec.clone()));
-        st.qkey = Some(key);
+        // The reference the old queue held moves to the new one.
+        let held = st
+            .queue
+            .take()
+            .and_then(|old| g.queues.get_mut(old).remove(rec))
+            .unwrap_or_else(|| rec.clone());
+        match g.queues.get_mut(q).insert(held, key) {
+            // INVARIANT: The send is in queue `q`, which `st.queue` names.
+            Ok(()) => st.queue = Some(q),
+            // Only reachable if the invariant is broken: the send is in a queue that
+            // `st.queue` does not name.
+            Err(_) => pr_err!("send is in a queue already\n"),
+        }
     }
 
-    /// Removes `rec` from the TID index.
-    pub(super) fn untrack(g: &mut AgentInner, st: &mut RecordState) {
-        if let Some(k) = st.tkey.take() {
-            if let Some(node) = g.tids.remove_node(&k) {
-                if let Some(body) = st.body.as_mut() {
-                    body.tslot = Some(node.into_reservation());
-                }
-            }
+    /// Puts `rec` in the TID index (at its post).
+    pub(super) fn track(g: &mut AgentInner, rec: &Arc<SendRecord>, st: &RecordState) {
+        if g.tids.insert(rec.clone(), (st.tid, st.class)).is_err() {
+            // Only reachable if the invariant is broken: a send is posted once at a time.
+            pr_err!("send is in the TID index already\n");
         }
+    }
+
+    /// Removes `rec` from the TID index, if it is in it.
+    pub(super) fn untrack(g: &mut AgentInner, rec: &SendRecord) {
+        // The caller holds a reference of its own: this one is never the last.
+        drop(g.tids.remove(rec));
+    }
+
+    /// Where `rec` is in the C layer's list order: its queue and its key there.
+    pub(super) fn position(
+        g: &AgentInner,
+        rec: &SendRecord,
+        st: &RecordState,
+    ) -> Option<(Queue, QKey)> {
+        let q = st.queue?;
+        Some((q, g.queues.get(q).key_of(rec)?))
     }
 
     /// Makes sure the agent's work runs no later than `due_ns`.
@@ -139,13 +226,9 @@ impl Agent {
 
     /// Keeps the timer no later than the head of the wait queue (Documentation/behaviour.md §3.2).
     pub(super) fn arm_head(self: &Arc<Self>, g: &mut AgentInner) {
-        let head = g
-            .queues
-            .cursor_lower_bound(&(Q_WAIT, i64::MIN, 0))
-            .map(|c| *c.current().0)
-            .filter(|k| k.0 == Q_WAIT);
+        let head = g.queues.get(Q_WAIT).first().map(|(k, _)| k);
         if let Some(k) = head {
-            self.arm(g, k.1);
+            self.arm(g, k.0);
         }
     }
 
@@ -192,29 +275,29 @@ impl Agent {
         // delivery need none, and a clock read is not free (under emulation least of all).
         match o.place {
             Place::Unchanged => {}
-            Place::Nowhere => Self::unqueue(g, st),
+            Place::Nowhere => Self::unqueue(g, rec, st),
             Place::InFlight => {
-                let k = (Q_FLIGHT, 0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, k);
+                let k = (0, Self::next_seq(g));
+                Self::enqueue(g, rec, st, Q_FLIGHT, k);
             }
             Place::Waiting { ms } => {
                 let due = self.now_ns().saturating_add(ms_to_ns(ms));
-                let k = (Q_WAIT, due, u64::MAX - Self::next_seq(g));
-                Self::enqueue(g, rec, st, k);
+                let k = (due, u64::MAX - Self::next_seq(g));
+                Self::enqueue(g, rec, st, Q_WAIT, k);
                 self.arm_head(g);
             }
             Place::Backlog => {
-                let k = (Q_BACKLOG, 0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, k);
+                let k = (0, Self::next_seq(g));
+                Self::enqueue(g, rec, st, Q_BACKLOG, k);
             }
             Place::CancelQueue => {
-                let k = (Q_CANCEL, 0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, k);
+                let k = (0, Self::next_seq(g));
+                Self::enqueue(g, rec, st, Q_CANCEL, k);
                 self.arm_now(g);
             }
         }
         if o.next == SendState::Done || o.next == SendState::Idle {
-            Self::untrack(g, st);
+            Self::untrack(g, rec);
         }
         if let Some(status) = o.complete {
             if st.status.is_none() {
@@ -228,8 +311,8 @@ impl Agent {
             // A matched response delivers inline, after the receive handler; everything else
             // through the agent's work.
             if o.recv != Recv::Deliver {
-                let k = (Q_DONE, 0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, k);
+                let k = (0, Self::next_seq(g));
+                Self::enqueue(g, rec, st, Q_DONE, k);
                 self.arm_now(g);
             }
         }
@@ -238,25 +321,23 @@ impl Agent {
 }
 
 /// The first send of queue `q`.
-pub(super) fn first_in(queues: &RBTree<QKey, Arc<SendRecord>>, q: u8) -> Option<Arc<SendRecord>> {
-    first_entry(queues, q).map(|(_, r)| r)
+pub(super) fn first_in(g: &AgentInner, q: Queue) -> Option<Arc<SendRecord>> {
+    g.queues.get(q).first().map(|(_, r)| r.into())
 }
 
 /// The first key and send of queue `q`.
-pub(super) fn first_entry(
-    queues: &RBTree<QKey, Arc<SendRecord>>,
-    q: u8,
-) -> Option<(QKey, Arc<SendRecord>)> {
-    first_entry_from(queues, (q, i64::MIN, 0), q)
+pub(super) fn first_entry(g: &AgentInner, q: Queue) -> Option<(QKey, Arc<SendRecord>)> {
+    g.queues.get(q).first().map(|(k, r)| (k, r.into()))
 }
 
 /// The first key and send of queue `q` at or after `bound`.
 pub(super) fn first_entry_from(
-    queues: &RBTree<QKey, Arc<SendRecord>>,
+    g: &AgentInner,
+    q: Queue,
     bound: QKey,
-    q: u8,
 ) -> Option<(QKey, Arc<SendRecord>)> {
-    let c = queues.cursor_lower_bound(&bound)?;
-    let (k, rec) = c.current();
-    (k.0 == q).then(|| (*k, rec.clone()))
+    g.queues
+        .get(q)
+        .lower_bound(&bound)
+        .map(|(k, r)| (k, r.into()))
 }

@@ -43,6 +43,10 @@ use crate::{
         Gid, //
     },
 };
+use kernel::rbtree::{
+    RBTree,
+    RBTreeNode, //
+};
 
 /// The window W of every transfer: C's, an eighth of the receive queue (64).
 fn window() -> u32 {

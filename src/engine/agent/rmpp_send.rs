@@ -45,9 +45,10 @@ use crate::mad::{
 /// headers, and the RMPP fields `send_next_seg` sets (flags ACTIVE, FIRST and LAST, the
 /// SegmentNumber, the PayloadLength), keeping the response time the client set.
 pub(super) fn load_segment(st: &mut RecordState) -> Result {
-    let (Some(w), Some(body)) = (st.rmpp.as_ref(), st.body.as_mut()) else {
+    let Some(body) = st.body.as_mut() else {
         return Err(EINVAL);
     };
+    let w = &body.seg.as_ref().ok_or(EINVAL)?.window;
     let n = w.sent();
     let seg = w.segment(n).ok_or(EINVAL)?;
     let SendBody {
@@ -83,7 +84,8 @@ pub(super) fn after_segment(
     status: WcStatus,
     now_ns: i64,
 ) -> Option<Segment> {
-    let w = st.rmpp.as_mut()?;
+    let timeout_ms = st.facts.timeout_ms;
+    let SegSend { window: w, clock } = st.seg_mut()?;
     let next = if status != WcStatus::Success {
         if w.all_acked() {
             AfterSend::AwaitResponse
@@ -97,8 +99,8 @@ pub(super) fn after_segment(
         AfterSend::Send(_) => Segment::Next,
         AfterSend::AwaitAck => {
             let left = w.retries_left();
-            st.ack_clock.waiting(now_ns);
-            Segment::AwaitAck(st.ack_clock.arm(st.facts.timeout_ms, left))
+            clock.waiting(now_ns);
+            Segment::AwaitAck(clock.arm(timeout_ms, left))
         }
         AfterSend::AwaitResponse => Segment::Finished,
     })
@@ -131,7 +133,7 @@ impl Agent {
     /// Whether `rec` is a segmented send that the peer's ACK, STOP or ABORT still concerns:
     /// in flight or waiting, and not fully ACKed.
     fn rmpp_open(st: &RecordState) -> bool {
-        matches!(st.facts.state, SendState::SendStart | SendState::WaitResp) && st.rmpp.is_some()
+        matches!(st.facts.state, SendState::SendStart | SendState::WaitResp) && st.seg().is_some()
     }
 
     /// An ACK that reached this kernel-RMPP agent (`process_rmpp_ack`): matched like a response
@@ -167,14 +169,14 @@ impl Agent {
         st: &mut RecordState,
         h: &RmppHdr,
     ) -> Reply {
-        let Some(w) = st.rmpp.as_mut() else {
+        let timeout_ms = st.facts.timeout_ms;
+        let Some(SegSend { window: w, clock }) = st.seg_mut() else {
             return Reply::None;
         };
         let was_acked = w.all_acked();
         let verdict = w.on_ack(h);
-        let timeout_ms = st.facts.timeout_ms;
         if let AckVerdict::Progress { advanced: true } | AckVerdict::AllAcked = verdict {
-            st.ack_clock.acked(self.now_ns(), true);
+            clock.acked(self.now_ns(), true);
         }
         match verdict {
             AckVerdict::Abort(s) => {
@@ -191,7 +193,7 @@ impl Agent {
             AckVerdict::AlreadyAcked | AckVerdict::Ignore => Reply::None,
             AckVerdict::Progress { .. } => {
                 let opens = st.facts.state == SendState::WaitResp
-                    && st.rmpp.as_mut().is_some_and(|w| w.next().is_some());
+                    && st.seg_mut().is_some_and(|s| s.window.next().is_some());
                 if opens && self.apply(g, rec, st, Event::WindowOpened).is_ok() {
                     self.send_segment(g, rec, st);
                 }
@@ -239,7 +241,7 @@ impl Agent {
             return;
         };
         Self::with_state(&mut g, &rec, |g, st| {
-            let acked = st.rmpp.as_ref().is_none_or(Window::all_acked);
+            let acked = st.seg().is_none_or(|s| s.window.all_acked());
             if Self::rmpp_open(st) && !acked {
                 self.abort_send(g, &rec, st, code);
             }
@@ -258,8 +260,11 @@ impl Agent {
         match self.transmit(g, rec, st) {
             Ok(()) => self.trace_sent(st),
             Err(_) => {
-                let left = st.rmpp.as_ref().map_or(0, Window::retries_left);
-                let ms = st.ack_clock.arm(st.facts.timeout_ms, left);
+                let timeout_ms = st.facts.timeout_ms;
+                let ms = match st.seg_mut() {
+                    Some(SegSend { window, clock }) => clock.arm(timeout_ms, window.retries_left()),
+                    None => AckClock::default().arm(timeout_ms, 0),
+                };
                 let _ = self.apply(g, rec, st, Event::SegmentDispatchFailed(ms));
             }
         }

@@ -51,12 +51,12 @@ impl Agent {
         loop {
             self.deliver_due();
             let mut g = self.lock();
-            if first_in(&g.queues, Q_DONE).is_some() {
+            if !g.queues.get(Q_DONE).is_empty() {
                 continue;
             }
             // A send cancelled between two batches lands in the cancel queue, which the timer
             // no longer serves: flush it here.
-            if first_in(&g.queues, Q_CANCEL).is_some() || first_in(&g.queues, Q_WAIT).is_some() {
+            if !g.queues.get(Q_CANCEL).is_empty() || !g.queues.get(Q_WAIT).is_empty() {
                 drop(g);
                 self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
                 continue;

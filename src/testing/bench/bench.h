@@ -39,7 +39,6 @@ int rmad_bench_rust_cancel_gate(void *p);
 void rmad_bench_rust_unregister(void *p);
 void rmad_bench_rust_close(void *p);
 void rmad_bench_rust_share(void *p, void *owner);
-s64 rmad_bench_rust_irqoff_take(void);
 
 /* The removal row's C MAD layer agent (src/testing/bench/hold.c, src/testing/bench/hold.rs). */
 int rmad_bench_c_hold(u32 n);

@@ -300,12 +300,6 @@ static void c_share(void *p, void *owner)
 	c->send_ah = o->ah_silent;
 }
 
-/* mad.c's locks are private to it: only the irqsoff tracer sees their holds. */
-static s64 no_lock_hold(void)
-{
-	return -1;
-}
-
 const struct bench_ops bench_c_ops = {
 	.name = "c",
 	.open = c_open,
@@ -321,7 +315,6 @@ const struct bench_ops bench_c_ops = {
 	.unregister = c_unregister,
 	.close = c_close,
 	.share = c_share,
-	.lock_hold_take = no_lock_hold,
 };
 
 const size_t bench_c_size = sizeof(struct c_impl);

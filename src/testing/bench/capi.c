@@ -291,7 +291,6 @@ const struct bench_ops bench_capi_ops = {
 	.unregister = capi_unregister,
 	.close = capi_close,
 	.share = capi_share,
-	.lock_hold_take = rmad_bench_rust_irqoff_take,
 };
 
 const size_t bench_capi_size = sizeof(struct capi_impl);

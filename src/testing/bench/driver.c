@@ -208,7 +208,6 @@ static const struct bench_ops rust_ops = {
 	.unregister = rmad_bench_rust_unregister,
 	.close = rmad_bench_rust_close,
 	.share = rmad_bench_rust_share,
-	.lock_hold_take = rmad_bench_rust_irqoff_take,
 };
 
 struct bench_cfg {
@@ -836,10 +835,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 		for (i = 0; i < 3; i++) {
 			u32 x = (i + rep) % 3;
 			enum scale_mode mode;
-			s64 hold;
 
 			cfg.irqoff_max = -1;
-			ops[x]->lock_hold_take();
 			round_ops(ops[x], priv[x], &cfg);
 			round_timeouts(ops[x], priv[x], &cfg);
 			round_unregister(ops[x], priv[x], &cfg);
@@ -848,9 +845,6 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 					round_scale(ops[x], priv[x], priv2[x], &cfg, mode);
 			if (cfg.irqoff_max >= 0)
 				emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max, "ns");
-			hold = ops[x]->lock_hold_take();
-			if (hold >= 0)
-				emit(ops[x]->name, "lock_hold_max", n, rep, hold, "ns");
 		}
 		for (k = 0; k < ARRAY_SIZE(floor_ops); k++) {
 			s64 ns;

@@ -93,8 +93,6 @@ struct bench_ops {
 	 * two threads posting to one agent.
 	 */
 	void (*share)(void *p, void *owner);
-	/* The longest hold of the implementation's own lock since the last call, or -1. */
-	s64 (*lock_hold_take)(void);
 };
 
 /* Markers per round: two on the agent, one on the gate agent (even and odd indexes). */

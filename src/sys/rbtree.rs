@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Intrusive red-black trees of `Arc`s: the kernel's `rb_node` lives in the item, so inserting
+//! and removing allocate nothing.
+//!
+//! The kernel crate's [`kernel::rbtree::RBTree`] allocates a node per entry; a send buffer would
+//! need one per index it is in, allocated with the buffer and carried along. Here, as with the
+//! kernel crate's `List` and `ListLinks`, an item has a [`Links`] field per tree it can be in;
+//! a [`Tree`] owns a reference of each item it holds, ordered by a key kept in the item's links.
+//!
+//! - Removing an item is O(1) amortised (no search: the item names its node); finding the first
+//!   or the last item is O(1) (both are cached); inserting is O(log n), and O(1) amortised when
+//!   the key is not below the last one (a queue in FIFO or expiry order).
+//! - Equal keys are kept in insertion order.
+//! - An item is in at most one tree per [`Links`] field at a time: its links record which tree
+//!   holds them, so an insert into a second tree fails and a remove from a tree that does not
+//!   hold the item finds nothing. Every operation is safe.
+//!
+//! # Examples
+//!
+//! ```ignore
+//! #[pin_data]
+//! struct Item {
+//!     #[pin]
+//!     links: Links<u64>,
+//! }
+//! // SAFETY: `links` returns the field `links`, `from_links` is its inverse.
+//! unsafe impl TreeItem<0> for Item {
+//!     type Key = u64;
+//!     fn links(&self) -> &Links<u64> {
+//!         &self.links
+//!     }
+//!     unsafe fn from_links(l: *const Links<u64>) -> *const Self {
+//!         // SAFETY: `l` is the `links` field of an `Item` (the caller's promise).
+//!         unsafe { kernel::container_of!(l, Self, links) }
+//!     }
+//! }
+//! let mut t = Tree::<Item, 0>::new();
+//! t.insert(item.clone(), 7).map_err(|_| EBUSY)?;
+//! assert_eq!(t.remove(&item).is_some(), true);
+//! ```
+
+use core::{
+    cell::UnsafeCell,
+    marker::PhantomData,
+    mem::MaybeUninit,
+    ptr, //
+};
+use kernel::{
+    bindings,
+    prelude::*,
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed,
+            Release, //
+        },
+        Arc,
+        ArcBorrow, //
+    },
+    types::Opaque,
+};
+
+/// Source of tree ids; 0 means "in no tree".
+static NEXT_ID: Atomic<u64> = Atomic::new(1);
+
+/// The links of an item in one kind of tree: the kernel's `rb_node` and the item's key there.
+///
+/// # Invariants
+///
+/// - `owner` is 0 while the links are in no tree, and the id of the [`Tree`] that holds them
+///   otherwise.
+/// - While `owner` is a tree's id, `node` is linked into that tree, `key` is initialised, and
+///   both are read and written only by that tree's methods.
+#[pin_data]
+pub(crate) struct Links<K> {
+    #[pin]
+    node: Opaque<bindings::rb_node>,
+    key: UnsafeCell<MaybeUninit<K>>,
+    owner: Atomic<u64>,
+}
+
+// SAFETY: The links are only touched by the tree that holds them (type invariant), through
+// `&mut Tree` for writes; moving the item to another thread moves nothing a tree shares.
+unsafe impl<K: Send> Send for Links<K> {}
+// SAFETY: Through `&Links` only `owner` is touched outside the holding tree, atomically; the
+// node and key are accessed through the tree, which `&`/`&mut` rules serialise.
+unsafe impl<K: Send + Sync> Sync for Links<K> {}
+
+impl<K> Links<K> {
+    /// Links in no tree.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        // INVARIANT: In no tree: `owner` is 0.
+        pin_init!(Self {
+            node: Opaque::uninit(),
+            key: UnsafeCell::new(MaybeUninit::uninit()),
+            owner: Atomic::new(0),
+        })
+    }
+
+    /// Whether the links are in a tree.
+    #[cfg_attr(not(rmad_test), allow(dead_code, reason = "the tests read it"))]
+    pub(crate) fn is_linked(&self) -> bool {
+        self.owner.load(Acquire) != 0
+    }
+}
+
+/// A type whose `Arc`s can be in a [`Tree`] of kind `ID`, through one of its [`Links`].
+///
+/// # Safety
+///
+/// `links` returns the same field of `self` every time, a field that never moves while the item
+/// is in an `Arc` (it is structurally pinned); `from_links` is its inverse: given a pointer to
+/// that field of an item, it returns a pointer to the item.
+pub(crate) unsafe trait TreeItem<const ID: u64>: Sized {
+    /// The key the tree orders its items by.
+    type Key: Ord + Copy;
+
+    /// The links of kind `ID`.
+    fn links(&self) -> &Links<Self::Key>;
+
+    /// The item whose links of kind `ID` are at `links`.
+    ///
+    /// # Safety
+    ///
+    /// `links` is the address of the links of kind `ID` of a live item.
+    unsafe fn from_links(links: *const Links<Self::Key>) -> *const Self;
+}
+
+/// An ordered set of `Arc<T>`, linked through `T`'s links of kind `ID`.
+///
+/// # Invariants
+///
+/// - `id` is unique among trees and not 0.
+/// - Every node in `root` is the `node` of the links of kind `ID` of an item whose `owner` is
+///   `id`, and the tree owns one reference of that item (from [`Arc::into_raw`]); `len` counts
+///   them.
+/// - In-order, the keys are non-decreasing, and items of equal keys are in insertion order.
+/// - `first` and `last` are the leftmost and rightmost nodes (null when empty).
+pub(crate) struct Tree<T: TreeItem<ID>, const ID: u64> {
+    root: bindings::rb_root,
+    first: *mut bindings::rb_node,
+    last: *mut bindings::rb_node,
+    len: usize,
+    id: u64,
+    _p: PhantomData<Arc<T>>,
+}
+
+// SAFETY: The tree owns `Arc<T>`s; sending it sends them.
+unsafe impl<T: TreeItem<ID> + Send + Sync, const ID: u64> Send for Tree<T, ID> {}
+// SAFETY: Through `&Tree` the items are only read.
+unsafe impl<T: TreeItem<ID> + Send + Sync, const ID: u64> Sync for Tree<T, ID> {}
+
+impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
+    /// An empty tree.
+    pub(crate) fn new() -> Self {
+        // INVARIANT: A fresh id (a u64 does not wrap), and no node.
+        Self {
+            root: bindings::rb_root {
+                rb_node: ptr::null_mut(),
+            },
+            first: ptr::null_mut(),
+            last: ptr::null_mut(),
+            len: 0,
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            _p: PhantomData,
+        }
+    }
+
+    /// The number of items.
+    #[cfg_attr(not(rmad_test), allow(dead_code, reason = "the tests read it"))]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tree holds no item.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The item whose node is `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a node of this tree.
+    unsafe fn item(node: *mut bindings::rb_node) -> *const T {
+        // SAFETY: `node` is in this tree (the caller's promise), so it is the `node` field of
+        // links (type invariant); `Opaque<rb_node>` is `repr(transparent)` over `rb_node`.
+        let links = unsafe {
+            kernel::container_of!(
+                node.cast::<Opaque<bindings::rb_node>>(),
+                Links<T::Key>,
+                node
+            )
+        };
+        // SAFETY: By the type invariant `links` are the links of kind `ID` of a live item.
+        unsafe { T::from_links(links) }
+    }
+
+    /// The key of the item whose node is `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a node of this tree.
+    unsafe fn key(node: *mut bindings::rb_node) -> T::Key {
+        // SAFETY: `node` is in this tree (caller's promise): its item is live, and its key is
+        // initialised and not written while the tree is borrowed (type invariant).
+        unsafe { (*(*Self::item(node)).links().key.get()).assume_init() }
+    }
+
+    /// A borrow of the item whose node is `node`, for as long as the tree is borrowed.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a node of this tree.
+    unsafe fn borrow(&self, node: *mut bindings::rb_node) -> ArcBorrow<'_, T> {
+        // SAFETY: The tree owns a reference of the item (type invariant), which it gives up
+        // only through `&mut self`: the item lives as long as this borrow of the tree.
+        unsafe { ArcBorrow::from_raw(Self::item(node)) }
+    }
+
+    /// Inserts `item` under `key`, after the items of equal keys. Fails, giving `item` back,
+    /// if it is in a tree of this kind already.
+    pub(crate) fn insert(&mut self, item: Arc<T>, key: T::Key) -> Result<(), Arc<T>> {
+        let links = item.links();
+        if links.owner.cmpxchg(0, self.id, Acquire).is_err() {
+            return Err(item);
+        }
+        // The links are this tree's now: nobody else reads or writes their node or key.
+        // SAFETY: `key` is only read by this tree, and not while this `&mut self` lasts.
+        unsafe { (*links.key.get()).write(key) };
+        let node = links.node.get();
+        let mut parent = ptr::null_mut();
+        let mut link: *mut *mut bindings::rb_node = &raw mut self.root.rb_node;
+        let (mut leftmost, mut rightmost) = (true, true);
+        // SAFETY: `self.last` is a node of this tree when not null.
+        if !self.last.is_null() && unsafe { Self::key(self.last) } <= key {
+            // The common case of a queue: after every item.
+            parent = self.last;
+            // SAFETY: `parent` is a node of this tree; the right child of the rightmost node
+            // is empty.
+            link = unsafe { &raw mut (*parent).rb_right };
+            leftmost = false;
+        } else {
+            // SAFETY: `link` points at the root or at a child field of a node of this tree.
+            while !unsafe { *link }.is_null() {
+                // SAFETY: As above.
+                parent = unsafe { *link };
+                // SAFETY: `parent` is a node of this tree.
+                if key < unsafe { Self::key(parent) } {
+                    // SAFETY: As above.
+                    link = unsafe { &raw mut (*parent).rb_left };
+                    rightmost = false;
+                } else {
+                    // SAFETY: As above.
+                    link = unsafe { &raw mut (*parent).rb_right };
+                    leftmost = false;
+                }
+            }
+        }
+        // SAFETY: `node` is not in any tree (its owner was 0), `parent` and `link` are the
+        // place found above, an empty child of `parent` (or the empty root).
+        unsafe { bindings::rb_link_node(node, parent, link) };
+        // SAFETY: `node` was just linked into this tree's root.
+        unsafe { bindings::rb_insert_color(node, &raw mut self.root) };
+        if leftmost {
+            self.first = node;
+        }
+        if rightmost {
+            self.last = node;
+        }
+        self.len = self.len.saturating_add(1);
+        // INVARIANT: The tree owns the reference given up here; the owner is this tree; the
+        // key's place keeps the order, after equal keys.
+        let _ = Arc::into_raw(item);
+        Ok(())
+    }
+
+    /// Removes `item` and returns the tree's reference of it; `None` if this tree does not
+    /// hold it.
+    pub(crate) fn remove(&mut self, item: &T) -> Option<Arc<T>> {
+        let links = item.links();
+        // Only this tree, through `&mut self`, changes an owner that is its id.
+        if links.owner.load(Relaxed) != self.id {
+            return None;
+        }
+        let node = links.node.get();
+        if node == self.first {
+            // SAFETY: `node` is in this tree.
+            self.first = unsafe { bindings::rb_next(node) };
+        }
+        if node == self.last {
+            // SAFETY: `node` is in this tree.
+            self.last = unsafe { bindings::rb_prev(node) };
+        }
+        // SAFETY: `node` is in this tree.
+        unsafe { bindings::rb_erase(node, &raw mut self.root) };
+        self.len = self.len.saturating_sub(1);
+        // INVARIANT: Out of the tree: owner 0, and the tree's reference goes to the caller.
+        links.owner.store(0, Release);
+        // SAFETY: The tree owned one reference of `item`, from `Arc::into_raw`.
+        Some(unsafe { Arc::from_raw(ptr::from_ref(item)) })
+    }
+
+    /// The key of `item` in this tree; `None` if this tree does not hold it.
+    pub(crate) fn key_of(&self, item: &T) -> Option<T::Key> {
+        let links = item.links();
+        if links.owner.load(Relaxed) != self.id {
+            return None;
+        }
+        // SAFETY: The item is in this tree: its key is initialised, and written only through
+        // `&mut self`.
+        Some(unsafe { (*links.key.get()).assume_init() })
+    }
+
+    /// The first item and its key.
+    pub(crate) fn first(&self) -> Option<(T::Key, ArcBorrow<'_, T>)> {
+        if self.first.is_null() {
+            return None;
+        }
+        // SAFETY: `first` is a node of this tree (type invariant).
+        Some(unsafe { (Self::key(self.first), self.borrow(self.first)) })
+    }
+
+    /// The first item whose key is not below `key`, and its key.
+    pub(crate) fn lower_bound(&self, key: &T::Key) -> Option<(T::Key, ArcBorrow<'_, T>)> {
+        let mut node = self.root.rb_node;
+        let mut best = ptr::null_mut();
+        while !node.is_null() {
+            // SAFETY: `node` is a node of this tree.
+            if unsafe { Self::key(node) } >= *key {
+                best = node;
+                // SAFETY: As above.
+                node = unsafe { (*node).rb_left };
+            } else {
+                // SAFETY: As above.
+                node = unsafe { (*node).rb_right };
+            }
+        }
+        if best.is_null() {
+            return None;
+        }
+        // SAFETY: `best` is a node of this tree.
+        Some(unsafe { (Self::key(best), self.borrow(best)) })
+    }
+
+    /// The item after `item`, and its key; `None` at the end or if this tree does not hold
+    /// `item`.
+    pub(crate) fn next(&self, item: &T) -> Option<(T::Key, ArcBorrow<'_, T>)> {
+        self.key_of(item)?;
+        // SAFETY: `item` is in this tree (just checked), so its node is.
+        let next = unsafe { bindings::rb_next(item.links().node.get()) };
+        if next.is_null() {
+            return None;
+        }
+        // SAFETY: The successor of a node of this tree is one.
+        Some(unsafe { (Self::key(next), self.borrow(next)) })
+    }
+}
+
+impl<T: TreeItem<ID>, const ID: u64> Default for Tree<T, ID> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: TreeItem<ID>, const ID: u64> Drop for Tree<T, ID> {
+    /// Gives up the tree's reference of each item it still holds.
+    fn drop(&mut self) {
+        // SAFETY: `root` is a valid tree.
+        let mut next = unsafe { bindings::rb_first_postorder(&self.root) };
+        while !next.is_null() {
+            let node = next;
+            // In post-order a node comes after its children: computing the next one reads only
+            // nodes still in place.
+            // SAFETY: `node` is a node of this tree.
+            next = unsafe { bindings::rb_next_postorder(node) };
+            // SAFETY: As above.
+            let item = unsafe { Self::item(node) };
+            // SAFETY: `item` is live: the tree holds a reference of it.
+            unsafe { (*item).links().owner.store(0, Release) };
+            // SAFETY: The tree owned one reference of the item, from `Arc::into_raw`; nothing
+            // reads the tree's nodes after this loop.
+            drop(unsafe { Arc::from_raw(item) });
+        }
+    }
+}

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_tree`: the intrusive red-black trees of [`crate::sys::rbtree`] alone:
+//! order, equal keys, one tree per kind of links at a time, references given back.
+
+#[kernel::prelude::kunit_tests(rmad_tree)]
+mod tests {
+    use crate::sys::rbtree::{
+        Links,
+        Tree,
+        TreeItem, //
+    };
+    use kernel::{
+        prelude::*,
+        sync::Arc, //
+    };
+
+    /// An item with one kind of links, and a number to tell items apart.
+    #[pin_data]
+    struct Item {
+        n: u32,
+        #[pin]
+        links: Links<u32>,
+    }
+
+    // SAFETY: `links` returns the structurally pinned field `links`; `from_links` is its
+    // `container_of`.
+    unsafe impl TreeItem<0> for Item {
+        type Key = u32;
+
+        fn links(&self) -> &Links<u32> {
+            &self.links
+        }
+
+        unsafe fn from_links(links: *const Links<u32>) -> *const Self {
+            // SAFETY: `links` is the `links` field of a live item (the caller's promise).
+            unsafe { kernel::container_of!(links, Self, links) }
+        }
+    }
+
+    fn item(n: u32) -> Result<Arc<Item>> {
+        Arc::pin_init(
+            pin_init!(Item {
+                n,
+                links <- Links::new(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The items' numbers in tree order, by `first` and `next`.
+    fn order(t: &Tree<Item, 0>) -> Result<KVec<(u32, u32)>> {
+        let mut v = KVec::new();
+        let mut cur = t.first();
+        while let Some((k, it)) = cur {
+            v.push((k, it.n), GFP_KERNEL)?;
+            cur = t.next(&it);
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn keys_in_order_equal_keys_in_insertion_order() -> Result {
+        let mut t = Tree::<Item, 0>::new();
+        // Keys out of order, the last ones on the fast path (not below the last key).
+        let keys = [5u32, 1, 9, 5, 3, 5, 9, 12];
+        let mut items = KVec::new();
+        for (n, k) in keys.iter().enumerate() {
+            let it = item(u32::try_from(n).unwrap_or(0))?;
+            assert!(t.insert(it.clone(), *k).is_ok());
+            items.push(it, GFP_KERNEL)?;
+        }
+        let got = order(&t)?;
+        assert_eq!(
+            &got[..],
+            &[
+                (1, 1),
+                (3, 4),
+                (5, 0),
+                (5, 3),
+                (5, 5),
+                (9, 2),
+                (9, 6),
+                (12, 7)
+            ][..]
+        );
+        assert_eq!(t.len(), 8);
+        assert_eq!(t.lower_bound(&5).map(|(k, it)| (k, it.n)), Some((5, 0)));
+        assert_eq!(t.lower_bound(&6).map(|(k, it)| (k, it.n)), Some((9, 2)));
+        assert!(t.lower_bound(&13).is_none());
+        // Removing the first, a middle one and the last keeps the order and the ends right.
+        for n in [1usize, 3, 7] {
+            let it = items.get(n).ok_or(EINVAL)?;
+            assert!(t.remove(it).is_some());
+            assert!(!it.links.is_linked());
+        }
+        let got = order(&t)?;
+        assert_eq!(&got[..], &[(3, 4), (5, 0), (5, 5), (9, 2), (9, 6)][..]);
+        assert_eq!(t.first().map(|(k, _)| k), Some(3));
+        // A key equal to the last goes after it.
+        let last = item(99)?;
+        assert!(t.insert(last.clone(), 9).is_ok());
+        assert_eq!(order(&t)?.last().copied(), Some((9, 99)));
+        Ok(())
+    }
+
+    #[test]
+    fn one_tree_of_a_kind_at_a_time() -> Result {
+        let mut a = Tree::<Item, 0>::new();
+        let mut b = Tree::<Item, 0>::new();
+        let it = item(1)?;
+        assert!(a.insert(it.clone(), 1).is_ok());
+        // In `a`: `b` refuses it and does not hold it; `a` refuses it twice.
+        assert!(b.insert(it.clone(), 1).is_err());
+        assert!(a.insert(it.clone(), 2).is_err());
+        assert!(b.remove(&it).is_none());
+        assert!(b.key_of(&it).is_none());
+        assert_eq!(a.key_of(&it), Some(1));
+        assert!(b.is_empty());
+        // Out of `a`, `b` takes it.
+        assert!(a.remove(&it).is_some());
+        assert!(a.remove(&it).is_none());
+        assert!(b.insert(it.clone(), 3).is_ok());
+        assert_eq!(b.key_of(&it), Some(3));
+        assert!(a.key_of(&it).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn references_are_given_back() -> Result {
+        let it = item(1)?;
+        let other = item(2)?;
+        {
+            let mut t = Tree::<Item, 0>::new();
+            assert!(t.insert(it.clone(), 1).is_ok());
+            assert!(t.insert(other.clone(), 2).is_ok());
+            // Removed: the reference comes back to the caller.
+            let back = t.remove(&it);
+            assert!(back.as_ref().is_some_and(|b| Arc::ptr_eq(b, &it)));
+            drop(back);
+            // Dropped with `other` in it: the tree's reference is dropped and the links freed.
+        }
+        assert!(!other.links.is_linked());
+        // Each is unique again: no reference was kept or lost.
+        let it = Arc::into_unique_or_drop(it);
+        let other = Arc::into_unique_or_drop(other);
+        assert!(it.is_some());
+        assert!(other.is_some());
+        Ok(())
+    }
+}
