@@ -16,14 +16,16 @@
 #   BENCH_NS      numbers of outstanding sends (default "10 100 1000 10000 100000"; on the
 #                 bench kernel 100000 takes about a minute per repetition, on the test kernel
 #                 takes roughly 15 minutes per repetition here, see README.md)
-#   BENCH_REPS    repetitions of each figure (default 5)
+#   BENCH_REPS    repetitions of each timed figure (default 5), taken with the irqsoff tracer
+#                 off: it charges every stretch with interrupts off, as no kernel users run does
+#   BENCH_IRQSOFF_REPS  repetitions of each interrupts-off figure, taken in a second load per
+#                 N with the irqsoff tracer on (default 3; 0: no interrupts-off figures)
 #   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
 #   BENCH_RMPP_REPS  repetitions of each RMPP transfer (default 3; 0: no RMPP row)
 #   BENCH_SCALE   sends per scaling round (one and two CPUs posting; default 10000, run in
 #                 the load whose N is the same; 0 or an N not in BENCH_NS: no scaling row)
-#   BENCH_REMOVAL_NS  numbers of sends held while the device is removed (default "": no
-#                 removal row; not yet run to the end once), BENCH_REMOVAL_REPS times each
-#                 (default 3)
+#   BENCH_REMOVAL_NS  numbers of sends held while the device is removed (default
+#                 "1000 100000"; "": no removal row), BENCH_REMOVAL_REPS times each (default 3)
 #   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
 #                 BENCH_REPS runs for each responder
 #   BENCH_PROFILE 1: sample every run with perf in the guest (cpu-clock, all CPUs) and
@@ -51,21 +53,22 @@ sample="${BENCH_SAMPLE:-1000}"
 rmpp_reps="${BENCH_RMPP_REPS:-3}"
 served="${BENCH_SERVED:-5000}"
 scale_n="${BENCH_SCALE:-10000}"
-removal_ns="${BENCH_REMOVAL_NS-}"
+removal_ns="${BENCH_REMOVAL_NS-1000 100000}"
 removal_reps="${BENCH_REMOVAL_REPS:-3}"
+irqsoff_reps="${BENCH_IRQSOFF_REPS:-3}"
 for v in $ns $reps $sample; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
 for v in $removal_ns; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
-for v in $rmpp_reps $served $scale_n $removal_reps; do
+for v in $rmpp_reps $served $scale_n $removal_reps $irqsoff_reps; do
 	[[ "$v" =~ ^[0-9]+$ ]] || die "bench: not a number: $v"
 done
 out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
-export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps"
+export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps"
 profile="${BENCH_PROFILE:-0}"
 [[ "$profile" =~ ^[01]$ ]] || die "bench: BENCH_PROFILE is 0 or 1, not '$profile'"
 if [ "$profile" = 1 ]; then

@@ -237,7 +237,9 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
     if any(r["op"].startswith("irqoff_") for r in rows):
         out.append("irqoff_*: the irqsoff tracer's tracing_max_latency (µs resolution), reset "
                    "before each part of a round: the longest stretch with interrupts off on "
-                   "any CPU, whatever code held them off, the same measure for every layer. "
+                   "any CPU, whatever code held them off, the same measure for every layer, "
+                   "taken in a load of its own with the tracer on (it charges every such "
+                   "stretch); every time, rate and memory figure comes from a load with it off. "
                    "irqoff_max is the largest of a round's parts; irqoff_removal, the "
                    "maximum while rxe0 was removed with N sends held (its own runs, "
                    "not in irqoff_max).")

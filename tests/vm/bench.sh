@@ -2,9 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Benchmark scenario for `make bench`: create rxe0, then load rmad with
-# bench=1 once per number of outstanding sends (KUnit off); each load prints
-# its figures as "bench-json:" lines. bench_ns (comma-separated), bench_reps
-# and bench_sample come from the kernel command line (scripts/bench.sh).
+# bench=1 twice per number of outstanding sends (KUnit off): once with the
+# irqsoff tracer off for the times (bench_reps repetitions), once with it on
+# for the interrupts-off figures (bench_irqsoff_reps repetitions, 0: none). The
+# tracer charges every stretch with interrupts off, which no kernel users run
+# does, so no time is taken with it on. Each load prints its figures as
+# "bench-json:" lines. bench_ns (comma-separated), bench_reps and bench_sample
+# come from the kernel command line (scripts/bench.sh).
 # Then, on two devices, the responder row (bench_served_n GETs, 0: none; see bench_served)
 # and the RMPP row (bench_rmpp_reps repetitions, 0: none; see bench_rmpp).
 . /lib.sh
@@ -14,8 +18,9 @@ setup_rxe || {
 }
 echo 7 >/proc/sys/kernel/printk
 echo "bench: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) (available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource))"
-# The irqsoff tracer, on the bench kernel (the test kernel has none): the driver reads and
-# resets its maximum around each round (src/testing/bench/irqsoff.c).
+# The irqsoff tracer, on the bench kernel (the test kernel has none): in the interrupts-off
+# pass the driver reads and resets its maximum around each part of a round
+# (src/testing/bench/irqsoff.c).
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 # Not the functions called with interrupts off: tracing them would lengthen what is measured.
 echo 0 >/sys/kernel/tracing/options/function-trace 2>/dev/null
@@ -28,8 +33,14 @@ t=/sys/kernel/tracing
 	echo 0 >$t/tracing_max_latency &&
 	mv /.bench-irqsoff.new /.bench-irqsoff
 EOF
-if echo irqsoff >/sys/kernel/tracing/current_tracer 2>/dev/null; then
-	echo "bench: irqsoff tracer on"
+# tracer NAME: selects the tracer NAME (irqsoff or nop); fails if there is no such tracer.
+tracer() {
+	echo "$1" >/sys/kernel/tracing/current_tracer 2>/dev/null
+}
+irqsoff=""
+if tracer irqsoff && tracer nop; then
+	irqsoff=1
+	echo "bench: irqsoff tracer available (on for the interrupts-off pass only)"
 else
 	echo "bench: no irqsoff tracer: no irqoff figures"
 fi
@@ -64,20 +75,32 @@ bench_profile_report() {
 	rm -f "/tmp/perf-$1.data"
 }
 
+# bench_load N REPS SCALE [PROFILE]: one load of the benchmark for N outstanding sends, REPS
+# repetitions, SCALE sends per scaling round (0: none); sampled by perf if PROFILE is 1.
+bench_load() {
+	n="$1" profile_this="${4:-}"
+	set -- insmod /modules/rmad.ko bench=1 bench_n="$1" bench_reps="$2" \
+		bench_sample="${bench_sample:-1000}" bench_scale="$3"
+	if [ "$profile_this" = 1 ]; then
+		set -- env HOME=/tmp /bin/perf record -q -N -a -g -F 499 -o "/tmp/perf-$n.data" -- "$@"
+	fi
+	"$@" || echo "bench: n=$n: the run failed"
+	[ "$profile_this" != 1 ] || bench_profile_report "$n"
+	grep -q '^rmad ' /proc/modules && rmmod rmad
+}
+
 ns="$(echo "${bench_ns:-10,100,1000,10000,100000}" | tr ',' ' ')"
 for n in $ns; do
 	echo "bench: n=$n: start $(cut -d' ' -f1 /proc/uptime) s"
 	# The scaling rounds run in one load: their own number of sends, not N's.
 	scale=0
 	[ "$n" != "${bench_scale_n:-10000}" ] || scale="$n"
-	set -- insmod /modules/rmad.ko bench=1 bench_n="$n" bench_reps="${bench_reps:-5}" \
-		bench_sample="${bench_sample:-1000}" bench_scale="$scale"
-	if [ -n "$profile" ]; then
-		set -- env HOME=/tmp /bin/perf record -q -N -a -g -F 499 -o "/tmp/perf-$n.data" -- "$@"
+	bench_load "$n" "${bench_reps:-5}" "$scale" "$profile"
+	if [ -n "$irqsoff" ] && [ "${bench_irqsoff_reps:-3}" -gt 0 ]; then
+		tracer irqsoff
+		bench_load "$n" "${bench_irqsoff_reps:-3}" 0
+		tracer nop
 	fi
-	"$@" || echo "bench: n=$n: the run failed"
-	[ -z "$profile" ] || bench_profile_report "$n"
-	grep -q '^rmad ' /proc/modules && rmmod rmad
 	echo "bench: n=$n: end $(cut -d' ' -f1 /proc/uptime) s"
 done
 
@@ -114,7 +137,7 @@ removal_once() {
 bench_removal() {
 	[ -n "${bench_removal_ns-1000,100000}" ] && [ "${bench_removal_reps:-3}" -gt 0 ] 2>/dev/null ||
 		return 0
-	if [ "$(cat $T/current_tracer 2>/dev/null)" != irqsoff ]; then
+	if ! tracer irqsoff; then
 		echo "bench: removal: no irqsoff tracer: no removal row"
 		return 0
 	fi
@@ -132,6 +155,7 @@ bench_removal() {
 		done
 	done
 	rmmod rmad
+	tracer nop
 	echo "bench: removal: end $(cut -d' ' -f1 /proc/uptime) s"
 }
 bench_removal
