@@ -102,6 +102,11 @@ use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Full,
+            Relaxed, //
+        },
         Arc,
         CondVar,
         Mutex,
@@ -250,12 +255,14 @@ pub(crate) struct AgentInner {
     backlog: u32,
     /// Successful posts whose send handler has not returned yet.
     outstanding: u32,
-    /// Send buffers created and not yet dropped.
-    buffers: u32,
     /// Receive handlers running.
     in_recv: u32,
     /// Unregistration has started: no new posts, no timer.
     dead: bool,
+    /// The thread that holds the lock delivers the sends whose status `apply` decides, in
+    /// this hold's batch, when no status decided earlier waits in [`Queue::Done`]: `apply`
+    /// then leaves such a send in no queue for it (see `Agent::left_to_caller`).
+    direct: bool,
     /// When the agent's work is due, if it is queued (nanoseconds since `Agent::epoch`).
     armed_ns: Option<i64>,
     /// The handler calls in progress, by task (unregistration refuses to wait for itself).
@@ -290,10 +297,17 @@ pub(crate) struct Agent {
     epoch: Instant<Monotonic>,
     #[pin]
     pub(crate) inner: SpinLockIrq<AgentInner>,
-    /// Signalled when `outstanding`, `buffers` or `in_recv` drops, or a handler becomes due
-    /// during unregistration.
+    /// Signalled when `outstanding`, `buffers` or `in_recv` drops, or a handler becomes due,
+    /// while unregistration waits (`AgentInner::waiting`).
     #[pin]
     idle: CondVar,
+    /// Send buffers created and not yet dropped. Counted up under the lock (creation fails once
+    /// the agent is dead), down without it (a buffer's drop takes the lock only while the
+    /// agent is dying, to wake its unregistration).
+    buffers: Atomic<u32>,
+    /// Unregistration sleeps on `idle` (only then is a wake-up worth its cost). Written under
+    /// the lock; read under it, and without it by a buffer's drop.
+    sleeping: Atomic<bool>,
     /// Runs timeouts and delivers completions, on the engine's ordered queue.
     #[pin]
     work: DelayedWork<Agent>,
@@ -480,9 +494,9 @@ impl Agent {
                             fc_wait: 0,
                             backlog: 0,
                             outstanding: 0,
-                            buffers: 0,
                             in_recv: 0,
                             dead: false,
+                            direct: false,
                             armed_ns: None,
                             frames: frames::Frames::new(),
                             stats: Stats::default(),
@@ -490,6 +504,8 @@ impl Agent {
                         "Agent::inner"
                     ),
                     idle <- new_condvar!("Agent::idle"),
+                    buffers: Atomic::new(0),
+                    sleeping: Atomic::new(false),
                     work <- new_delayed_work!("Agent::work"),
                     rmpp <- new_mutex!(rmpp_recv::Recvs::new(rmpp_budget), "Agent::rmpp"),
                 }),
@@ -535,7 +551,7 @@ impl Agent {
         expect(dead_code, reason = "Rust API that only the test flavour calls")
     )]
     pub(crate) fn buffers(&self) -> u32 {
-        self.lock().buffers
+        self.buffers.load(Relaxed)
     }
 
     /// The state of the send `h` names, if `h` is still its current post.
@@ -545,11 +561,25 @@ impl Agent {
         (st.gen == h.gen).then_some(st.facts.state)
     }
 
-    /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`).
+    /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`): no lock
+    /// unless the agent is being unregistered.
     pub(in crate::engine) fn buffer_freed(&self) {
-        let mut g = self.lock();
-        g.buffers = g.buffers.saturating_sub(1);
-        if g.dead {
+        // Full: ordered against `dying` as unregistration's store of it is against its reads
+        // of the count (see `unregister_with`): one of the two sees the other.
+        let was = self.buffers.fetch_sub(1, Full);
+        if was == 0 {
+            // Not reachable: every buffer was counted at its creation.
+            self.buffers.store(0, Relaxed);
+        }
+        if self.sleeping.load(Relaxed) {
+            self.wake(&self.lock());
+        }
+    }
+
+    /// Wakes unregistration if it sleeps, to look again at what it waits for. Called with the
+    /// lock held (`_g`): unregistration decides to sleep and sleeps under it.
+    fn wake(&self, _g: &AgentInner) {
+        if self.sleeping.load(Relaxed) {
             self.idle.notify_all();
         }
     }

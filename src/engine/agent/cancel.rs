@@ -67,7 +67,7 @@ impl Agent {
         // Sends in flight first: once marked, none of them can move to the wait queue behind
         // the walk (the lock is dropped between batches). Already cancelled sends refuse;
         // that is fine.
-        self.apply_to_all(&[Q_FLIGHT, Q_WAIT, Q_BACKLOG], Event::Modify(0));
+        self.apply_to_all(&[Q_FLIGHT, Q_WAIT, Q_BACKLOG], Event::Modify(0), false);
     }
 
     /// Whether the agent sends through `t`.

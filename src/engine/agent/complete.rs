@@ -6,6 +6,14 @@
 
 use super::*;
 
+/// A send taken out for its handler: its record, its body, and what the handler learns.
+pub(super) type Due = Option<(Arc<SendRecord>, KBox<SendBody>, SendCompletion)>;
+
+/// Room for one hold's worth of sends to deliver.
+pub(super) fn no_due() -> [Due; BATCH_USIZE] {
+    core::array::from_fn(|_| None)
+}
+
 impl Agent {
     /// The transport's report that transmission `gen` of `rec` completed with `status`.
     pub(crate) fn send_completed(
@@ -55,27 +63,75 @@ impl Agent {
         g: &mut AgentInner,
         rec: &Arc<SendRecord>,
     ) -> Option<(KBox<SendBody>, SendCompletion)> {
-        let t = Self::with_state(g, rec, |g, st| {
-            Self::unqueue(g, rec, st);
-            Self::untrack(g, rec);
-            self.apply(g, rec, st, Event::Delivered).ok()?;
-            let (status, vendor_err) = st.status.take()?;
-            let wc = SendCompletion {
-                status,
-                vendor_err,
-                post: st.gen,
-            };
-            let body = st.body.take()?;
-            // The handler is called right after this hold; an internal RMPP message has none.
-            if !body.internal {
-                self.trace_send(trace::Ev::SendHandler, st, status.code());
-            }
-            Some((body, wc))
-        });
-        if t.as_ref().is_some_and(|(body, _)| !body.internal) {
+        Self::with_state(g, rec, |g, st| self.take_decided(g, rec, st))
+    }
+
+    /// [`Agent::take_due`] on the state `st` of `rec`, which the caller has out already.
+    pub(super) fn take_decided(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+    ) -> Option<(KBox<SendBody>, SendCompletion)> {
+        Self::unqueue(g, rec, st);
+        Self::untrack(g, rec);
+        self.apply(g, rec, st, Event::Delivered).ok()?;
+        let (status, vendor_err) = st.status.take()?;
+        let wc = SendCompletion {
+            status,
+            vendor_err,
+            post: st.gen,
+        };
+        let body = st.body.take()?;
+        // The handler is called right after this hold; an internal RMPP message has none.
+        if !body.internal {
+            self.trace_send(trace::Ev::SendHandler, st, status.code());
             g.stats.completed = g.stats.completed.saturating_add(1);
         }
-        t
+        Some((body, wc))
+    }
+
+    /// Whether `apply` just left the send whose state is `st` to its caller for delivery
+    /// (`AgentInner::direct`): its status is decided and it is in no queue.
+    pub(super) fn left_to_caller(st: &RecordState) -> bool {
+        st.facts.state == SendState::Done && st.queue.is_none()
+    }
+
+    /// Takes the send `rec` that `apply` left to its caller into `due` at `*taken`, the next
+    /// free place, for delivery after the hold.
+    pub(super) fn take_into(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+        due: &mut [Due],
+        taken: &mut u32,
+    ) {
+        let Some(slot) = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i)) else {
+            // Not reachable: a hold decides at most a batch. It waits for the agent's work.
+            let k = (0, Self::next_seq(g));
+            Self::enqueue(g, rec, st, Q_DONE, k);
+            self.arm_now(g);
+            return;
+        };
+        if let Some((body, wc)) = self.take_decided(g, rec, st) {
+            *slot = Some((rec.clone(), body, wc));
+            *taken = taken.saturating_add(1);
+        }
+    }
+
+    /// Calls the handlers of the first `n` sends of `due`, taken out under the lock just
+    /// dropped, one after the other, and counts them returned.
+    pub(super) fn deliver_batch(self: &Arc<Self>, due: &mut [Due], n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.in_handler(|| {
+            for (rec, body, wc) in due.iter_mut().filter_map(Option::take) {
+                self.call_send_handler(rec, body, wc);
+            }
+        });
+        self.handlers_returned(n);
     }
 
     /// Calls the send handler (no lock held): the buffer goes back to the client.
@@ -101,9 +157,7 @@ impl Agent {
     fn handlers_returned(&self, n: u32) {
         let mut g = self.lock();
         g.outstanding = g.outstanding.saturating_sub(n);
-        if g.dead {
-            self.idle.notify_all();
-        }
+        self.wake(&g);
     }
 
     /// Calls the send handler for `rec`, whose final status is decided.
@@ -119,9 +173,8 @@ impl Agent {
     /// Delivers every send whose handler is due, in order: up to [`BATCH`] are taken out under
     /// one hold of the lock, then their handlers are called one after the other without it.
     pub(super) fn deliver_due(self: &Arc<Self>) {
-        type Due = Option<(Arc<SendRecord>, KBox<SendBody>, SendCompletion)>;
         loop {
-            let mut due: [Due; BATCH_USIZE] = core::array::from_fn(|_| None);
+            let mut due = no_due();
             let mut n = 0u32;
             {
                 let mut g = self.lock();
@@ -144,12 +197,7 @@ impl Agent {
             if n == 0 {
                 return;
             }
-            self.in_handler(|| {
-                for (rec, body, wc) in due.iter_mut().filter_map(Option::take) {
-                    self.call_send_handler(rec, body, wc);
-                }
-            });
-            self.handlers_returned(n);
+            self.deliver_batch(&mut due, n);
             sched::cond_resched();
         }
     }
@@ -188,10 +236,14 @@ impl Agent {
     }
 
     /// One hold's worth of the agent's work on queue `q`: up to [`BATCH`] waiting sends that
-    /// expired by `now` (retransmitted or timed out), or cancelled sends reported. Returns
-    /// whether there may be more.
+    /// expired by `now` (retransmitted or timed out), or cancelled sends reported; the sends
+    /// whose status this decides are delivered right after the hold (unless statuses decided
+    /// earlier wait: then after those). Returns whether there may be more.
     fn work_batch(self: &Arc<Self>, now: i64, q: Queue) -> bool {
+        let mut due = no_due();
+        let mut taken = 0u32;
         let mut g = self.lock();
+        g.direct = true;
         let mut n = 0u32;
         let mut more = false;
         while !g.dead {
@@ -237,10 +289,16 @@ impl Agent {
                         }
                     }
                 }
+                if Self::left_to_caller(st) {
+                    self.take_into(g, &rec, st, &mut due, &mut taken);
+                }
             });
             n = n.saturating_add(1);
         }
+        g.direct = false;
         hold::note_batch(n);
+        drop(g);
+        self.deliver_batch(&mut due, taken);
         more
     }
 

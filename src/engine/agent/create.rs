@@ -136,11 +136,12 @@ impl Agent {
         let rec = Arc::pin_init(SendRecord::new(self), gfp)?;
         // Count the buffer last, once nothing can fail.
         let token = {
-            let mut g = self.lock();
+            let g = self.lock();
             if g.dead {
                 return Err(ESHUTDOWN);
             }
-            g.buffers = g.buffers.saturating_add(1);
+            // Under the lock: unregistration, which sets `dead` under it, then sees the count.
+            self.buffers.add(1, Relaxed);
             BufToken(self.clone())
         };
         let body = KBox::new(

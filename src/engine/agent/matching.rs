@@ -226,8 +226,6 @@ impl Agent {
     pub(super) fn recv_done(&self) {
         let mut g = self.lock();
         g.in_recv = g.in_recv.saturating_sub(1);
-        if g.dead {
-            self.idle.notify_all();
-        }
+        self.wake(&g);
     }
 }

@@ -11,7 +11,10 @@
 //! next queue (O(1) amortised, every queue's keys grow), nothing is searched for, and nothing
 //! is allocated.
 
-use super::*;
+use super::{
+    complete::no_due,
+    *, //
+};
 
 /// The queues of an agent's sends. Their order (the derived `Ord`) is the order in which the
 /// C layer searches its lists for a response's request (Documentation/behaviour.md §4).
@@ -85,28 +88,40 @@ impl Agent {
     /// and in key order within each; refusals are ignored. Each send present when its queue is
     /// reached is visited once, even when `ev` moves it to a later queue or leaves it where it
     /// is. The lock is taken for at most [`BATCH`] sends at a time, so interrupts are never off
-    /// for longer than a batch takes, whatever the number of sends. Process context only.
-    pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[Queue], ev: Event) {
+    /// for longer than a batch takes, whatever the number of sends. With `deliver`, the
+    /// handlers of the sends whose status this decides are called after each hold, in this
+    /// thread (unregistration); without, by the agent's work. Process context only.
+    pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[Queue], ev: Event, deliver: bool) {
         for &q in qs {
             let mut bound = (i64::MIN, 0);
             let mut more = true;
             while more {
+                let mut due = no_due();
+                let mut taken = 0u32;
                 let mut g = self.lock();
+                g.direct = deliver;
                 let mut n = 0u32;
                 more = false;
-                while let Some((k, rec)) = first_entry_from(&g, q, bound) {
+                let mut next = first_entry_from(&g, q, bound);
+                while let Some((k, rec)) = next {
                     if n == BATCH {
                         more = true;
                         break;
                     }
+                    // The send after this one, before `ev` moves this one: no search per send.
+                    next = g.queues.get(q).next(&rec).map(|(k, r)| (k, r.into()));
                     Self::with_state(&mut g, &rec, |g, st| {
-                        let _ = self.apply(g, &rec, st, ev);
+                        if self.apply(g, &rec, st, ev).is_ok() && Self::left_to_caller(st) {
+                            self.take_into(g, &rec, st, &mut due, &mut taken);
+                        }
                     });
                     bound = (k.0, k.1.saturating_add(1));
                     n = n.saturating_add(1);
                 }
+                g.direct = false;
                 hold::note_batch(n);
                 drop(g);
+                self.deliver_batch(&mut due, taken);
                 if more {
                     sched::cond_resched();
                 }
@@ -191,7 +206,7 @@ impl Agent {
     pub(super) fn arm(self: &Arc<Self>, g: &mut AgentInner, due_ns: i64) {
         if g.dead {
             // Unregistration delivers what is due itself.
-            self.idle.notify_all();
+            self.wake(g);
             return;
         }
         if g.armed_ns.is_some_and(|a| a <= due_ns) {
@@ -213,7 +228,7 @@ impl Agent {
     pub(super) fn arm_now(self: &Arc<Self>, g: &mut AgentInner) {
         if g.dead {
             // Unregistration delivers what is due itself.
-            self.idle.notify_all();
+            self.wake(g);
             return;
         }
         if g.armed_ns == Some(i64::MIN) {
@@ -308,12 +323,18 @@ impl Agent {
                 WcStatus::WrFlushErr => g.stats.cancelled = g.stats.cancelled.saturating_add(1),
                 _ => {}
             }
-            // A matched response delivers inline, after the receive handler; everything else
-            // through the agent's work.
+            // A matched response delivers inline, after the receive handler; a send decided in
+            // a hold that delivers what it decides goes to that hold's batch if nothing decided
+            // earlier waits (`AgentInner::direct`); everything else through the delivery queue.
             if o.recv != Recv::Deliver {
-                let k = (0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, Q_DONE, k);
-                self.arm_now(g);
+                if g.direct && g.queues.get(Q_DONE).is_empty() {
+                    // INVARIANT: The caller takes it before it drops the lock.
+                    Self::unqueue(g, rec, st);
+                } else {
+                    let k = (0, Self::next_seq(g));
+                    Self::enqueue(g, rec, st, Q_DONE, k);
+                    self.arm_now(g);
+                }
             }
         }
         Ok(o)

@@ -40,7 +40,11 @@ impl Agent {
         // cancelled and queued sends are flushed now (T25), in the C layer's list order. In
         // batches: marking the sends in flight first means that none can move behind the walk
         // into the wait queue (a dead agent neither retries nor dispatches its backlog).
-        self.apply_to_all(&[Q_FLIGHT, Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
+        self.apply_to_all(
+            &[Q_FLIGHT, Q_CANCEL, Q_WAIT, Q_BACKLOG],
+            Event::Unregister,
+            true,
+        );
         self.engine.unpublish(self.hi_tid);
         // No MAD reaches the engine for the registration after this (a forwarded MAD being
         // handed over finishes first); unpublished, the engine routes none to the agent.
@@ -58,15 +62,21 @@ impl Agent {
             // no longer serves: flush it here.
             if !g.queues.get(Q_CANCEL).is_empty() || !g.queues.get(Q_WAIT).is_empty() {
                 drop(g);
-                self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister);
+                self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister, true);
                 continue;
             }
-            if g.outstanding == 0 && (g.buffers == 0 || !wait_buffers) && g.in_recv == 0 {
+            // Full: a buffer dropped from now on sees `sleeping` and wakes the wait below, or
+            // the count read next sees it gone (`buffer_freed` orders the two the other way).
+            self.sleeping.xchg(true, Full);
+            let buffers = self.buffers.load(Relaxed);
+            if g.outstanding == 0 && (buffers == 0 || !wait_buffers) && g.in_recv == 0 {
+                self.sleeping.store(false, Relaxed);
                 drop(g);
                 self.rmpp_clear();
                 return Ok(());
             }
             g.wait(&self.idle);
+            self.sleeping.store(false, Relaxed);
         }
     }
 }
