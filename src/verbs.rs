@@ -571,6 +571,13 @@ impl Transport for VerbsPort {
         self.queue_tx(&wr)
     }
 
+    fn check_send(&self, port: u8, ah: &crate::mad::Address, pkey_index: u16) -> Result {
+        if port != self.port {
+            return Err(ENODEV);
+        }
+        VerbsPort::check_send(self, ah, pkey_index)
+    }
+
     fn forward(&self, port: u8, qp: crate::mad::QpType, reg: &crate::mad::RegReq) -> Result<u64> {
         if port != self.port {
             return Err(ENODEV);

@@ -57,6 +57,7 @@ use crate::{
             SendCompletion,
             SendHandle,
             SendRecord,
+            SendTrace,
             QUEUE_LINKS,
             TID_LINKS, //
         },
@@ -308,6 +309,9 @@ pub(crate) struct Agent {
     /// Unregistration sleeps on `idle` (only then is a wake-up worth its cost). Written under
     /// the lock; read under it, and without it by a buffer's drop.
     sleeping: Atomic<bool>,
+    /// Transmissions handed to the device, retries included ([`Stats::transmitted`]): counted
+    /// without the lock by a transport's transmit path.
+    transmitted: Atomic<u64>,
     /// Runs timeouts and delivers completions, on the engine's ordered queue.
     #[pin]
     work: DelayedWork<Agent>,
@@ -506,6 +510,7 @@ impl Agent {
                     idle <- new_condvar!("Agent::idle"),
                     buffers: Atomic::new(0),
                     sleeping: Atomic::new(false),
+                    transmitted: Atomic::new(0),
                     work <- new_delayed_work!("Agent::work"),
                     rmpp <- new_mutex!(rmpp_recv::Recvs::new(rmpp_budget), "Agent::rmpp"),
                 }),
@@ -537,7 +542,9 @@ impl Agent {
 
     /// A snapshot of the counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.lock().stats
+        let mut s = self.lock().stats;
+        s.transmitted = self.transmitted.load(Relaxed);
+        s
     }
 
     /// Number of posts whose send handler has not returned.

@@ -292,7 +292,40 @@ pub(crate) struct RecordState {
     pub(crate) is_response: bool,
 }
 
+/// What a trace event tells of a send (besides its agent's device, port and QP, and the
+/// status): a copy taken under the agent's lock, to trace without it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SendTrace {
+    /// The TID.
+    pub(crate) tid: u64,
+    /// The relative response timeout.
+    pub(crate) timeout_ms: u32,
+    /// Retransmissions performed.
+    pub(crate) retries: u32,
+    /// The attribute ID.
+    pub(crate) attr_id: u16,
+    /// The management class.
+    pub(crate) class: u8,
+    /// The method.
+    pub(crate) method: u8,
+}
+
 impl RecordState {
+    /// What a trace event tells of the send now.
+    pub(crate) fn trace_fields(&self) -> SendTrace {
+        SendTrace {
+            tid: self.tid,
+            timeout_ms: self.facts.timeout_ms,
+            retries: self
+                .body
+                .as_ref()
+                .map_or(0, |b| u32::try_from(b.retries).unwrap_or(0)),
+            attr_id: self.attr_id,
+            class: self.class,
+            method: self.method,
+        }
+    }
+
     /// The destination, while the engine owns the body (the client cannot change it then).
     pub(crate) fn ah(&self) -> Option<Address> {
         self.body.as_ref()?.ah

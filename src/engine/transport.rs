@@ -65,6 +65,9 @@ pub(crate) struct SendWr<'a> {
     pub(crate) rec: &'a Arc<SendRecord>,
     /// The post of the send, to name in the completion.
     pub(crate) gen: u64,
+    /// [`Transport::check_send`] passed for this destination and P_Key index just before the
+    /// agent's lock was taken (a post's own transmission): the transport need not check again.
+    pub(crate) checked: bool,
 }
 
 /// Where and how a MAD was received (the parts of `struct ib_wc` and the GRH that MAD
@@ -155,6 +158,14 @@ pub(crate) trait Transport: Send + Sync {
     /// or call back into the agent. An error means nothing was transmitted and no completion
     /// will be reported.
     fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result;
+
+    /// Whether `port` can carry a send to `ah` with `pkey_index` now: the error its device
+    /// would give the work request otherwise. A post asks before it takes the agent's lock
+    /// (the check may take the transport's own locks and read the device's tables), and
+    /// passes [`SendWr::checked`]; any context. Nothing to check by default.
+    fn check_send(&self, _port: u8, _ah: &Address, _pkey_index: u16) -> Result {
+        Ok(())
+    }
 
     /// The device's name, for diagnostics.
     fn name(&self) -> &CStr;

@@ -19,7 +19,10 @@ use super::{
     *, //
 };
 use crate::{
-    engine::send::SendRecord,
+    engine::send::{
+        SendRecord,
+        SendTrace, //
+    },
     mad::{
         Address,
         GrhAttr, //
@@ -73,6 +76,8 @@ struct Frame {
     remote_qpn: u32,
     pkey_index: u16,
     ah: Address,
+    /// What the trace of the hand-over tells.
+    trace: SendTrace,
 }
 
 impl VerbsPort {
@@ -87,29 +92,42 @@ impl VerbsPort {
         // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
         tx.tx_gen.store(wr.gen, Relaxed);
         {
-            // One hold of the port's lock for the whole check: a closing port either sees the
-            // transmission queued (and flushes it) or refused it, and while the port is open
-            // the device's tables can be read without a reference of their own (the type
-            // invariant), which saves a reference and two more holds per post.
+            // One hold of the port's lock for the check and the queueing: a closing port
+            // either sees the transmission queued (and flushes it) or refused it, and while the
+            // port is open the device's tables can be read without a reference of their own
+            // (the type invariant), which saves a reference and two more holds per post.
             let vp = self.vp.lock();
             if vp.is_null() {
                 return Err(ENODEV);
             }
-            // SAFETY: The port's lock is held and the port is open.
-            unsafe { self.check_tx_address(wr) }?;
+            if !wr.checked {
+                // SAFETY: The port's lock is held and the port is open.
+                unsafe { self.check_tx_address(&wr.ah, wr.pkey_index) }?;
+            }
             self.txq.lock().push_back(tx);
         }
         self.kick();
         Ok(())
     }
 
-    /// Whether the device can carry `wr` as addressed: the errno a device gives a work request
-    /// it cannot make a handle for, otherwise.
+    /// [`Transport::check_send`](crate::engine::transport::Transport::check_send): whether
+    /// the port is open and its device can carry a send to `ah` with `pkey_index`.
+    pub(super) fn check_send(&self, ah: &Address, pkey_index: u16) -> Result {
+        let vp = self.vp.lock();
+        if vp.is_null() {
+            return Err(ENODEV);
+        }
+        // SAFETY: The port's lock is held and the port is open.
+        unsafe { self.check_tx_address(ah, pkey_index) }
+    }
+
+    /// Whether the device can carry a send to `ah` with `pkey_index`: the errno a device
+    /// gives a work request it cannot make a handle for, otherwise.
     ///
     /// # Safety
     ///
     /// The caller holds the port's lock (`vp`), and the port is open (`vp` is not null).
-    unsafe fn check_tx_address(&self, wr: &SendWr<'_>) -> Result {
+    unsafe fn check_tx_address(&self, ah: &Address, pkey_index: u16) -> Result {
         let port = u32::from(self.port);
         let pkey = |index: u16| -> Option<u16> {
             let mut pkey = 0u16;
@@ -122,14 +140,14 @@ impl VerbsPort {
         // A P_Key index the port's table lacks fails the post, as the device fails a work
         // request with it in the C layer. The private QP sends in the partition of index 0:
         // another partition is not carried yet (one QP per partition in use would be).
-        match pkey(wr.pkey_index) {
+        match pkey(pkey_index) {
             None => return Err(EINVAL),
-            Some(p) if wr.pkey_index != 0 && pkey(0) != Some(p) => return Err(EOPNOTSUPP),
+            Some(p) if pkey_index != 0 && pkey(0) != Some(p) => return Err(EOPNOTSUPP),
             Some(_) => {}
         }
         // An address the device cannot make a handle for fails the post now, as it does in
         // the C layer (whose client creates the handle first): its source GID must exist.
-        if let Some(g) = wr.ah.grh {
+        if let Some(g) = ah.grh {
             let mut gid = [0u8; 16];
             // SAFETY: As above; `gid` has 16 bytes. ib_core reads its GID table under an
             // interrupt-safe lock.
@@ -166,6 +184,7 @@ impl VerbsPort {
             remote_qpn: body.remote_qpn,
             pkey_index: body.pkey_index,
             ah: st.ah()?,
+            trace: st.trace_fields(),
         })
     }
 
@@ -228,14 +247,15 @@ impl VerbsPort {
                 },
                 _ => [0; 6],
             };
-            // The send completion may run as soon as the device has the transmission.
-            let rec = tx.clone_arc();
+            // Once the device has the transmission, its send completion may end the send (and
+            // free the record) at any time: the hand-over is reported through the agent.
+            let agent = tx.agent.clone();
             let wr_id = ListArc::into_raw(tx);
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
             // this work before it closes the shim's port. `wr_id` comes from `into_raw`.
             let r = unsafe { self.send_raw(vp, &frame, &dmac, wr_id) };
             if r == 0 {
-                Agent::handed_over(&rec);
+                agent.handed_over(&frame.trace);
                 continue;
             }
             // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
@@ -249,7 +269,7 @@ impl VerbsPort {
             // A transmission the device refuses completes with `LOC_QP_OP_ERR`
             // (Documentation/behaviour.md §2.4.3 step 5).
             pr_warn!("verbs: {}: transmission refused ({})\n", self.port, r);
-            drop(tx);
+            let rec = tx.into_arc();
             Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
         }
     }

@@ -126,12 +126,14 @@ impl Agent {
         if n == 0 {
             return;
         }
-        self.in_handler(|| {
-            for (rec, body, wc) in due.iter_mut().filter_map(Option::take) {
-                self.call_send_handler(rec, body, wc);
-            }
-        });
-        self.handlers_returned(n);
+        self.in_handler_then(
+            || {
+                for (rec, body, wc) in due.iter_mut().filter_map(Option::take) {
+                    self.call_send_handler(rec, body, wc);
+                }
+            },
+            |g, _| self.handlers_returned(g, n),
+        );
     }
 
     /// Calls the send handler (no lock held): the buffer goes back to the client.
@@ -153,21 +155,22 @@ impl Agent {
         }
     }
 
-    /// Counts `n` send handlers as returned.
-    fn handlers_returned(&self, n: u32) {
-        let mut g = self.lock();
+    /// Counts `n` send handlers as returned, under the lock `g`.
+    pub(super) fn handlers_returned(&self, g: &mut AgentInner, n: u32) {
         g.outstanding = g.outstanding.saturating_sub(n);
-        self.wake(&g);
+        self.wake(g);
     }
 
-    /// Calls the send handler for `rec`, whose final status is decided.
-    pub(super) fn deliver_one(self: &Arc<Self>, rec: &Arc<SendRecord>) {
+    /// Calls the send handler for `rec`, whose final status is decided, from inside a handler
+    /// frame of the agent ([`Agent::in_handler`]); returns how many handlers it called (0 or
+    /// 1), for the caller to count as returned.
+    pub(super) fn deliver_one_in_frame(self: &Arc<Self>, rec: &Arc<SendRecord>) -> u32 {
         let taken = self.take_due(&mut self.lock(), rec);
         let Some((body, wc)) = taken else {
-            return;
+            return 0;
         };
-        self.in_handler(|| self.call_send_handler(rec.clone(), body, wc));
-        self.handlers_returned(1);
+        self.call_send_handler(rec.clone(), body, wc);
+        1
     }
 
     /// Delivers every send whose handler is due, in order: up to [`BATCH`] are taken out under
@@ -276,7 +279,7 @@ impl Agent {
                         self.trace_send(trace::Ev::Timeout, st, WcStatus::RespTimeoutErr.code());
                     }
                     if o.transmit {
-                        match self.transmit(g, &rec, st) {
+                        match self.transmit(g, &rec, st, false) {
                             Ok(()) => self.trace_sent(st),
                             Err(e) => {
                                 if e == ENODEV {

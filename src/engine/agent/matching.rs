@@ -133,8 +133,7 @@ impl Agent {
                 }
                 g.in_recv = g.in_recv.saturating_add(1);
             }
-            self.in_handler(|| rh.recv(self, None, recv));
-            self.recv_done();
+            self.in_handler_then(|| rh.recv(self, None, recv), |g, _| self.recv_returned(g));
             return;
         }
 
@@ -170,12 +169,23 @@ impl Agent {
             g.in_recv = g.in_recv.saturating_add(1);
             (SendHandle { rec, gen }, inline)
         };
-        self.in_handler(|| rh.recv(self, Some(&handle), recv));
-        if inline {
-            // "Response before request": the send handler follows in this thread.
-            self.deliver_one(&handle.rec);
-        }
-        self.recv_done();
+        // One handler frame for both calls: the receive handler, then, for a response that
+        // came before its request's send completion was needed ("response before request"),
+        // the send handler in this thread.
+        self.in_handler_then(
+            || {
+                rh.recv(self, Some(&handle), recv);
+                if inline {
+                    self.deliver_one_in_frame(&handle.rec)
+                } else {
+                    0
+                }
+            },
+            |g, delivered| {
+                self.handlers_returned(g, *delivered);
+                self.recv_returned(g);
+            },
+        );
     }
 
     /// A response that matched no send, with the agent's lock `g` held: dropped and counted,
@@ -224,8 +234,12 @@ impl Agent {
 
     /// A receive handler returned.
     pub(super) fn recv_done(&self) {
-        let mut g = self.lock();
+        self.recv_returned(&mut self.lock());
+    }
+
+    /// A receive handler returned, counted under the lock `g`.
+    pub(super) fn recv_returned(&self, g: &mut AgentInner) {
         g.in_recv = g.in_recv.saturating_sub(1);
-        self.wake(&g);
+        self.wake(g);
     }
 }

@@ -6,13 +6,15 @@
 use super::*;
 
 impl Agent {
-    /// Hands the send to the transport.
+    /// Hands the send to the transport, with the agent's lock held (`_g`); `checked` if the
+    /// transport's [`Transport::check_send`] passed for it just before the lock was taken.
     /// A segmented send's segment is built into its MAD first ([`rmpp_send::load_segment`]).
     pub(super) fn transmit(
         &self,
-        g: &mut AgentInner,
+        _g: &mut AgentInner,
         rec: &Arc<SendRecord>,
         st: &mut RecordState,
+        checked: bool,
     ) -> Result {
         if st.seg().is_some() {
             rmpp_send::load_segment(st)?;
@@ -29,10 +31,11 @@ impl Agent {
                 pkey_index: body.pkey_index,
                 rec,
                 gen: st.gen,
+                checked,
             },
         )?;
         if !self.transport.queues_transmissions() {
-            g.stats.transmitted = g.stats.transmitted.saturating_add(1);
+            self.transmitted.add(1, Relaxed);
         }
         Ok(())
     }
@@ -45,31 +48,33 @@ impl Agent {
         }
     }
 
-    /// The transport handed a transmission of `rec` to its device (transports that queue
-    /// transmissions report them here, from outside the agent's lock).
-    pub(crate) fn handed_over(rec: &SendRecord) {
-        let this = &rec.agent;
-        let mut g = this.lock();
-        g.stats.transmitted = g.stats.transmitted.saturating_add(1);
-        this.trace_send(trace::Ev::SendToDevice, rec.state.access(&g), 0);
+    /// The transport handed a transmission of one of the agent's sends to its device
+    /// (transports that queue transmissions report them here, from outside the agent's lock):
+    /// counted and traced without the lock, with the send's traced fields as they were when
+    /// the transmission was framed.
+    pub(crate) fn handed_over(&self, fields: &SendTrace) {
+        self.transmitted.add(1, Relaxed);
+        self.trace_fields(trace::Ev::SendToDevice, fields, 0);
     }
 
     /// Fires trace event `ev` for the send whose state is `st`, with `status`.
     pub(super) fn trace_send(&self, ev: trace::Ev, st: &RecordState, status: u32) {
+        self.trace_fields(ev, &st.trace_fields(), status);
+    }
+
+    /// Fires trace event `ev` for a send whose traced fields are `f`, with `status`.
+    fn trace_fields(&self, ev: trace::Ev, f: &SendTrace, status: u32) {
         trace::fire(ev, || trace::Info {
             dev: self.device_name().as_char_ptr(),
-            tid: st.tid,
+            tid: f.tid,
             qp_num: if self.qp_type == QpType::Smi { 0 } else { 1 },
-            timeout_ms: st.facts.timeout_ms,
-            retries: st
-                .body
-                .as_ref()
-                .map_or(0, |b| u32::try_from(b.retries).unwrap_or(0)),
-            attr_id: st.attr_id,
+            timeout_ms: f.timeout_ms,
+            retries: f.retries,
+            attr_id: f.attr_id,
             status: u16::try_from(status).unwrap_or(u16::MAX),
             port: self.port,
-            mgmt_class: st.class,
-            method: st.method,
+            mgmt_class: f.class,
+            method: f.method,
         });
     }
 
@@ -92,7 +97,7 @@ impl Agent {
             };
             Self::with_state(g, &rec, |g, st| {
                 if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok() {
-                    match self.transmit(g, &rec, st) {
+                    match self.transmit(g, &rec, st, false) {
                         Ok(()) => self.trace_sent(st),
                         Err(e) => {
                             let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
@@ -239,6 +244,18 @@ impl Agent {
         let retries = u32::try_from(buf.body.retries).unwrap_or(0);
         let fc = state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active);
 
+        // The transport's check of the destination, before the agent's lock: it may take the
+        // transport's own locks and read the device's tables, and a post is refused for it as
+        // the C layer's device refuses the work request.
+        let checked = match buf.body.ah {
+            Some(ah) => self
+                .transport
+                .check_send(self.port, &ah, buf.body.pkey_index),
+            None => Err(EINVAL),
+        };
+        if let Err(e) = checked {
+            return fail(e, buf);
+        }
         let SendBuf { rec, mut body } = buf;
         body.internal |= control;
         let mut g = self.lock();
@@ -284,7 +301,7 @@ impl Agent {
                 .apply(g, &rec, st, Event::Post(adm))
                 .is_ok_and(|o| o.transmit);
             if transmit {
-                if let Err(e) = self.transmit(g, &rec, st) {
+                if let Err(e) = self.transmit(g, &rec, st, true) {
                     // T3: the post fails, no handler will run, the client gets the buffer.
                     let _ = self.apply(g, &rec, st, Event::DispatchFailed);
                     Self::untrack(g, &rec);

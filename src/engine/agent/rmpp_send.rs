@@ -257,7 +257,7 @@ impl Agent {
         rec: &Arc<SendRecord>,
         st: &mut RecordState,
     ) {
-        match self.transmit(g, rec, st) {
+        match self.transmit(g, rec, st, false) {
             Ok(()) => self.trace_sent(st),
             Err(_) => {
                 let timeout_ms = st.facts.timeout_ms;

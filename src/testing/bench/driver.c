@@ -854,7 +854,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 			round_ops(ops[x], priv[x], &cfg);
 			round_timeouts(ops[x], priv[x], &cfg);
 			round_unregister(ops[x], priv[x], &cfg);
-			for (mode = SCALE_1CPU; scale && !irqsoff_pass && mode < SCALE_MODES; mode++)
+			for (mode = SCALE_1CPU; scale && !irqsoff_pass && mode < SCALE_MODES;
+			     mode++)
 				if (mode == SCALE_1CPU || (cpu_online(0) && cpu_online(1)))
 					round_scale(ops[x], priv[x], priv2[x], &cfg, mode);
 			if (cfg.irqoff_max >= 0)
