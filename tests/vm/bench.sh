@@ -304,7 +304,7 @@ bench_served() {
 
 # bench_rmpp: the RMPP rows (bench_rmpp_reps repetitions of each).
 bench_rmpp() {
-	reps="${bench_rmpp_reps:-3}"
+	reps="${bench_rmpp_reps:-2}"
 	[ "$reps" -gt 0 ] 2>/dev/null || return 0
 	echo "bench: rmpp: start $(cut -d' ' -f1 /proc/uptime) s"
 	for loss in 0 1; do
@@ -327,7 +327,7 @@ bench_rmpp() {
 # first, then the RMPP rows.
 bench_two_nodes() {
 	[ "${bench_served_n:-0}" -gt 0 ] 2>/dev/null ||
-		[ "${bench_rmpp_reps:-3}" -gt 0 ] 2>/dev/null || return 0
+		[ "${bench_rmpp_reps:-2}" -gt 0 ] 2>/dev/null || return 0
 	rmpp_setup 2>&1 || return 1
 	insmod /modules/rmad.ko || {
 		echo "bench: two nodes: the run failed (insmod)"
