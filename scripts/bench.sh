@@ -20,6 +20,9 @@
 #                 off: it charges every stretch with interrupts off, as no kernel users run does
 #   BENCH_IRQSOFF_REPS  repetitions of each interrupts-off figure, taken in a second load per
 #                 N with the irqsoff tracer on (default 3; 0: no interrupts-off figures)
+#   BENCH_IRQSOFF_WHERE  1: the console also says, for each interrupts-off figure, where its
+#                 longest stretch started and ended and the stack at its end
+#                 (build/bench/irqsoff-where.txt; default 0)
 #   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
 #   BENCH_RMPP_REPS  repetitions of each RMPP transfer (default 2; 0: no RMPP row). Each
 #                 transfer the C layer cannot complete (1 MiB at 1 %) waits its whole 45 s
@@ -57,6 +60,8 @@ scale_n="${BENCH_SCALE:-10000}"
 removal_ns="${BENCH_REMOVAL_NS-1000 100000}"
 removal_reps="${BENCH_REMOVAL_REPS:-3}"
 irqsoff_reps="${BENCH_IRQSOFF_REPS:-3}"
+irqsoff_where="${BENCH_IRQSOFF_WHERE:-0}"
+[[ "$irqsoff_where" =~ ^[01]$ ]] || die "bench: BENCH_IRQSOFF_WHERE is 0 or 1, not '$irqsoff_where'"
 for v in $ns $reps $sample; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
@@ -69,7 +74,7 @@ done
 out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
-export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps"
+export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps bench_irqsoff_where=$irqsoff_where"
 profile="${BENCH_PROFILE:-0}"
 [[ "$profile" =~ ^[01]$ ]] || die "bench: BENCH_PROFILE is 0 or 1, not '$profile'"
 if [ "$profile" = 1 ]; then
@@ -87,6 +92,10 @@ status=0
 grep -h '^bench: \|\] bench: ' "$out/console.log" | grep -v 'bench-json:' |
 	sed 's/^\[[^]]*\] //' || true
 python3 "$RMAD_ROOT/scripts/report/bench-report.py" "$out/console.log" "$out" "$kernel"
+if [ "$irqsoff_where" = 1 ]; then
+	sed -n 's/^.*bench-irqsoff-where: //p' "$out/console.log" >"$out/irqsoff-where.txt"
+	step "bench: where each interrupts-off maximum was: $out/irqsoff-where.txt"
+fi
 if [ "$profile" = 1 ]; then
 	sed -n 's/^\(\[[^]]*\] \)*bench-profile: //p' "$out/console.log" >"$out/profile.raw.txt"
 	python3 "$RMAD_ROOT/scripts/report/profile-symbols.py" "$out/profile.raw.txt" \

@@ -23,6 +23,8 @@ from pathlib import Path
 IMPLS = ["c", "rmad", "rmad-capi", "floor"]
 OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "unregister",
        "irqoff_ops", "irqoff_cancel", "irqoff_timeouts", "irqoff_unregister", "irqoff_removal", "irqoff_max",
+       "irqoff_holds", "irqoff_hold_p50", "irqoff_hold_p99", "irqoff_hold_p999", "irqoff_hold_max",
+       "irqoff_holds_over_100us",
        "memory", "sends_1cpu", "sends_2cpu_2agents", "sends_2cpu_1agent",
        "served"]
 # What each figure is, for the table.
@@ -41,6 +43,12 @@ OP_TEXT = {
     "irqoff_unregister": "`irqoff_unregister`: N flushed",
     "irqoff_removal": "`irqoff_removal`: device removed, N held",
     "irqoff_max": "`irqoff_max`: the whole round",
+    "irqoff_holds": "`irqoff_holds`: rmad's agent-lock holds",
+    "irqoff_hold_p50": "`irqoff_hold_p50`: half the holds under",
+    "irqoff_hold_p99": "`irqoff_hold_p99`: 99 % of the holds under",
+    "irqoff_hold_p999": "`irqoff_hold_p999`: 99.9 % of the holds under",
+    "irqoff_hold_max": "`irqoff_hold_max`: the longest hold",
+    "irqoff_holds_over_100us": "`irqoff_holds_over_100us`: holds over 100 µs",
     "memory": "`memory` per send",
     "sends_1cpu": "`sends_1cpu`: one CPU, one agent",
     "sends_2cpu_2agents": "`sends_2cpu_2agents`: two CPUs, two agents",
@@ -157,6 +165,8 @@ def scale(v, unit):
     """The divisor and suffix that suit value v."""
     if unit == "bytes":
         return 1, " B"
+    if unit == "holds":
+        return 1, ""
     a = abs(v)
     if unit in RATES:
         suffix = " " + unit
@@ -243,6 +253,13 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
                    "irqoff_max is the largest of a round's parts; irqoff_removal, the "
                    "maximum while rxe0 was removed with N sends held (its own runs, "
                    "not in irqoff_max).")
+    if any(r["op"].startswith("irqoff_hold") for r in rows):
+        out.append("irqoff_hold*: in the same load, every hold of an rmad agent's lock (interrupts "
+                   "off) during each implementation's rounds, timed by the test flavour: how "
+                   "many, the bucket bound (1 µs, then powers of two) under which 50 %, 99 % "
+                   "and 99.9 % of them ended, the longest, and how many lasted over 100 µs. "
+                   "Only rmad's own holds, so only rmad's columns; a hold that the host "
+                   "interrupted counts the host's time too.")
     out.extend(rmpp_markdown(list(rmpp)))
     out.extend(notes)
     return "\n".join(out) + "\n"

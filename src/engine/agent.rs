@@ -146,8 +146,10 @@ use hold::BATCH_USIZE;
 #[cfg(rmad_test)]
 pub(crate) use hold::{
     batch_max_take,
+    hold_histogram_take,
     hold_timing,
-    irqoff_max_ns_take, //
+    irqoff_max_ns_take,
+    HOLD_BUCKETS, //
 };
 pub(crate) use queues::Queue;
 use queues::{

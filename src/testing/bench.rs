@@ -15,9 +15,13 @@ pub(crate) mod hold;
 use crate::{
     engine::{
         agent::{
+            hold_histogram_take,
+            hold_timing,
+            irqoff_max_ns_take,
             Agent,
             RecvHandler,
-            SendHandler, //
+            SendHandler,
+            HOLD_BUCKETS, //
         },
         send::{
             SendBuf,
@@ -632,6 +636,75 @@ unsafe extern "C" fn rmad_bench_rust_share(p: *mut c_void, owner: *mut c_void) {
     let agent = unsafe { state(owner) }.agent.clone();
     // SAFETY: As the caller guarantees.
     unsafe { state(p) }.sends_on = agent;
+}
+
+/// Driver operation: times the holds of every agent's lock from now on (`on`), or not.
+#[no_mangle]
+extern "C" fn rmad_bench_rust_hold_timing(on: bool) {
+    hold_timing(on);
+}
+
+// Indexes of what [`rmad_bench_rust_holds_take`] writes (`BENCH_HOLDS_*` of `bench.h`).
+/// The number of holds.
+const HOLDS_COUNT: usize = 0;
+/// The bucket bound under which half of them ended.
+const HOLDS_P50: usize = 1;
+/// The bucket bound under which 99 % of them ended.
+const HOLDS_P99: usize = 2;
+/// The bucket bound under which 99.9 % of them ended.
+const HOLDS_P999: usize = 3;
+/// The longest.
+const HOLDS_MAX: usize = 4;
+/// How many lasted more than 100 µs.
+const HOLDS_OVER_100US: usize = 5;
+/// How many values [`rmad_bench_rust_holds_take`] writes.
+const HOLDS: usize = 6;
+
+/// The upper bound, in ns, of the bucket of `h` where the share `num / den` of its `count`
+/// holds was reached (bucket 0 ends at 1 µs, bucket `k` at 2^k µs); 0 without holds.
+fn hold_quantile(h: &[i64; HOLD_BUCKETS], count: i64, num: i64, den: i64) -> i64 {
+    // The rank of the hold that reaches the share, rounded up: at least 1.
+    let rank = count
+        .checked_mul(num)
+        .and_then(|x| x.checked_add(den - 1))
+        .and_then(|x| x.checked_div(den))
+        .unwrap_or(count)
+        .max(1);
+    let mut seen = 0i64;
+    for (k, v) in h.iter().enumerate() {
+        seen = seen.saturating_add(*v);
+        if seen >= rank {
+            return 1000i64
+                .checked_shl(u32::try_from(k).unwrap_or(u32::MAX))
+                .unwrap_or(i64::MAX);
+        }
+    }
+    0
+}
+
+/// Driver operation: the distribution of the timed holds since the last call, written to
+/// `out` unless it is null (`HOLDS` values, see `bench.h`), and reset.
+///
+/// # Safety
+///
+/// `out` is null or points to `HOLDS` writable `s64`s.
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_holds_take(out: *mut i64) {
+    let (h, over) = hold_histogram_take();
+    let max = irqoff_max_ns_take();
+    if out.is_null() {
+        return;
+    }
+    let count = h.iter().fold(0i64, |a, v| a.saturating_add(*v));
+    let mut v = [0i64; HOLDS];
+    v[HOLDS_COUNT] = count;
+    v[HOLDS_P50] = hold_quantile(&h, count, 1, 2);
+    v[HOLDS_P99] = hold_quantile(&h, count, 99, 100);
+    v[HOLDS_P999] = hold_quantile(&h, count, 999, 1000);
+    v[HOLDS_MAX] = max;
+    v[HOLDS_OVER_100US] = over;
+    // SAFETY: As the caller guarantees, `out` points to `HOLDS` writable values.
+    unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), out, HOLDS) };
 }
 
 /// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`

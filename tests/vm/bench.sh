@@ -24,15 +24,45 @@ echo "bench: clocksource $(cat /sys/devices/system/clocksource/clocksource0/curr
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 # Not the functions called with interrupts off: tracing them would lengthen what is measured.
 echo 0 >/sys/kernel/tracing/options/function-trace 2>/dev/null
-# What the driver runs to read and reset the maximum (src/testing/bench/irqsoff.c): the copy
-# replaces the last one only once it is whole.
-cat >/bench-irqsoff.sh <<'EOF'
-t=/sys/kernel/tracing
-[ "$(cat $t/current_tracer)" = irqsoff ] &&
-	cat $t/tracing_max_latency >/.bench-irqsoff.new &&
-	echo 0 >$t/tracing_max_latency &&
-	mv /.bench-irqsoff.new /.bench-irqsoff
-EOF
+T=/sys/kernel/tracing
+# The reader of the interrupts-off figures (src/testing/bench/irqsoff.c), while the tracer is on:
+# for each request on IRQSOFF_ASK (a figure's label, or "-" to reset only) it reads the maximum,
+# resets it and answers with it on IRQSOFF_ANSWER. From the reset to its next answer it runs only
+# shell builtins, so no process is created or ends inside a measured window (under emulation a
+# process's creation and exit hold interrupts off for milliseconds).
+IRQSOFF_ASK=/.bench-irqsoff-ask
+IRQSOFF_ANSWER=/.bench-irqsoff-answer
+# irqsoff_where LABEL US: with bench_irqsoff_where=1 (BENCH_IRQSOFF_WHERE=1), one line to the
+# kernel log: where the longest stretch started and ended and the stack at its end, as the tracer
+# recorded them. It starts processes: only before a reset.
+irqsoff_where() {
+	[ "${bench_irqsoff_where:-0}" = 1 ] || return 0
+	echo "bench-irqsoff-where: $1: $2 us:" \
+		$(sed -n 's/^# *=> \(started\|ended\) at: *\(.*\)/\1 \2;/p; s/^ => \(.*\)/< \1/p' \
+			$T/trace | head -n 12) >/dev/kmsg
+}
+irqsoff_reader() {
+	while [ -p $IRQSOFF_ASK ]; do
+		read -r label <$IRQSOFF_ASK || continue
+		read -r us <$T/tracing_max_latency
+		[ "$label" = - ] || irqsoff_where "$label" "$us"
+		echo 0 >$T/tracing_max_latency
+		echo "$us" >$IRQSOFF_ANSWER
+	done
+}
+# irqsoff_on, irqsoff_off: the tracer and its reader, around one load of the interrupts-off pass.
+irqsoff_on() {
+	tracer irqsoff
+	mkfifo $IRQSOFF_ASK $IRQSOFF_ANSWER
+	irqsoff_reader &
+	irqsoff_pid=$!
+}
+irqsoff_off() {
+	rm -f $IRQSOFF_ASK $IRQSOFF_ANSWER
+	kill $irqsoff_pid 2>/dev/null
+	wait $irqsoff_pid 2>/dev/null
+	tracer nop
+}
 # tracer NAME: selects the tracer NAME (irqsoff or nop); fails if there is no such tracer.
 tracer() {
 	echo "$1" >/sys/kernel/tracing/current_tracer 2>/dev/null
@@ -97,9 +127,9 @@ for n in $ns; do
 	[ "$n" != "${bench_scale_n:-10000}" ] || scale="$n"
 	bench_load "$n" "${bench_reps:-5}" "$scale" "$profile"
 	if [ -n "$irqsoff" ] && [ "${bench_irqsoff_reps:-3}" -gt 0 ]; then
-		tracer irqsoff
+		irqsoff_on
 		bench_load "$n" "${bench_irqsoff_reps:-3}" 0
-		tracer nop
+		irqsoff_off
 	fi
 	echo "bench: n=$n: end $(cut -d' ' -f1 /proc/uptime) s"
 done
@@ -113,7 +143,6 @@ bench_stress() {
 # MAD layer, then one of rmad, holds N sends on rxe0 that the device took, and rxe0 is removed:
 # the irqsoff tracer's maximum while `rdma link delete` ran (as the driver reads it), and
 # whether each send's handler ran once, flushed (src/testing/bench/hold.rs).
-T=/sys/kernel/tracing
 
 # removal_once IMPL N REP: one removal; prints its bench-json line or why there is none, and
 # creates rxe0 again.
@@ -125,6 +154,7 @@ removal_once() {
 	echo 0 >$T/tracing_max_latency
 	rdma link delete rxe0 || echo "bench: removal: $1 n=$2: the run failed (rdma link delete)"
 	us="$(cat $T/tracing_max_latency)"
+	irqsoff_where "$1/irqoff_removal/$2" "$us"
 	line="$(bench_stress unhold)" || line="failed"
 	if [ "$line" = "posted $2 flushed $2 other 0" ]; then
 		echo "bench-json: {\"impl\": \"$1\", \"op\": \"irqoff_removal\", \"n\": $2, \"rep\": $3, \"value\": $((us * 1000)), \"unit\": \"ns\"}"

@@ -132,7 +132,7 @@ impl Agent {
                     self.call_send_handler(rec, body, wc);
                 }
             },
-            |g, _| self.handlers_returned(g, n),
+            |g, ()| self.handlers_returned(g, n),
         );
     }
 

@@ -124,10 +124,48 @@ fn raise(max: &Atomic<i64>, v: i64) {
     }
 }
 
+/// Buckets of the histogram of timed holds: bucket 0 counts the holds under 1 µs, bucket
+/// `k` ≥ 1 those of 2^(k-1) µs up to 2^k µs, the last one also every longer hold.
+#[cfg(rmad_test)]
+pub(crate) const HOLD_BUCKETS: usize = 20;
+
+/// The histogram of timed holds since [`hold_histogram_take`] last ran.
+#[cfg(rmad_test)]
+static HOLD_HISTOGRAM: [Atomic<i64>; HOLD_BUCKETS] = [const { Atomic::new(0) }; HOLD_BUCKETS];
+
+/// The timed holds of more than 100 µs since [`hold_histogram_take`] last ran (the bucket
+/// bounds do not fall at 100 µs).
+#[cfg(rmad_test)]
+static HOLDS_OVER_100US: Atomic<i64> = Atomic::new(0);
+
+/// The bucket of [`HOLD_HISTOGRAM`] that counts a hold of `ns` nanoseconds.
+#[cfg(rmad_test)]
+fn hold_bucket(ns: i64) -> usize {
+    let us = u64::try_from(ns / 1000).unwrap_or(0);
+    // The number of bits of `us`: 0 under 1 µs, k for 2^(k-1) ..= 2^k - 1 µs.
+    let bits = usize::try_from(u64::BITS - us.leading_zeros()).unwrap_or(HOLD_BUCKETS);
+    bits.min(HOLD_BUCKETS - 1)
+}
+
 /// Records one hold of `ns` nanoseconds.
 #[cfg(rmad_test)]
 fn note_hold(ns: i64) {
     raise(&MAX_HOLD_NS, ns);
+    HOLD_HISTOGRAM[hold_bucket(ns)].fetch_add(1, Relaxed);
+    if ns > 100_000 {
+        HOLDS_OVER_100US.fetch_add(1, Relaxed);
+    }
+}
+
+/// The histogram of the timed holds since the previous call (see [`HOLD_BUCKETS`]) and how
+/// many of them lasted more than 100 µs; resets both.
+#[cfg(rmad_test)]
+pub(crate) fn hold_histogram_take() -> ([i64; HOLD_BUCKETS], i64) {
+    let mut h = [0; HOLD_BUCKETS];
+    for (v, a) in h.iter_mut().zip(HOLD_HISTOGRAM.iter()) {
+        *v = a.xchg(0, Relaxed);
+    }
+    (h, HOLDS_OVER_100US.xchg(0, Relaxed))
 }
 
 /// Records that one hold processed `n` sends (test flavour; nothing in production).

@@ -133,7 +133,7 @@ impl Agent {
                 }
                 g.in_recv = g.in_recv.saturating_add(1);
             }
-            self.in_handler_then(|| rh.recv(self, None, recv), |g, _| self.recv_returned(g));
+            self.in_handler_then(|| rh.recv(self, None, recv), |g, ()| self.recv_returned(g));
             return;
         }
 

@@ -40,6 +40,29 @@ void rmad_bench_rust_unregister(void *p);
 void rmad_bench_rust_close(void *p);
 void rmad_bench_rust_share(void *p, void *owner);
 
+/* Times the holds of every rmad agent's lock from now on (@on), or not. */
+void rmad_bench_rust_hold_timing(bool on);
+
+/* What rmad_bench_rust_holds_take() writes, by index. */
+enum {
+	BENCH_HOLDS_COUNT,
+	BENCH_HOLDS_P50,
+	BENCH_HOLDS_P99,
+	BENCH_HOLDS_P999,
+	BENCH_HOLDS_MAX,
+	BENCH_HOLDS_OVER_100US,
+	BENCH_HOLDS,
+};
+
+/*
+ * The distribution of the timed holds since the last call, into @out
+ * (BENCH_HOLDS values, unless NULL), and resets it: their count; the upper
+ * bounds (1 µs, then powers of two in µs) of the buckets where 50 %, 99 % and
+ * 99.9 % of them were reached, in ns; the longest, in ns; how many lasted more
+ * than 100 µs.
+ */
+void rmad_bench_rust_holds_take(s64 *out);
+
 /* The removal row's C MAD layer agent (src/testing/bench/hold.c, src/testing/bench/hold.rs). */
 int rmad_bench_c_hold(u32 n);
 void rmad_bench_c_unhold(u32 *posted, u32 *flushed, u32 *other);

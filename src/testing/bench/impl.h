@@ -117,9 +117,11 @@ void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method);
 /*
  * The irqsoff tracer's longest interrupts-off stretch (any CPU, any code)
  * since the last call, in ns, and resets it; -1 without the tracer
- * (irqsoff.c). Starts a process: never inside a timed loop.
+ * (irqsoff.c). @label names the figure, for BENCH_IRQSOFF_WHERE's report of
+ * where the stretch was; NULL when the value only resets. Waits for a shell
+ * of tests/vm/bench.sh to answer: never inside a timed loop.
  */
-s64 bench_irqsoff_take(void);
+s64 bench_irqsoff_take(const char *label);
 
 /* The implementations in C, and the size of the private state each one's @p points to. */
 extern const struct bench_ops bench_c_ops;
