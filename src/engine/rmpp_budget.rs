@@ -32,6 +32,8 @@ pub(crate) const PORT_MAX_BYTES: u64 = 32 << 20;
 pub(crate) struct PortBudget {
     transfers: Atomic<u64>,
     bytes: Atomic<u64>,
+    /// The most `bytes` ever held at once.
+    peak: Atomic<u64>,
 }
 
 impl PortBudget {
@@ -42,6 +44,7 @@ impl PortBudget {
             PortBudget {
                 transfers: Atomic::new(0),
                 bytes: Atomic::new(0),
+                peak: Atomic::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -89,7 +92,23 @@ impl PortBudget {
     pub(crate) fn take_bytes(&self, n: usize) -> bool {
         let n = u64::try_from(n).unwrap_or(u64::MAX);
         // INVARIANT: `charge` keeps `bytes` at most the bound.
-        Self::charge(&self.bytes, n, PORT_MAX_BYTES)
+        let taken = Self::charge(&self.bytes, n, PORT_MAX_BYTES);
+        if taken {
+            self.note_peak();
+        }
+        taken
+    }
+
+    /// Raises the high-water mark to what is held now.
+    fn note_peak(&self) {
+        let now = self.bytes.load(Relaxed);
+        let mut peak = self.peak.load(Relaxed);
+        while now > peak {
+            match self.peak.cmpxchg(peak, now, Relaxed) {
+                Ok(_) => return,
+                Err(p) => peak = p,
+            }
+        }
     }
 
     /// Corrects a charge of `charged` bytes to `actual`: an allocation may round up what was
@@ -102,6 +121,7 @@ impl PortBudget {
         if a > c {
             // INVARIANT: beyond the bound by the rounding only, which the invariant allows.
             self.bytes.add(a.saturating_sub(c), Relaxed);
+            self.note_peak();
         } else {
             Self::uncharge(&self.bytes, c.saturating_sub(a));
         }
@@ -115,5 +135,10 @@ impl PortBudget {
     /// (transfers, bytes) charged now.
     pub(crate) fn figures(&self) -> (u64, u64) {
         (self.transfers.load(Relaxed), self.bytes.load(Relaxed))
+    }
+
+    /// The most bytes ever charged at once.
+    pub(crate) fn peak_bytes(&self) -> u64 {
+        self.peak.load(Relaxed)
     }
 }

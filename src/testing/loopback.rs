@@ -84,6 +84,9 @@ pub(crate) struct Knobs {
     /// At most this many transmissions wait for their completion; more wait in an overflow
     /// list (0: unbounded).
     pub(crate) sq_size: u32,
+    /// Packets carry this source QP number instead of their sender's: a peer that changes
+    /// its QP number at will.
+    pub(crate) src_qp: Option<u32>,
 }
 
 /// An event of the fabric's completion queue.
@@ -273,6 +276,33 @@ impl Fabric {
             .cq
             .promote(|e| matches!(e, CqEvent::Recv(_)))
             .unwrap_or(false)
+    }
+
+    /// Takes the oldest send completion out of the completion queue, ahead of everything
+    /// queued before it, and processes it now in the calling thread; returns whether there
+    /// was one. A test's receive handler calls it to have its send's completion processed
+    /// while it runs, as a port whose sends and receives complete on two CQs polled by two
+    /// works may do (`verbs/shim.c`).
+    pub(crate) fn complete_send_now(self: &Arc<Self>) -> bool {
+        let ev = {
+            let mut g = self.inner.lock();
+            match g.cq.promote(|e| matches!(e, CqEvent::SendDone { .. })) {
+                Ok(true) => g.cq.pop(),
+                _ => None,
+            }
+        };
+        let Some(CqEvent::SendDone {
+            rec,
+            gen,
+            status,
+            vendor_err,
+        }) = ev
+        else {
+            return false;
+        };
+        Agent::send_completed(&rec, gen, status, vendor_err);
+        self.slot_freed();
+        true
     }
 
     /// Queues the processing work if there is something it may process.
@@ -485,7 +515,7 @@ impl Fabric {
                 port: u8::try_from(dst + 1).unwrap_or(0),
                 slid: src_attr.lid.saturating_add(u16::from(wr.ah.src_path_bits)),
                 dlid_path_bits: u8::try_from(wr.ah.dlid - base).unwrap_or(0),
-                src_qp: wr.src_qpn,
+                src_qp: g.knobs.src_qp.unwrap_or(wr.src_qpn),
                 dst_qp: wr.remote_qpn,
                 pkey_index: rx_pkey_index,
                 sl: wr.ah.sl,

@@ -174,6 +174,10 @@ pub(crate) struct RmppStats {
     pub(crate) port_active: u64,
     /// Bytes held now by every agent of the port.
     pub(crate) port_bytes: u64,
+    /// The most bytes this agent ever held at once.
+    pub(crate) peak_bytes: u64,
+    /// The most bytes the agents of the port ever held at once.
+    pub(crate) port_peak_bytes: u64,
     /// Completed transfers remembered now.
     pub(crate) lingering: u64,
 }
@@ -299,6 +303,7 @@ impl Agent {
             bytes: u64::try_from(r.bytes).unwrap_or(u64::MAX),
             port_active,
             port_bytes,
+            port_peak_bytes: r.port.peak_bytes(),
             lingering: u64::try_from(r.lingering).unwrap_or(u64::MAX),
             ..r.stats
         }
@@ -651,6 +656,7 @@ impl Agent {
             // INVARIANT: `bytes` follows the transfer's charge. The capacity may exceed the
             // prediction by the allocator's rounding only.
             r.bytes = bytes.saturating_add(extra);
+            r.stats.peak_bytes = r.stats.peak_bytes.max(u64::try_from(r.bytes).unwrap_or(u64::MAX));
         }
         let rx = r.map.get_mut(key).ok_or(EINVAL)?;
         if n == 1 {

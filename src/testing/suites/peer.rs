@@ -420,6 +420,107 @@ mod tests {
         Ok(())
     }
 
+    /// An RMPP control message (active, of class 0x06, an RMPP class): an ACK with `method`,
+    /// or a DATA segment with `data`.
+    fn rmpp_control(class: u8, method: u8, data: bool) -> Result<[u8; wire::IB_MGMT_MAD_SIZE]> {
+        let mut mad = [0u8; wire::IB_MGMT_MAD_SIZE];
+        MadHdr {
+            base_version: 1,
+            mgmt_class: class,
+            class_version: 1,
+            method,
+            tid: 0x4321_0000_0001,
+            ..MadHdr::default()
+        }
+        .write(&mut mad)
+        .map_err(|_| EINVAL)?;
+        crate::mad::rmpp::RmppHdr {
+            version: wire::IB_MGMT_RMPP_VERSION,
+            rmpp_type: if data {
+                wire::IB_MGMT_RMPP_TYPE_DATA
+            } else {
+                wire::IB_MGMT_RMPP_TYPE_ACK
+            },
+            flags: wire::IB_MGMT_RMPP_FLAG_ACTIVE
+                | if data {
+                    wire::IB_MGMT_RMPP_FLAG_FIRST | wire::IB_MGMT_RMPP_FLAG_LAST
+                } else {
+                    0
+                },
+            seg_num: 1,
+            paylen_newwin: if data { 220 } else { 65 },
+            ..Default::default()
+        }
+        .write(&mut mad)
+        .map_err(|_| EINVAL)?;
+        Ok(mad)
+    }
+
+    #[test]
+    fn rmpp_control_at_the_private_qp_reaches_what_qp1_would() -> Result {
+        // Behaviour §8.21: an RMPP ACK (a request) that a peer sends rmad's private QP takes
+        // the routing a request at QP1 takes (class, version and method registered, the
+        // receive-side validation) and reaches a user-RMPP agent exactly as the same ACK
+        // through QP1 does; an ACK for a method the agent did not register reaches it by
+        // neither. A plain agent (no RMPP) gets it through QP1 only, as C's would; a DATA
+        // segment (no control message) at the private QP is dropped and counted as a request.
+        let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        let (user_class, plain_class) = (wire::IB_MGMT_CLASS_DEVICE_MGMT, wire::IB_MGMT_CLASS_DEVICE_ADM);
+        let user = Recorder::new(Behaviour::default())?;
+        let plain = Recorder::new(Behaviour::default())?;
+        let u = Agent::register(
+            &engine,
+            &transport,
+            crate::engine::agent::AgentConfig {
+                port: 1,
+                qp_type: crate::mad::QpType::Gsi,
+                reg: Some(reg(user_class)),
+                rmpp_version: 1,
+                flags: wire::IB_MAD_USER_RMPP,
+                send_handler: Some(user.clone()),
+                recv_handler: Some(user.clone()),
+            },
+        )?;
+        let p = register_gsi(&engine, &transport, 1, &plain, Some(reg(plain_class)))?;
+        let peer = Peer::open(&port, 1).ok_or(ENODEV)?;
+        let qpn = port.qp_num().ok_or(ENODEV)?;
+        let gid = port.gid(1, 1).ok_or(ENODEV)?;
+        let get = wire::IB_MGMT_METHOD_GET;
+        let ack = rmpp_control(user_class, get, false)?;
+        let before = port.drops().requests;
+        // The user-RMPP agent: through the private QP, then through QP1.
+        let sent = peer.send(qpn, &gid, &ack).is_ok();
+        let private = user.wait_recvs(1);
+        let sent2 = peer.send(1, &gid, &ack).is_ok();
+        let qp1 = user.wait_recvs(2);
+        // A method it did not register (GetTable): neither way.
+        let unregistered = rmpp_control(user_class, 0x12, false)?;
+        let sent3 = peer.send(qpn, &gid, &unregistered).is_ok() && peer.send(1, &gid, &unregistered).is_ok();
+        // The plain agent: through the private QP (dropped), then QP1.
+        let plain_ack = rmpp_control(plain_class, get, false)?;
+        let sent4 = peer.send(qpn, &gid, &plain_ack).is_ok() && peer.send(1, &gid, &plain_ack).is_ok();
+        let plain_qp1 = plain.wait_recvs(1);
+        // A DATA segment of a request at the private QP.
+        let data = rmpp_control(user_class, wire::IB_MGMT_METHOD_SET, true)?;
+        let sent5 = peer.send(qpn, &gid, &data).is_ok();
+        let counted = wait_for(|| port.drops().requests > before);
+        // Time for any delivery that must not come.
+        sleep_ms(300);
+        let (user_recvs, plain_recvs) = (user.recv_count(), plain.recv_count());
+        let requests = port.drops().requests - before;
+        let unreg = (u.unregister(), p.unregister());
+        drop(peer);
+        assert!(sent && sent2 && sent3 && sent4 && sent5);
+        assert!(private && qp1 && plain_qp1 && counted);
+        assert_eq!(user_recvs, 2);
+        assert_eq!(plain_recvs, 1);
+        assert_eq!(requests, 1);
+        assert!(unreg.0.is_ok() && unreg.1.is_ok());
+        Ok(())
+    }
+
     #[test]
     fn handler_registers_while_its_agent_unregisters() -> Result {
         // Unregistering a responder waits for its receive handler in progress; that handler
