@@ -242,7 +242,9 @@ pub(crate) struct Stats {
 ///
 /// - Every send whose state is not `Idle` is in exactly one of `queues`, the one its
 ///   `RecordState::queue` names and that matches its state (see [`Queue`]), except a `Done`
-///   send whose handler is being called inline after its receive handler; other sends are in
+///   send left to whoever decided it, who takes it for its handler before dropping the lock,
+///   or left to the receive path while the receive handler of its response runs
+///   (`RecordState::in_recv`), which takes it when that handler returns; other sends are in
 ///   none.
 /// - A send is in `tids` from its post until its state is `Done`.
 /// - Only this agent's sends are in its trees.
@@ -301,7 +303,7 @@ pub(crate) struct Agent {
     #[pin]
     pub(crate) inner: SpinLockIrq<AgentInner>,
     /// Signalled when `outstanding`, `buffers` or `in_recv` drops, or a handler becomes due,
-    /// while unregistration waits (`AgentInner::waiting`).
+    /// while unregistration waits (`Agent::sleeping`).
     #[pin]
     idle: CondVar,
     /// Send buffers created and not yet dropped. Counted up under the lock (creation fails once

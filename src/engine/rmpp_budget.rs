@@ -27,8 +27,8 @@ pub(crate) const PORT_MAX_BYTES: u64 = 32 << 20;
 ///
 /// # Invariants
 ///
-/// `transfers` is at most [`PORT_MAX_TRANSFERS`]; `bytes` is at most [`PORT_MAX_BYTES`] plus
-/// what [`PortBudget::adjust_bytes`] added beyond a checked charge (an allocator's rounding).
+/// `transfers` is at most [`PORT_MAX_TRANSFERS`]; `bytes` is at most [`PORT_MAX_BYTES`]: every
+/// charge is checked ([`PortBudget::take_bytes`]), and the agents charge what they allocate.
 pub(crate) struct PortBudget {
     transfers: Atomic<u64>,
     bytes: Atomic<u64>,
@@ -108,22 +108,6 @@ impl PortBudget {
                 Ok(_) => return,
                 Err(p) => peak = p,
             }
-        }
-    }
-
-    /// Corrects a charge of `charged` bytes to `actual`: an allocation may round up what was
-    /// checked (by less than a page per transfer) or come out smaller.
-    pub(crate) fn adjust_bytes(&self, charged: usize, actual: usize) {
-        let (c, a) = (
-            u64::try_from(charged).unwrap_or(u64::MAX),
-            u64::try_from(actual).unwrap_or(u64::MAX),
-        );
-        if a > c {
-            // INVARIANT: beyond the bound by the rounding only, which the invariant allows.
-            self.bytes.add(a.saturating_sub(c), Relaxed);
-            self.note_peak();
-        } else {
-            Self::uncharge(&self.bytes, c.saturating_sub(a));
         }
     }
 

@@ -290,6 +290,11 @@ pub(crate) struct RecordState {
     pub(crate) attr_id: u16,
     /// The posted MAD is itself a response.
     pub(crate) is_response: bool,
+    /// The receive handler of a response matched to this post is running. A status decided
+    /// meanwhile (its send completion came on another CQ, or a cancel) waits in no queue, and
+    /// the receive path calls the send handler once the receive handler returned: the C
+    /// layer's order, whatever the transport's CQs do (Documentation/behaviour.md §8.7).
+    pub(crate) in_recv: bool,
 }
 
 /// What a trace event tells of a send (besides its agent's device, port and QP, and the

@@ -92,9 +92,10 @@ impl Agent {
     }
 
     /// Whether `apply` just left the send whose state is `st` to its caller for delivery
-    /// (`AgentInner::direct`): its status is decided and it is in no queue.
+    /// (`AgentInner::direct`): its status is decided, it is in no queue, and no receive
+    /// handler of its response runs (the receive path delivers it then).
     pub(super) fn left_to_caller(st: &RecordState) -> bool {
-        st.facts.state == SendState::Done && st.queue.is_none()
+        st.facts.state == SendState::Done && st.queue.is_none() && !st.in_recv
     }
 
     /// Takes the send `rec` that `apply` left to its caller into `due` at `*taken`, the next
@@ -161,11 +162,25 @@ impl Agent {
         self.wake(g);
     }
 
-    /// Calls the send handler for `rec`, whose final status is decided, from inside a handler
-    /// frame of the agent ([`Agent::in_handler`]); returns how many handlers it called (0 or
-    /// 1), for the caller to count as returned.
-    pub(super) fn deliver_one_in_frame(self: &Arc<Self>, rec: &Arc<SendRecord>) -> u32 {
-        let taken = self.take_due(&mut self.lock(), rec);
+    /// The receive handler of a response matched to post `gen` of `rec` returned: if the
+    /// send's status was decided (at the match, or meanwhile), calls its send handler now,
+    /// from inside the same handler frame ([`Agent::in_handler`]); returns how many handlers
+    /// it called (0 or 1), for the caller to count as returned. Otherwise the send's
+    /// completion delivers it as usual.
+    pub(super) fn deliver_after_response(self: &Arc<Self>, rec: &Arc<SendRecord>, gen: u64) -> u32 {
+        let taken = {
+            let mut g = self.lock();
+            Self::with_state(&mut g, rec, |g, st| {
+                if st.gen != gen {
+                    return None;
+                }
+                st.in_recv = false;
+                if !Self::left_to_caller(st) {
+                    return None;
+                }
+                self.take_decided(g, rec, st)
+            })
+        };
         let Some((body, wc)) = taken else {
             return 0;
         };

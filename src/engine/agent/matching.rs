@@ -137,7 +137,7 @@ impl Agent {
             return;
         }
 
-        let (handle, inline) = {
+        let handle = {
             let mut g = self.lock();
             if g.dead {
                 return;
@@ -161,25 +161,25 @@ impl Agent {
                 }
                 self.trace_send(trace::Ev::ResponseMatched, st, u32::from(hdr.status));
                 g.stats.responses = g.stats.responses.saturating_add(1);
-                Some((st.gen, o.complete.is_some()))
+                // Until the receive handler returns, a status decided for the send waits for
+                // it (an early response's send completion may come meanwhile).
+                st.in_recv = true;
+                Some(st.gen)
             });
-            let Some((gen, inline)) = r else {
+            let Some(gen) = r else {
                 return self.unmatched(g, &rh, hdr, recv);
             };
             g.in_recv = g.in_recv.saturating_add(1);
-            (SendHandle { rec, gen }, inline)
+            SendHandle { rec, gen }
         };
-        // One handler frame for both calls: the receive handler, then, for a response that
-        // came before its request's send completion was needed ("response before request"),
-        // the send handler in this thread.
+        // One handler frame for both calls: the receive handler, then, once its send's status
+        // is decided (at the match for a response after the send completion; for an early
+        // response, if its send completion came while the receive handler ran), the send
+        // handler in this thread, as the C layer's CQ worker does.
         self.in_handler_then(
             || {
                 rh.recv(self, Some(&handle), recv);
-                if inline {
-                    self.deliver_one_in_frame(&handle.rec)
-                } else {
-                    0
-                }
+                self.deliver_after_response(&handle.rec, handle.gen)
             },
             |g, delivered| {
                 self.handlers_returned(g, *delivered);

@@ -187,6 +187,10 @@ impl Agent {
         }
     }
 
+    /// Posts one buffer (`ib_post_send_mad` for one element, Documentation/behaviour.md §1.6):
+    /// the checks of the C layer and of its undefined cases, the transport's check of the
+    /// destination, then, under the agent's lock, the post's state and its transmission or
+    /// place in the backlog. On failure the buffer comes back unchanged but for `retries`.
     pub(super) fn post_one(self: &Arc<Self>, buf: SendBuf) -> Result<SendHandle, PostError> {
         let fail = |err: Error, buf: SendBuf| Err(PostError { err, buf });
         let Ok(hdr) = MadHdr::parse(buf.mad()) else {

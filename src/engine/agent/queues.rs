@@ -327,7 +327,11 @@ impl Agent {
             // a hold that delivers what it decides goes to that hold's batch if nothing decided
             // earlier waits (`AgentInner::direct`); everything else through the delivery queue.
             if o.recv != Recv::Deliver {
-                if g.direct && g.queues.get(Q_DONE).is_empty() {
+                if st.in_recv {
+                    // INVARIANT: The receive path takes it once its receive handler returned
+                    // (`Agent::deliver_after_response`).
+                    Self::unqueue(g, rec, st);
+                } else if g.direct && g.queues.get(Q_DONE).is_empty() {
                     // INVARIANT: The caller takes it before it drops the lock.
                     Self::unqueue(g, rec, st);
                 } else {

@@ -66,8 +66,9 @@ pub(crate) const LINGER_MS: i64 = 10_000;
 /// Completed transfers remembered at a time; beyond, the oldest is forgotten first (C keeps
 /// every one for 10 s, so a flood of one-segment transfers holds memory without bound).
 pub(crate) const MAX_LINGERING: usize = 128;
-/// Transfers one sender (source LID, GID and QP) may have open on an agent at a time: one
-/// sender cannot take every slot.
+/// Transfers one sender (source LID and GID) may have open on an agent at a time: one sender
+/// cannot take every slot. Not keyed on the source QP number, which a peer changes at will
+/// (every UD QP it creates has another one).
 pub(crate) const MAX_PER_SENDER: usize = 8;
 /// The longest a transfer may take however it progresses: a sender trickling segments cannot
 /// hold a slot for ever. Five minutes: a megabyte over a lossy link takes well under one.
@@ -214,13 +215,11 @@ impl Recvs {
         }
     }
 
-    /// Open transfers of the sender of `key`.
+    /// Open transfers of the sender of `key`: from its source LID and GID, whatever QP.
     fn of_sender(&self, key: &Key) -> usize {
         self.map
             .iter()
-            .filter(|(k, rx)| {
-                rx.counted && k.slid == key.slid && k.sgid == key.sgid && k.src_qp == key.src_qp
-            })
+            .filter(|(k, rx)| rx.counted && k.slid == key.slid && k.sgid == key.sgid)
             .count()
     }
 
@@ -610,53 +609,33 @@ impl Agent {
         after
     }
 
-    /// Copies segment `n` of `mad` into its transfer's buffer, growing it within the agent's
-    /// bounds; segment 1 brings the class header too.
+    /// Copies segment `n` of `mad` into its transfer's buffer, growing the buffer within the
+    /// agent's and the port's bounds first if it is too short; segment 1 brings the class
+    /// header too.
     fn store(r: &mut Recvs, key: &Key, hdr_len: usize, n: u32, mad: &[u8]) -> Result {
-        let bytes = r.bytes;
-        let port = r.port.clone();
-        let rx = r.map.get_mut(key).ok_or(EINVAL)?;
-        let off = rx.transfer.config().offset(n).ok_or(EINVAL)?;
         let data = mad.get(hdr_len..).ok_or(EINVAL)?;
+        let rx = r.map.get(key).ok_or(EINVAL)?;
+        let off = rx.transfer.config().offset(n).ok_or(EINVAL)?;
         let start = hdr_len.checked_add(off).ok_or(EINVAL)?;
         let end = start.checked_add(data.len()).ok_or(EINVAL)?;
         if rx.buf.len() < end {
             // Room for one more window beyond this segment, never beyond the count when it is
             // known: a FIRST announcing a large message costs one window until the sender
-            // delivers more. Growth is geometric, so what is charged is the capacity.
+            // delivers more.
+            let segs_to = |segs: u32| {
+                usize::try_from(segs)
+                    .ok()
+                    .and_then(|c| c.checked_mul(data.len()))
+                    .and_then(|d| d.checked_add(hdr_len))
+            };
+            let count = rx.transfer.count();
             let mut segs = n.saturating_add(window());
-            if let Some(c) = rx.transfer.count() {
+            if let Some(c) = count {
                 segs = segs.min(c);
             }
-            let want = usize::try_from(segs)
-                .ok()
-                .and_then(|c| c.checked_mul(data.len()))
-                .and_then(|d| d.checked_add(hdr_len))
-                .ok_or(EINVAL)?
-                .max(end);
-            let grow = want.saturating_sub(rx.buf.len());
-            let predicted = rx.buf.len().saturating_add(grow).max(rx.buf.capacity());
-            let delta = predicted.saturating_sub(rx.charged);
-            if bytes.saturating_add(delta) > MAX_BYTES || !port.take_bytes(delta) {
-                return Err(ENOSPC);
-            }
-            let grown = rx
-                .buf
-                .reserve(grow, GFP_KERNEL | __GFP_NOWARN)
-                .map_err(Error::from)
-                .and_then(|()| rx.buf.resize(want, 0, GFP_KERNEL).map_err(Error::from));
-            if let Err(e) = grown {
-                port.put_bytes(delta);
-                return Err(e);
-            }
-            let extra = rx.buf.capacity().saturating_sub(rx.charged);
-            // The port is charged what the agent is: the capacity, not the prediction.
-            port.adjust_bytes(delta, extra);
-            rx.charged = rx.buf.capacity();
-            // INVARIANT: `bytes` follows the transfer's charge. The capacity may exceed the
-            // prediction by the allocator's rounding only.
-            r.bytes = bytes.saturating_add(extra);
-            r.stats.peak_bytes = r.stats.peak_bytes.max(u64::try_from(r.bytes).unwrap_or(u64::MAX));
+            let want = segs_to(segs).ok_or(EINVAL)?.max(end);
+            let total = count.and_then(segs_to);
+            Self::grow(r, key, want, total)?;
         }
         let rx = r.map.get_mut(key).ok_or(EINVAL)?;
         if n == 1 {
@@ -671,6 +650,69 @@ impl Agent {
             .ok_or(EINVAL)?
             .copy_from_slice(data);
         Ok(())
+    }
+
+    /// Makes the buffer of the transfer under `key` `want` bytes long (the new bytes zero).
+    ///
+    /// Beyond its capacity the buffer moves to a new allocation of exactly the capacity that
+    /// is charged: twice the old one, so that a transfer is copied a logarithmic number of
+    /// times, but no more than the message (`total`, when its size is known) and no more than
+    /// the agent and the port can hold while the old buffer and the new one both exist. (A
+    /// `KVVec::reserve` would allocate `max(2 × capacity, len + additional)` whatever was
+    /// checked.) `ENOSPC` when not even `want` fits: the caller ends the transfer.
+    fn grow(r: &mut Recvs, key: &Key, want: usize, total: Option<usize>) -> Result {
+        let rx = r.map.get_mut(key).ok_or(EINVAL)?;
+        if want <= rx.charged {
+            // Within the capacity charged: no allocation.
+            return Ok(rx.buf.resize(want, 0, GFP_KERNEL)?);
+        }
+        let old = rx.charged;
+        // `r.bytes` holds the old buffer already: what is left must hold the new one beside it.
+        let room = MAX_BYTES.saturating_sub(r.bytes);
+        let doubled = old
+            .saturating_mul(2)
+            .min(total.unwrap_or(usize::MAX))
+            .min(room);
+        let mut cap = want.max(doubled);
+        if cap > room {
+            return Err(ENOSPC);
+        }
+        if !r.port.take_bytes(cap) {
+            // The port may still hold the least this segment needs.
+            cap = want;
+            if !r.port.take_bytes(cap) {
+                return Err(ENOSPC);
+            }
+        }
+        // INVARIANT: for as long as both buffers exist, both are counted, here and in the port
+        // (both within their bounds, checked above).
+        r.bytes = r.bytes.saturating_add(cap);
+        r.stats.peak_bytes = r
+            .stats
+            .peak_bytes
+            .max(u64::try_from(r.bytes).unwrap_or(u64::MAX));
+        let rx = r.map.get_mut(key).ok_or(EINVAL)?;
+        let moved = KVVec::with_capacity(cap, GFP_KERNEL | __GFP_NOWARN)
+            .map_err(Error::from)
+            .and_then(|mut fresh| {
+                // Within the capacity just allocated: neither call allocates.
+                fresh.extend_from_slice(&rx.buf, GFP_KERNEL)?;
+                fresh.resize(want, 0, GFP_KERNEL)?;
+                Ok(fresh)
+            });
+        let (freed, result) = match moved {
+            Ok(fresh) => {
+                drop(core::mem::replace(&mut rx.buf, fresh));
+                // INVARIANT: the transfer's charge is its new buffer's capacity.
+                (core::mem::replace(&mut rx.charged, cap), Ok(()))
+            }
+            // No memory: the transfer keeps its buffer, and the new one's charge goes.
+            Err(e) => (cap, Err(e)),
+        };
+        // INVARIANT: what was freed is uncounted, here and in the port.
+        r.bytes = r.bytes.saturating_sub(freed);
+        r.port.put_bytes(freed);
+        result
     }
 
     /// The ACK `a` of a transfer, built from the segment `recv` that drew it (`ack_recv`).

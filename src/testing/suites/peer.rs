@@ -467,7 +467,10 @@ mod tests {
         let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
         let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
         let transport: Arc<dyn Transport> = port.clone();
-        let (user_class, plain_class) = (wire::IB_MGMT_CLASS_DEVICE_MGMT, wire::IB_MGMT_CLASS_DEVICE_ADM);
+        let (user_class, plain_class) = (
+            wire::IB_MGMT_CLASS_DEVICE_MGMT,
+            wire::IB_MGMT_CLASS_DEVICE_ADM,
+        );
         let user = Recorder::new(Behaviour::default())?;
         let plain = Recorder::new(Behaviour::default())?;
         let u = Agent::register(
@@ -497,10 +500,12 @@ mod tests {
         let qp1 = user.wait_recvs(2);
         // A method it did not register (GetTable): neither way.
         let unregistered = rmpp_control(user_class, 0x12, false)?;
-        let sent3 = peer.send(qpn, &gid, &unregistered).is_ok() && peer.send(1, &gid, &unregistered).is_ok();
+        let sent3 = peer.send(qpn, &gid, &unregistered).is_ok()
+            && peer.send(1, &gid, &unregistered).is_ok();
         // The plain agent: through the private QP (dropped), then QP1.
         let plain_ack = rmpp_control(plain_class, get, false)?;
-        let sent4 = peer.send(qpn, &gid, &plain_ack).is_ok() && peer.send(1, &gid, &plain_ack).is_ok();
+        let sent4 =
+            peer.send(qpn, &gid, &plain_ack).is_ok() && peer.send(1, &gid, &plain_ack).is_ok();
         let plain_qp1 = plain.wait_recvs(1);
         // A DATA segment of a request at the private QP.
         let data = rmpp_control(user_class, wire::IB_MGMT_METHOD_SET, true)?;

@@ -46,10 +46,7 @@ use crate::{
         post,
         reg,
         request,
-        requests::{
-            self,
-            gid_address, //
-        },
+        requests::gid_address,
         rxe_request,
         sleep_ms,
         suites::conformance::{
@@ -267,6 +264,19 @@ impl Pair {
         flip: u8,
     ) -> Result {
         let mut buf = mad_to(&self.p, 1, mad_hdr(SA, method, tid), 1, None)?;
+        Self::write_segment(buf.mad_mut(), n, count, status, flip)?;
+        post(buf).map(|_| ())
+    }
+
+    /// Writes the RMPP header and data of segment `n` of `count` (as [`Pair::segment_with`]
+    /// sends it) into `mad`, whose MAD header is written already.
+    pub(super) fn write_segment(
+        mad: &mut [u8],
+        n: u32,
+        count: u32,
+        status: u8,
+        flip: u8,
+    ) -> Result {
         let mut flags = wire::IB_MGMT_RMPP_FLAG_ACTIVE;
         let mut paylen = 0;
         if n == 1 {
@@ -286,13 +296,13 @@ impl Pair {
             seg_num: n,
             paylen_newwin: paylen,
         }
-        .write(buf.mad_mut())
+        .write(mad)
         .map_err(|_| EINVAL)?;
         let byte = u8::try_from(n % 256).unwrap_or(0);
-        if let Some(d) = buf.mad_mut().get_mut(HDR..) {
+        if let Some(d) = mad.get_mut(HDR..) {
             d.fill(byte);
         }
-        post(buf).map(|_| ())
+        Ok(())
     }
 
     /// Segment `n` of `count` of P's SET with TID low half `lo`.
