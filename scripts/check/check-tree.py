@@ -8,7 +8,8 @@
          Documentation/, which is not bounded);
   gates  the test flavour hangs off one gate of the crate root: in
          src/rmad_main.rs, `rmad_test` appears only on `mod testing` and
-         on the `_testing` field (its declaration and its initializer); and
+         on the `_testing` field (its declaration, the value it is built
+         from, and its initializer); and
          every product file (src/ outside src/testing/) with a `rmad_test`
          hook is listed in HOOKS below with the reason the hook must live
          there and not in src/testing/.
@@ -39,7 +40,8 @@ ROOT = "src/rmad_main.rs"
 ROOT_GATED = (
     re.compile(r"^mod testing;$"),
     re.compile(r"^_testing: testing::Flavour,$"),
-    re.compile(r"^_testing: testing::Flavour::start\("),
+    re.compile(r"^let flavour = testing::Flavour::start\(&debugfs\)\?;$"),
+    re.compile(r"^_testing: flavour,$"),
 )
 
 # Product files with test-flavour hooks, and why each hook cannot move to

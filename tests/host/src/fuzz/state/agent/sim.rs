@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The simulated agent of the `agent` target: it applies every outcome as `Agent::apply` does,
-//! produces events only where the engine does, and checks the invariants after every action.
+//! produces events only where the engine does, and checks the invariants after every action
+//! (the sections cited are those of Documentation/behaviour.md).
 
 use super::super::{
     compare,
