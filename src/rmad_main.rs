@@ -56,10 +56,16 @@ macro_rules! rmad_module {
 /// defines this macro again, and the `#[macro_use]` below makes its definition the one that
 /// `declare_module!()` expands in the test flavour: the module's gate stays the one on
 /// `mod testing`.
-#[allow(unused_macros, reason = "the test flavour declares the module with its own")]
+#[allow(
+    unused_macros,
+    reason = "the test flavour declares the module with its own"
+)]
 macro_rules! declare_module {
     () => {
-        rmad_module!("InfiniBand MAD agents with ib_cancel_mad semantics, in Rust", {});
+        rmad_module!(
+            "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust",
+            {}
+        );
     };
 }
 
