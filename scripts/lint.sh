@@ -11,7 +11,10 @@
 #   - rustfmt --check (the kernel's .rustfmt.toml) on every Rust file of ours;
 #   - Documentation/architecture.md names every file under src/, and every
 #     § citation in the code is a section of Documentation/behaviour.md
-#     (scripts/check/check-docs.py).
+#     (scripts/check/check-docs.py);
+#   - every code file under 1 000 lines, README.md at most 13 000 bytes, the
+#     test flavour behind one gate of src/rmad_main.rs and each product file's
+#     test hooks given a reason (scripts/check/check-tree.py).
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
@@ -77,6 +80,11 @@ step "kernel-doc -Wall: include/rmad.h"
 python3 "$RMAD_ROOT/scripts/check/check-docs.py" map "$RMAD_ROOT" || failed=1
 python3 "$RMAD_ROOT/scripts/check/check-docs.py" citations "$RMAD_ROOT" || failed=1
 step "docs: Documentation/architecture.md names every file of src/; citations resolve"
+
+# Small files, a short README, one test gate in the crate root (scripts/check/check-tree.py).
+python3 "$RMAD_ROOT/scripts/check/check-tree.py" sizes "$RMAD_ROOT" || failed=1
+python3 "$RMAD_ROOT/scripts/check/check-tree.py" gates "$RMAD_ROOT" || failed=1
+step "tree: code files under 1 000 lines, README.md under 13 000 bytes, test gates"
 
 rustfmt="$(rust_tool rustfmt)"
 mapfile -t rust_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard '*.rs' | grep -v '^tests/host/')

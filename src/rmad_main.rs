@@ -31,75 +31,64 @@ mod debugfs;
 mod engine;
 mod mad;
 mod sys;
-#[cfg(rmad_test)]
-mod testing;
 mod verbs;
 
-#[cfg(not(rmad_test))]
-module! {
-    type: Rmad,
-    name: "rmad",
-    authors: ["rmad developers"],
-    description: "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust",
-    license: "GPL",
+/// Declares the module to the kernel through `module!`, with the description and the
+/// parameters of its flavour; both flavours go through here.
+macro_rules! rmad_module {
+    ($description:tt, { $($params:tt)* }) => {
+        module! {
+            type: Rmad,
+            name: "rmad",
+            authors: ["rmad developers"],
+            description: $description,
+            license: "GPL",
+            params: { $($params)* },
+        }
+    };
+}
+
+/// Declares the production module: no parameters.
+///
+/// The test flavour has parameters that the production module must not have, and `module!`
+/// reads its parameters as written (not from a constant or another macro) and must be invoked
+/// here, where it puts the printing prefix and `module_parameters`. So `src/testing/flavour.rs`
+/// defines this macro again, and the `#[macro_use]` below makes its definition the one that
+/// `declare_module!()` expands in the test flavour: the module's gate stays the one on
+/// `mod testing`.
+#[allow(
+    unused_macros,
+    reason = "the test flavour declares the module with its own"
+)]
+macro_rules! declare_module {
+    () => {
+        rmad_module!(
+            "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust",
+            {}
+        );
+    };
 }
 
 #[cfg(rmad_test)]
-module! {
-    type: Rmad,
-    name: "rmad",
-    authors: ["rmad developers"],
-    description: "InfiniBand MAD agents with ib_cancel_mad semantics, in Rust (test build)",
-    license: "GPL",
-    params: {
-        demo: bool {
-            default: false,
-            description: "Run the loopback demonstration at load time",
-        },
-        rxe_probe: u32 {
-            default: 0,
-            description: "Keep this many sends outstanding on rxe0 (device-removal tests)",
-        },
-        bench: bool {
-            default: false,
-            description: "Run the benchmark (rmad and the C MAD layer on rxe0) at load time",
-        },
-        bench_n: u32 {
-            default: 1000,
-            description: "Benchmark: number of outstanding sends",
-        },
-        bench_reps: u32 {
-            default: 5,
-            description: "Benchmark: repetitions of each figure",
-        },
-        bench_sample: u32 {
-            default: 1000,
-            description: "Benchmark: timed modifies, cancels and matched responses per round",
-        },
-        bench_scale: u32 {
-            default: 0,
-            description: "Benchmark: sends per scaling round (one and two CPUs posting), 0: none",
-        },
-    },
-}
+#[macro_use]
+mod testing;
+
+declare_module!();
 
 /// The loaded module: its parts, as guards.
 ///
 /// Fields drop in declaration order, which is the unload order: the RDMA devices first (closing
-/// a port flushes every send on it), then the test flavour's removal probe (which reports the
-/// flushed sends), the C API's handle tables, the test flavour's control files and loopback
-/// device, the debugfs directory they live in, and last the line that says so.
+/// a port flushes every send on it), the C API's handle tables, what the test flavour started
+/// (its removal probe reports the sends the ports flushed; then its control files and loopback
+/// device), the debugfs directory they live in, and last the line that says so.
 struct Rmad {
     /// The verbs transport, registered as an `ib_client`.
     _verbs: verbs::Client,
-    /// The removal probe, when `rxe_probe` asked for one.
-    #[cfg(rmad_test)]
-    _removal: Option<testing::removal::RemovalProbe>,
     /// The C API.
     _capi: capi::Api,
-    /// The test flavour's debugfs files and `lb0`.
+    /// What the test flavour's module parameters started, and its debugfs files.
     #[cfg(rmad_test)]
-    _control: testing::control::Control,
+    _testing: testing::Flavour,
     /// `/sys/kernel/debug/rmad`.
     _debugfs: debugfs::Debugfs,
     /// Logs the unload once everything else has gone.
@@ -125,44 +114,16 @@ impl kernel::Module for Rmad {
         let verbs = unsafe { verbs::Client::register() }?;
         let debugfs = debugfs::create()?;
         #[cfg(rmad_test)]
-        let (removal, control) = test_parameters(&debugfs)?;
+        let flavour = testing::Flavour::start(&debugfs)?;
         // The one line a load logs.
         pr_info!("InfiniBand MAD agents in Rust, loaded\n");
         Ok(Rmad {
             _verbs: verbs,
-            #[cfg(rmad_test)]
-            _removal: removal,
             _capi: capi,
             #[cfg(rmad_test)]
-            _control: control,
+            _testing: flavour,
             _debugfs: debugfs,
             _farewell: Farewell,
         })
     }
-}
-
-/// Runs what the test build's module parameters ask for at load time.
-#[cfg(rmad_test)]
-fn test_parameters(
-    debugfs: &debugfs::Debugfs,
-) -> Result<(
-    Option<testing::removal::RemovalProbe>,
-    testing::control::Control,
-)> {
-    if module_parameters::demo.value() {
-        testing::demo::run()?;
-    }
-    if module_parameters::bench.value() {
-        testing::bench::run(
-            module_parameters::bench_n.value(),
-            module_parameters::bench_reps.value(),
-            module_parameters::bench_sample.value(),
-            module_parameters::bench_scale.value(),
-        )?;
-    }
-    let removal = match module_parameters::rxe_probe.value() {
-        0 => None,
-        n => Some(testing::removal::start(n)?),
-    };
-    Ok((removal, testing::control::Control::new(debugfs.dir())?))
 }

@@ -4,6 +4,8 @@
 //! not (Kbuild `RMAD_TEST=1`, which sets `--cfg rmad_test`; the crate root declares this
 //! module behind that one gate).
 //!
+//! - [`flavour`]: the module parameters and what they start, held by the crate root's one
+//!   gated field.
 //! - Worlds and tools of the suites: [`allocs`] (the slab allocations of a piece of code,
 //!   counted), [`env`] (an engine and loopback fabric per test, waits),
 //!   [`recorder`] (handlers that record every call), [`requests`] (the MADs tests send),
@@ -29,6 +31,9 @@ pub(crate) mod control;
 pub(crate) mod demo;
 pub(crate) mod env;
 pub(crate) mod fabric;
+// The test flavour's `declare_module!`, which replaces the production one at the crate root.
+#[macro_use]
+pub(crate) mod flavour;
 pub(crate) mod ib_requester;
 pub(crate) mod ib_responder;
 pub(crate) mod lb0;
@@ -54,6 +59,7 @@ pub(crate) use env::{
     wait_state,
     Env, //
 };
+pub(crate) use flavour::Flavour;
 pub(crate) use race::{
     race_cancel,
     RaceOutcome, //

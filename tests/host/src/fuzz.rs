@@ -7,9 +7,9 @@
 //! Each target is a plain function `fn(seed, inputs) -> Result<inputs run, Disagreement>`:
 //!
 //! - [`wire::run`]: the MAD wire helpers on arbitrary byte buffers of 0..=300 bytes;
-//! - [`state::run_step`]: one `state::step` on arbitrary facts and an arbitrary event, against
+//! - [`state::run_step_range`]: one `state::step` on arbitrary facts and an arbitrary event, against
 //!   the transition table of behaviour §2.3 (one input is one step);
-//! - [`state::run_agent`]: long random interleavings of posts, send completions, responses
+//! - [`state::run_agent_range`]: long random interleavings of posts, send completions, responses
 //!   (matched as behaviour §4 says), expiries, modify/cancel, transport refusals, deliveries and
 //!   unregistration on one simulated agent with flow control, checked against the same model and
 //!   the end-to-end invariants of behaviour §1.7, §1.9, §2.2 and §3.3 (one input is one action of
