@@ -37,7 +37,8 @@ pub(crate) struct Debugfs {
 }
 
 impl Debugfs {
-    /// The `rmad` directory, for the test build's files.
+    /// The `rmad` directory, for the test build's files (`rmad/stress`, `rmad/control`): it is
+    /// private to [`Debugfs`], which the product creates, so its accessor lives here.
     #[cfg(rmad_test)]
     pub(crate) fn dir(&self) -> &Dir {
         &self._dir

@@ -143,6 +143,8 @@ mod unregister;
 pub(crate) use create::SendSpec;
 pub(crate) use hold::BATCH;
 use hold::BATCH_USIZE;
+// The test flavour reads the lock-hold measurements (`rmad_scale`, `make bench`), which are
+// taken where the lock is: in `hold.rs`, private to the agent.
 #[cfg(rmad_test)]
 pub(crate) use hold::{
     batch_max_take,

@@ -20,6 +20,8 @@ use kernel::{
 extern "C" {
     fn rmad_memalloc_save(gfp: gfp_t, kind: *mut c_int) -> c_uint;
     fn rmad_memalloc_restore(kind: c_int, flags: c_uint);
+    // Declared with its siblings of `memalloc.c`, which the production build links; only the
+    // suites ask what mask an allocation gets.
     #[cfg(rmad_test)]
     fn rmad_memalloc_effective(gfp: gfp_t) -> gfp_t;
 }
@@ -58,7 +60,8 @@ impl Drop for Scope {
     }
 }
 
-/// The mask an allocation with `gfp` gets now, on the current task (`current_gfp_context`).
+/// The mask an allocation with `gfp` gets now, on the current task (`current_gfp_context`):
+/// what the suites check a C caller's `GFP_NOIO` scope against; it wraps the declaration above.
 #[cfg(rmad_test)]
 pub(crate) fn effective(gfp: gfp_t) -> gfp_t {
     // SAFETY: Plain call.
