@@ -255,6 +255,19 @@ impl Recvs {
     }
 }
 
+/// The bytes a kvmalloc of `n` bytes takes from the allocator: a kmalloc bucket, or a
+/// power-of-two number of pages up to kmalloc's largest size, or whole pages beyond (vmalloc).
+/// A transfer's buffer is allocated with exactly that capacity and charged for it, so that
+/// the bounds count what the allocator really hands out.
+fn alloc_size(n: usize) -> usize {
+    // SAFETY: A pure function of its argument, callable in any context.
+    let bucket = unsafe { kernel::bindings::kmalloc_size_roundup(n) };
+    let pages = n
+        .div_ceil(kernel::page::PAGE_SIZE)
+        .saturating_mul(kernel::page::PAGE_SIZE);
+    bucket.max(pages)
+}
+
 /// The first `hdr_len` bytes of `mad` (the headers a control message copies), in a MAD-sized
 /// buffer; zeroes where `mad` is shorter.
 fn head(mad: &[u8], hdr_len: usize) -> [u8; wire::IB_MGMT_MAD_SIZE] {
@@ -655,11 +668,12 @@ impl Agent {
     /// Makes the buffer of the transfer under `key` `want` bytes long (the new bytes zero).
     ///
     /// Beyond its capacity the buffer moves to a new allocation of exactly the capacity that
-    /// is charged: twice the old one, so that a transfer is copied a logarithmic number of
-    /// times, but no more than the message (`total`, when its size is known) and no more than
-    /// the agent and the port can hold while the old buffer and the new one both exist. (A
-    /// `KVVec::reserve` would allocate `max(2 × capacity, len + additional)` whatever was
-    /// checked.) `ENOSPC` when not even `want` fits: the caller ends the transfer.
+    /// is charged ([`alloc_size`]): at least twice the old one, so that a transfer is copied a
+    /// logarithmic number of times (in steps that halve down from the message's size,
+    /// `total`, when it is known), and no more than the agent and the port can hold while the
+    /// old buffer and the new one both exist: else what room is left, or the least that holds
+    /// `want`. (A `KVVec::reserve` would allocate `max(2 × capacity, len + additional)`
+    /// whatever was checked.) `ENOSPC` when not even that fits: the caller ends the transfer.
     fn grow(r: &mut Recvs, key: &Key, want: usize, total: Option<usize>) -> Result {
         let rx = r.map.get_mut(key).ok_or(EINVAL)?;
         if want <= rx.charged {
@@ -669,17 +683,36 @@ impl Agent {
         let old = rx.charged;
         // `r.bytes` holds the old buffer already: what is left must hold the new one beside it.
         let room = MAX_BYTES.saturating_sub(r.bytes);
-        let doubled = old
-            .saturating_mul(2)
-            .min(total.unwrap_or(usize::MAX))
-            .min(room);
-        let mut cap = want.max(doubled);
+        let least = alloc_size(want);
+        let mut goal = old.saturating_mul(2).max(want);
+        if let Some(t) = total {
+            // Steps that halve down from the message's size: the last move is from half of it,
+            // so the two buffers take one and a half times the message at the peak (doubling
+            // from the first window could end with a move from nearly the whole message).
+            let mut step = t.max(want);
+            while step / 2 >= goal {
+                step /= 2;
+            }
+            goal = step;
+        }
+        let next = alloc_size(goal);
+        // Short of room for that, all the whole pages that are left (a vmalloc of them takes
+        // no more): growing by the least each time would copy the transfer once a window.
+        let rest = room - room % kernel::page::PAGE_SIZE;
+        let mut cap = if next <= room {
+            next
+        } else if alloc_size(rest) <= room {
+            rest
+        } else {
+            least
+        }
+        .max(least);
         if cap > room {
             return Err(ENOSPC);
         }
         if !r.port.take_bytes(cap) {
             // The port may still hold the least this segment needs.
-            cap = want;
+            cap = least;
             if !r.port.take_bytes(cap) {
                 return Err(ENOSPC);
             }
