@@ -790,20 +790,21 @@ mod tests {
 
     #[test]
     fn unregister_mid_transfer_frees_it() -> Result {
-        // Unregistration with a transfer half done: it returns, and the transfer's memory goes
+        // Unregistration with a transfer begun: it returns, and the transfer's memory goes
         // with the agent (kmemleak would report it otherwise).
         let t = Pair::new()?;
         for n in 1..=40 {
-            t.segment(10, n, 100)?;
+            t.segment(10, n, 1000)?;
         }
         let idle = t.settle();
         let held = t.r.rmpp_stats();
         t.finish()?;
         assert!(idle);
         assert_eq!(held.active, 1);
-        // A window's worth of buffer: segments 1 to 65.
+        // About a window's worth of buffer (segments 1 to 65, in a growth step and in the
+        // power-of-two pages kmalloc takes for it), not the 1 000 segments announced.
         assert!(held.bytes >= u64::try_from(len_of(65)).unwrap_or(0));
-        assert!(held.bytes < u64::try_from(len_of(100)).unwrap_or(0));
+        assert!(held.bytes < u64::try_from(len_of(1000) / 4).unwrap_or(0));
         Ok(())
     }
 }

@@ -276,7 +276,9 @@ mod tests {
         // A sender opening more transfers than one sender may: the first MAX_PER_SENDER get
         // ACK(1, 65) each, the next a STOP(RESX). A message of one segment needs no slot and
         // is delivered; a transfer finishing frees its slot for a new one. What is held is
-        // visible: the open transfers and the bytes of their buffers (a window each).
+        // visible: the open transfers and the bytes of their buffers (a window each, or the
+        // whole message when it takes less than two, in what the allocator takes for it:
+        // power-of-two pages).
         let t = Pair::new()?;
         let max = u32::try_from(RMPP_MAX_PER_SENDER).unwrap_or(0);
         for lo in 0..=max {
@@ -303,7 +305,7 @@ mod tests {
         assert_eq!(full.active, u64::from(max));
         assert_eq!(full.refused, 1);
         assert!(full.bytes >= u64::from(max) * window);
-        assert!(full.bytes <= 2 * u64::from(max) * window);
+        assert!(full.bytes <= 3 * u64::from(max) * window);
         assert_eq!(acks, usize::try_from(max).unwrap_or(0));
         assert_eq!(
             &stops[..],
