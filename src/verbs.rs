@@ -457,6 +457,22 @@ impl VerbsPort {
         Some(r)
     }
 
+    /// Runs `f` with the shim's port while it is open, holding a registration reference on
+    /// the device across `f`. Test flavour: the hooks of suite `rmad_rxe`
+    /// (`src/testing/suites/rxe/hooks.rs`) reach the private QP through it, and only this
+    /// module can name the shim's port. The port stays open across `f`: while rmad is
+    /// loaded, only the device's `remove` callback closes it, which ib_core calls once every
+    /// registration reference is put back; and the suites run while rmad loads, when it
+    /// cannot be unloaded.
+    #[cfg(rmad_test)]
+    pub(crate) fn with_vport<R>(&self, f: impl FnOnce(*mut Vport) -> R) -> Option<R> {
+        self.with_device(|_| {
+            let vp = *self.vp.lock();
+            (!vp.is_null()).then(|| f(vp))
+        })
+        .flatten()
+    }
+
     /// Closes the private QP. New transmissions fail with `ENODEV` from here on; every send of
     /// the agents on this port is cancelled, so that each one's handler reports `WR_FLUSH_ERR`
     /// exactly once; transmissions still queued or on the QP complete (flushed) before this

@@ -304,7 +304,7 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 		return false;
 	case IB_QPS_SQE:
 		if (!rmad_drained(vp, false))
-			goto later;
+			goto deferred;
 		attr.qp_state = IB_QPS_RTS;
 		attr.cur_qp_state = IB_QPS_SQE;
 		if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE | IB_QP_CUR_STATE))
@@ -313,7 +313,7 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 	default:
 		/* ERR, or a state a reset that failed half way left. */
 		if (!rmad_drained(vp, true))
-			goto later;
+			goto deferred;
 		attr.qp_state = IB_QPS_RESET;
 		if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE) || rmad_qp_to_rts(vp->qp))
 			goto failed;
@@ -328,6 +328,9 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 failed:
 	pr_warn_ratelimited("rmad: %s port %u: the private QP failed and could not be reset yet\n",
 			    dev_name(&vp->dev->dev), vp->port);
+	goto later;
+deferred:
+	atomic_inc(&vp->deferred);
 later:
 	atomic_set(&vp->send_failed, 1);
 	return false;

@@ -2,8 +2,9 @@
 /*
  * The private port of rmad's verbs glue, shared by the files of the shim
  * (src/verbs/shim.c: the port and its sends; src/verbs/recv.c: what arrives;
- * src/verbs/address.c: address handles and addresses). Rust sees none of it:
- * to Rust a port is an opaque handle (src/verbs/shim.h).
+ * src/verbs/address.c: address handles and addresses) and by the test
+ * flavour's hooks of the private QP (src/testing/suites/rxe/hooks.c). Rust
+ * sees none of it: to Rust a port is an opaque handle (src/verbs/shim.h).
  */
 #ifndef RMAD_VERBS_VPORT_H
 #define RMAD_VERBS_VPORT_H
@@ -81,6 +82,8 @@ struct rmad_vport {
 	atomic_t rq_posted;
 	/* Times the QP was reset to RTS after it failed. */
 	atomic_t resets;
+	/* Times a recovery found the device not drained yet and left it for later. */
+	atomic_t deferred;
 	struct rmad_slot send[RMAD_SQ];
 	struct rmad_slot recv[RMAD_RQ];
 };
