@@ -550,6 +550,8 @@ impl Transport for VerbsPort {
         core::ptr::from_ref(self).cast::<()>()
     }
 
+    /// From ib_core's GID cache and the port's immutable table length (`rmad_shim_find_gid`):
+    /// it runs once per answered request, so it queries no port.
     fn find_gid(&self, port: u8, gid: &Gid) -> Option<u8> {
         if port != self.port {
             return None;

@@ -3,13 +3,16 @@
  * Addresses, for rmad's verbs glue: the private QP's cache of address handles
  * (one per destination, swept after GID table changes), the source GID of a
  * reply, and on RoCE the destination's MAC and the route's hop limit from
- * ib_core's address resolution.
+ * ib_core's address resolution. Everything here reads ib_core's caches (the
+ * GID table) or the neighbour tables: nothing queries the device's port,
+ * which on rxe takes rtnl_lock and may log, and on a hardware HCA can be a
+ * firmware command.
  */
 
 #include <linux/completion.h>
 #include <linux/err.h>
-#include <linux/minmax.h>
 #include <linux/etherdevice.h>
+#include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <net/net_namespace.h>
@@ -22,17 +25,19 @@
 /*
  * The index of @gid in the GID table of (@dev, @port), among its first 256
  * entries (an address handle names its source GID with a u8), or -ENOENT.
+ * It runs once per answered request, so it reads ib_core's GID cache only:
+ * the table's length is the port's immutable one (the length of ib_core's
+ * cache), not a port query's (the C layer's reply path,
+ * ib_init_ah_attr_from_wc, searches the same cache). Any context.
  */
 int rmad_shim_find_gid(struct ib_device *dev, u32 port, const u8 *gid)
 {
-	struct ib_port_attr attr;
 	union ib_gid g;
-	int i, n, ret;
+	int i, n;
 
-	ret = ib_query_port(dev, port, &attr);
-	if (ret)
-		return ret;
-	n = min_t(int, attr.gid_tbl_len, 256);
+	if (!rdma_is_port_valid(dev, port))
+		return -EINVAL;
+	n = min_t(int, ib_port_immutable_read(dev, port)->gid_tbl_len, 256);
 	for (i = 0; i < n; i++)
 		if (!rdma_query_gid(dev, port, i, &g) && !memcmp(g.raw, gid, sizeof(g.raw)))
 			return i;
@@ -219,7 +224,8 @@ int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const
  * The hop limit ib_init_ah_attr_from_wc() gives an answer from GID
  * @sgid_index of (@dev, @port) to @dgid: 0xff, or on RoCE the route's, from
  * the same resolution as rmad_shim_resolve_dmac() (so, on RoCE, it may wait
- * as long). Returns the hop limit, or an errno.
+ * as long). Reads the port's immutable protocol and ib_core's GID cache, and
+ * the neighbour tables: no port query. Returns the hop limit, or an errno.
  */
 int rmad_shim_reply_hop_limit(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid)
 {
