@@ -752,6 +752,22 @@ unsafe extern "C" fn rmad_rust_port_changed(ctx: *mut c_void) {
     port.kick();
 }
 
+/// The shim's request that the port's transmit work run again: a recovery of the private QP
+/// that the device has drained for now (the last receive flush was handled), or a failed
+/// receive post or reset to try again (`rmad_shim_vport_recover`). Any context.
+///
+/// # Safety
+///
+/// Only called by the shim, with `ctx` the port given to `rmad_shim_vport_open`.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_kick(ctx: *mut c_void) {
+    // SAFETY: `ctx` is the shim's counted reference to the port (type invariant of
+    // `VerbsPort`), held until `rmad_shim_vport_close` returns, which first waits for the
+    // receive completions and the retry work that call this.
+    let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    port.kick();
+}
+
 /// The shim's report that a MAD arrived at a private QP.
 ///
 /// # Safety

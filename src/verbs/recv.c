@@ -7,8 +7,10 @@
  */
 
 #include <linux/atomic.h>
+#include <linux/bitops.h>
 #include <linux/ip.h>
 #include <linux/minmax.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 
@@ -37,6 +39,38 @@ int rmad_post_recv(struct rmad_slot *s)
 	if (ret)
 		atomic_dec(&s->vp->rq_posted);
 	return ret;
+}
+
+/*
+ * A post of @s failed: the slot, off the QP, waits for the transmit work to
+ * post it again a little later (rmad_repost, woken by the retry work), so
+ * that one failure does not shrink the receive queue for good.
+ */
+void rmad_repost_later(struct rmad_slot *s)
+{
+	struct rmad_vport *vp = s->vp;
+
+	/* Release: whatever read the buffer is done before it may be posted again. */
+	smp_mb__before_atomic();
+	set_bit(s - vp->recv, vp->unposted);
+	/* Already queued: that run takes this slot too. */
+	queue_delayed_work(system_dfl_wq, &vp->retry, msecs_to_jiffies(RMAD_RETRY_MS));
+}
+
+/*
+ * Posts again the receive slots whose post failed; one that fails again waits
+ * for the next try. Only the transmit work calls it (rmad_shim_vport_recover),
+ * so no slot is posted twice.
+ */
+void rmad_repost(struct rmad_vport *vp)
+{
+	unsigned int i;
+
+	for_each_set_bit(i, vp->unposted, RMAD_RQ) {
+		/* Fully ordered: pairs with the release in rmad_repost_later. */
+		if (test_and_clear_bit(i, vp->unposted) && rmad_post_recv(&vp->recv[i]))
+			rmad_repost_later(&vp->recv[i]);
+	}
 }
 
 /*
@@ -112,11 +146,19 @@ void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 				       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE),
 				       &info);
 	}
-	if (wc->status != IB_WC_WR_FLUSH_ERR)
-		rmad_post_recv(s);
-	/* Release: the handler's reads of the buffer come before it may be posted again. */
-	smp_mb__before_atomic();
-	atomic_dec(&vp->rq_posted);
+	if (wc->status != IB_WC_WR_FLUSH_ERR && rmad_post_recv(s))
+		rmad_repost_later(s);
+	/*
+	 * Fully ordered: the handler's reads of the buffer come before it may be
+	 * posted again, and the count before the read of vp->recovering, which
+	 * pairs with the barrier in rmad_shim_vport_recover: either the recovery
+	 * sees the count at 0, or the last handler of the flush sees the
+	 * recovery waiting and runs it again. Nothing else would: a recovery
+	 * that gave up waiting would leave the QP in the error state, with no
+	 * receive posted, until some unrelated send.
+	 */
+	if (!atomic_dec_return(&vp->rq_posted) && atomic_read(&vp->recovering))
+		rmad_rust_kick(vp->ctx);
 }
 
 /*

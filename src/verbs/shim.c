@@ -24,6 +24,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/stddef.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
@@ -275,6 +276,14 @@ static bool rmad_drained(struct rmad_vport *vp, bool rq)
 	}
 }
 
+/* The retry work: the transmit work runs again (rmad_shim_vport_recover). */
+static void rmad_retry_work(struct work_struct *work)
+{
+	struct rmad_vport *vp = container_of(to_delayed_work(work), struct rmad_vport, retry);
+
+	rmad_rust_kick(vp->ctx);
+}
+
 /*
  * After a send completed with an error: brings the QP back to RTS if it left
  * it. rxe puts the whole QP in the error state, for good, when the netdev
@@ -285,9 +294,12 @@ static bool rmad_drained(struct rmad_vport *vp, bool rq)
  * done, it goes straight back to RTS, as the C MAD layer moves it. Nothing
  * is lost: every send completes once (the flushed ones with their flush
  * status), and no buffer is posted twice. The transmit work calls it first
- * in every run, before it posts anything; when the device has not drained
- * yet, or a transition fails, the next run tries again. Returns whether the
- * QP was brought back.
+ * in every run, before it posts anything. Until the QP is back, something
+ * always runs it again: while the device has not drained yet, the next send
+ * completion or the last receive handler of the flush (rmad_recv_done);
+ * after a failed query or transition, the retry work a little later. Runs
+ * without a failed send post again the receives whose post failed. Returns
+ * whether the QP was brought back.
  */
 bool rmad_shim_vport_recover(struct rmad_vport *vp)
 {
@@ -295,12 +307,23 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 	struct ib_qp_init_attr init;
 	int i;
 
-	if (!atomic_xchg(&vp->send_failed, 0))
+	if (atomic_xchg(&vp->send_failed, 0))
+		atomic_set(&vp->recovering, 1);
+	if (!atomic_read(&vp->recovering)) {
+		rmad_repost(vp);
 		return false;
+	}
+	/*
+	 * Orders vp->recovering before the count of posted receives that
+	 * rmad_drained reads; pairs with rmad_recv_done's decrement.
+	 */
+	smp_mb();
 	if (ib_query_qp(vp->qp, &attr, IB_QP_STATE, &init))
-		goto later;
+		goto failed;
 	switch (attr.qp_state) {
 	case IB_QPS_RTS:
+		atomic_set(&vp->recovering, 0);
+		rmad_repost(vp);
 		return false;
 	case IB_QPS_SQE:
 		if (!rmad_drained(vp, false))
@@ -309,6 +332,7 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 		attr.cur_qp_state = IB_QPS_SQE;
 		if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE | IB_QP_CUR_STATE))
 			goto failed;
+		rmad_repost(vp);
 		break;
 	default:
 		/* ERR, or a state a reset that failed half way left. */
@@ -317,10 +341,15 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 		attr.qp_state = IB_QPS_RESET;
 		if (ib_modify_qp(vp->qp, &attr, IB_QP_STATE) || rmad_qp_to_rts(vp->qp))
 			goto failed;
-		for (i = 0; i < RMAD_RQ; i++)
-			rmad_post_recv(&vp->recv[i]);
+		/* Every buffer is off the QP now: flushed, or waiting for a repost. */
+		for (i = 0; i < RMAD_RQ; i++) {
+			clear_bit(i, vp->unposted);
+			if (rmad_post_recv(&vp->recv[i]))
+				rmad_repost_later(&vp->recv[i]);
+		}
 		break;
 	}
+	atomic_set(&vp->recovering, 0);
 	atomic_inc(&vp->resets);
 	pr_info("rmad: %s port %u: the private QP failed a send and is back in RTS\n",
 		dev_name(&vp->dev->dev), vp->port);
@@ -328,11 +357,10 @@ bool rmad_shim_vport_recover(struct rmad_vport *vp)
 failed:
 	pr_warn_ratelimited("rmad: %s port %u: the private QP failed and could not be reset yet\n",
 			    dev_name(&vp->dev->dev), vp->port);
-	goto later;
+	queue_delayed_work(system_dfl_wq, &vp->retry, msecs_to_jiffies(RMAD_RETRY_MS));
+	return false;
 deferred:
 	atomic_inc(&vp->deferred);
-later:
-	atomic_set(&vp->send_failed, 1);
 	return false;
 }
 
@@ -394,6 +422,11 @@ void rmad_shim_vport_close(struct rmad_vport *vp)
 		ib_free_cq(vp->send_cq);
 	if (vp->recv_cq)
 		ib_free_cq(vp->recv_cq);
+	/*
+	 * Nothing queues it any more: the receive completions are done, and the
+	 * transmit work no longer runs (Rust disabled it before closing).
+	 */
+	cancel_delayed_work_sync(&vp->retry);
 	rmad_flush_lost_sends(vp);
 	rmad_free_slots(vp);
 	if (vp->pd)
@@ -416,6 +449,7 @@ struct rmad_vport *rmad_shim_vport_open(struct ib_device *dev, u32 port, void *c
 	vp->port = port;
 	vp->ctx = ctx;
 	spin_lock_init(&vp->lock);
+	INIT_DELAYED_WORK(&vp->retry, rmad_retry_work);
 
 	vp->pd = ib_alloc_pd(dev, 0);
 	if (IS_ERR(vp->pd)) {

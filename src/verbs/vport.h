@@ -10,8 +10,10 @@
 #define RMAD_VERBS_VPORT_H
 
 #include <linux/atomic.h>
+#include <linux/bitmap.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 
 #include "shim.h"
@@ -23,6 +25,8 @@
 #define RMAD_AH_CACHE 16
 #define RMAD_MAD_SIZE 256
 #define RMAD_GRH_SIZE 40
+/* How long a failed post or reset waits before the transmit work tries it again. */
+#define RMAD_RETRY_MS 20
 
 struct rmad_vport;
 
@@ -78,8 +82,22 @@ struct rmad_vport {
 	 * transmit work resets it before its next send (rmad_shim_vport_recover).
 	 */
 	atomic_t send_failed;
+	/*
+	 * The transmit work took a failed send up and has not brought the QP
+	 * back yet: the last receive handler of the flush, or the retry work,
+	 * runs it again (rmad_recv_done, rmad_retry_work).
+	 */
+	atomic_t recovering;
 	/* Receives posted and not yet completed (their handler done). */
 	atomic_t rq_posted;
+	/*
+	 * Receive slots whose post failed: the transmit work posts them again
+	 * (rmad_repost), woken by the retry work. Only the transmit work clears
+	 * a bit; a slot's bit is set only while the slot is off the QP.
+	 */
+	DECLARE_BITMAP(unposted, RMAD_RQ);
+	/* Runs the transmit work again a little later (a failed post, a failed reset). */
+	struct delayed_work retry;
 	/* Times the QP was reset to RTS after it failed. */
 	atomic_t resets;
 	/* Times a recovery found the device not drained yet and left it for later. */
@@ -90,6 +108,8 @@ struct rmad_vport {
 
 /* recv.c: the receive path. */
 int rmad_post_recv(struct rmad_slot *s);
+void rmad_repost_later(struct rmad_slot *s);
+void rmad_repost(struct rmad_vport *vp);
 void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 
 /* address.c: the address-handle cache. */
