@@ -457,6 +457,22 @@ impl VerbsPort {
         Some(r)
     }
 
+    /// Runs `f` with the shim's port while it is open, holding a registration reference on
+    /// the device across `f`. Test flavour: the hooks of suite `rmad_rxe`
+    /// (`src/testing/suites/rxe/hooks.rs`) reach the private QP through it, and only this
+    /// module can name the shim's port. The port stays open across `f`: while rmad is
+    /// loaded, only the device's `remove` callback closes it, which ib_core calls once every
+    /// registration reference is put back; and the suites run while rmad loads, when it
+    /// cannot be unloaded.
+    #[cfg(rmad_test)]
+    pub(crate) fn with_vport<R>(&self, f: impl FnOnce(*mut Vport) -> R) -> Option<R> {
+        self.with_device(|_| {
+            let vp = *self.vp.lock();
+            (!vp.is_null()).then(|| f(vp))
+        })
+        .flatten()
+    }
+
     /// Closes the private QP. New transmissions fail with `ENODEV` from here on; every send of
     /// the agents on this port is cancelled, so that each one's handler reports `WR_FLUSH_ERR`
     /// exactly once; transmissions still queued or on the QP complete (flushed) before this
@@ -534,6 +550,8 @@ impl Transport for VerbsPort {
         core::ptr::from_ref(self).cast::<()>()
     }
 
+    /// From ib_core's GID cache and the port's immutable table length (`rmad_shim_find_gid`):
+    /// it runs once per answered request, so it queries no port.
     fn find_gid(&self, port: u8, gid: &Gid) -> Option<u8> {
         if port != self.port {
             return None;
@@ -731,6 +749,22 @@ unsafe extern "C" fn rmad_rust_port_changed(ctx: *mut c_void) {
     // event handler that calls this.
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
     port.attrs_changed();
+    port.kick();
+}
+
+/// The shim's request that the port's transmit work run again: a recovery of the private QP
+/// that the device has drained for now (the last receive flush was handled), or a failed
+/// receive post or reset to try again (`rmad_shim_vport_recover`). Any context.
+///
+/// # Safety
+///
+/// Only called by the shim, with `ctx` the port given to `rmad_shim_vport_open`.
+#[no_mangle]
+unsafe extern "C" fn rmad_rust_kick(ctx: *mut c_void) {
+    // SAFETY: `ctx` is the shim's counted reference to the port (type invariant of
+    // `VerbsPort`), held until `rmad_shim_vport_close` returns, which first waits for the
+    // receive completions and the retry work that call this.
+    let port = unsafe { &*ctx.cast::<VerbsPort>() };
     port.kick();
 }
 

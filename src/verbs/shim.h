@@ -64,6 +64,7 @@ void rmad_rust_device_remove(struct ib_device *dev);
 void rmad_rust_device_renamed(struct ib_device *dev);
 void rmad_rust_send_done(void *ctx, u64 wr_id, int status, u32 vendor_err);
 void rmad_rust_port_changed(void *ctx);
+void rmad_rust_kick(void *ctx);
 void rmad_rust_recv(void *ctx, const u8 *mad, u32 len, const struct rmad_recv_info *info);
 
 #endif /* RMAD_VERBS_SHIM_H */

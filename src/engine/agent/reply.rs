@@ -26,8 +26,9 @@ impl Agent {
     /// sent to; with a GRH, to its source GID from this port's GID it was sent to, wherever it
     /// is in the GID table (on RoCEv2 over IPv4, the IPv4-mapped GIDs of the two addresses),
     /// with the request's traffic class and flow label, and hop limit 0xFF (on RoCE the
-    /// route's). `ENOENT` when the port has no longer that GID. Process context (reads the
-    /// GID table).
+    /// route's). `ENOENT` when the port has no longer that GID. Process context (on RoCE the
+    /// route is resolved). Like the C layer's, it reads cached tables only and never queries
+    /// the port: it runs once per answered request.
     pub(crate) fn reply_address(&self, wc: &RecvWc) -> Result<Address> {
         let grh = match wc.grh {
             None => None,

@@ -1,44 +1,63 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! KUnit suite `rmad_rxe`: rmad agents on soft-RoCE (`rxe0`, which the test VM creates on a
-//! dummy netdev before loading rmad).
+//! dummy netdev before loading rmad). [`hooks`] reaches into `rxe0` and rmad's private QP on
+//! it: port queries counted, receive posts failed, the QP failed.
+
+mod hooks;
 
 #[kernel::prelude::kunit_tests(rmad_rxe)]
 mod tests {
+    use super::hooks::{
+        self,
+        FailedRecvPosts,
+        PortQueries,
+        RQ, //
+    };
     use crate::{
         engine::{
             agent::{
                 Agent,
                 AgentConfig,
-                RecvHandler, //
+                RecvHandler,
+                SendHandler, //
             },
             send::{
                 SendBuf,
+                SendCompletion,
                 SendHandle, //
             },
             transport::{
                 RecvMad,
                 Transport, //
             },
+            Engine, //
         },
         mad::{
             state::{
                 SendState,
                 WcStatus, //
             },
-            wire, //
+            wire::{
+                self,
+                MadHdr, //
+            },
         },
         testing::{
             ib_responder::IbResponder,
             post,
             race_cancel,
+            reg,
+            register_gsi,
             requests::{
+                answer,
                 gid_address,
                 mad_in, //
             },
             rxe_agent,
             rxe_request,
             sleep_ms,
+            wait_for,
             wait_state,
             Behaviour,
             Call,
@@ -53,6 +72,7 @@ mod tests {
             atomic::{
                 Acquire,
                 Atomic,
+                Relaxed,
                 Release, //
             },
             Arc,
@@ -137,14 +157,12 @@ mod tests {
         // segment 1 matches the request; segments 2 and 3 reach the receive handler with no
         // send. Before, segments 2 and 3 were dropped.
         const CLASS: u8 = 0x10;
-        let port = crate::verbs::find_port(c"rxe0", 1);
+        let r = rxe0()?;
         // The test VM always creates rxe0; without it the suite fails.
-        assert!(port.is_some());
-        let Some(port) = port else {
+        assert!(r.is_some());
+        let Some((port, engine, transport)) = r else {
             return Ok(());
         };
-        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
         let responder = IbResponder::start(&port, CLASS);
         let registered = responder.is_some();
         if let Some(r) = &responder {
@@ -237,6 +255,20 @@ mod tests {
         assert_eq!(stats.responses, u64::try_from(N).unwrap_or(0));
         assert_eq!(stats.dropped_responses, 0);
         Ok(())
+    }
+
+    /// What [`rxe0`] gives: the port, the verbs engine, the port as a transport; `None`
+    /// without rxe0.
+    type Rxe0 = Option<(Arc<VerbsPort>, Arc<Engine>, Arc<dyn Transport>)>;
+
+    /// The rxe0 port, for agents registered on it.
+    fn rxe0() -> Result<Rxe0> {
+        let Some(port) = crate::verbs::find_port(c"rxe0", 1) else {
+            return Ok(None);
+        };
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let transport: Arc<dyn Transport> = port.clone();
+        Ok(Some((port, engine, transport)))
     }
 
     /// What [`setup`] gives: the port, the agent, its recorder; `None` without rxe0.
@@ -451,14 +483,12 @@ mod tests {
         // thread unregisters another agent whose send is in the QP. That send's completion
         // must not wait for the thread the handler blocks (ib_unregister_mad_agent hangs so
         // in C, and the hung-task detector would fire here).
-        let port = crate::verbs::find_port(c"rxe0", 1);
+        let r = rxe0()?;
         // The test VM always creates rxe0; without it the suite fails.
-        assert!(port.is_some());
-        let Some(port) = port else {
+        assert!(r.is_some());
+        let Some((port, engine, transport)) = r else {
             return Ok(());
         };
-        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
         let rec_a = Recorder::new(Behaviour::default())?;
         let rec_b = Recorder::new(Behaviour::default())?;
         let b = crate::testing::register_gsi(&engine, &transport, 1, &rec_b, None)?;
@@ -507,6 +537,284 @@ mod tests {
         assert_eq!(handler.unregistered.load(Acquire), 0);
         assert!(b_done);
         assert_eq!(&b_sends[..], &[(9, WcStatus::WrFlushErr, 0)][..]);
+        Ok(())
+    }
+
+    /// A responder that answers every request with a GET_RESP to [`Agent::reply_address`], as
+    /// a C client answers with `rmad_recv_buf_ah`, counting what it posted and what failed.
+    struct Replier {
+        answered: Atomic<u32>,
+        failed: Atomic<u32>,
+    }
+
+    impl SendHandler for Replier {
+        fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, _wc: SendCompletion) {
+            drop(buf);
+        }
+    }
+
+    impl RecvHandler for Replier {
+        fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+            if send.is_some() {
+                return;
+            }
+            let sent = MadHdr::parse(&mad.mad)
+                .map_err(|_| EINVAL)
+                .and_then(|hdr| {
+                    let ah = agent.reply_address(&mad.wc)?;
+                    answer(agent, &hdr, mad.wc.src_qp, mad.wc.pkey_index, ah)
+                })
+                .and_then(post);
+            let count = if sent.is_ok() {
+                &self.answered
+            } else {
+                &self.failed
+            };
+            count.add(1, Relaxed);
+        }
+    }
+
+    #[test]
+    fn rxe_answers_query_no_port() -> Result {
+        // Issue 32 B: the reply address of every answered request queried the port for the
+        // length of its GID table (on rxe that takes rtnl_lock and, on a netdev without link
+        // settings such as rxe0's dummy, logs "speed is unknown"). N GETs of rmad's own
+        // requester on rxe0, each answered by rmad's responder through ib_core's QP1 and the
+        // reply address: every call of the device's query_port is counted, ib_core's too.
+        const N: usize = 100;
+        const CLASS: u8 = wire::IB_MGMT_CLASS_SNMP;
+        let s = setup()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let transport: Arc<dyn Transport> = port.clone();
+        let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
+        let replier = Arc::new(
+            Replier {
+                answered: Atomic::new(0),
+                failed: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let b = register_gsi(&engine, &transport, 1, &replier, Some(reg(CLASS)))?;
+        let queries = PortQueries::start(&port);
+        let counting = queries.is_some();
+        let mut posted = 0usize;
+        for tag in 0..N {
+            let mut buf = rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_GET, 20_000, 0)?;
+            if let Some(c) = buf.mad_mut().get_mut(1) {
+                *c = CLASS;
+            }
+            if post(buf).is_ok() {
+                posted = posted.saturating_add(1);
+            }
+        }
+        let done = rec.wait_sends(N);
+        let counted = queries.as_ref().map(PortQueries::count);
+        drop(queries);
+        let sends = rec.sends()?;
+        b.unregister()?;
+        a.unregister()?;
+        pr_info!(
+            "rxe: {} requests answered through the reply address, {:?} port queries\n",
+            replier.answered.load(Relaxed),
+            counted
+        );
+        assert!(counting);
+        assert_eq!(posted, N);
+        assert!(done);
+        let ok = sends
+            .iter()
+            .filter(|(_, st, _)| *st == WcStatus::Success)
+            .count();
+        assert_eq!(ok, N);
+        assert_eq!(
+            replier.answered.load(Relaxed),
+            u32::try_from(N).unwrap_or(0)
+        );
+        assert_eq!(replier.failed.load(Relaxed), 0);
+        assert_eq!(counted, Some(0));
+        Ok(())
+    }
+
+    /// A receive handler that holds the first response it gets until the test opens its gate
+    /// (at most [`crate::testing::WAIT_MS`]), as a slow client would, and records every call
+    /// like a [`Recorder`].
+    struct Held {
+        rec: Arc<Recorder>,
+        /// The handler holds the first response.
+        entered: Atomic<bool>,
+        /// The test let it go.
+        gate: Atomic<bool>,
+    }
+
+    impl SendHandler for Held {
+        fn send_done(&self, agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
+            self.rec.send_done(agent, buf, wc);
+        }
+    }
+
+    impl RecvHandler for Held {
+        fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+            if send.is_some() && !self.entered.xchg(true, Relaxed) {
+                wait_for(|| self.gate.load(Acquire));
+            }
+            self.rec.recv(agent, send, mad);
+        }
+    }
+
+    /// The private port's counters now (all zero once the port is closed).
+    fn counts(port: &VerbsPort) -> hooks::VportCounts {
+        hooks::counts(port).unwrap_or_default()
+    }
+
+    #[test]
+    fn rxe_qp_recovered_once_a_held_handler_returns() -> Result {
+        // Issue 32 item 3: the recovery of a failed private QP resets it only once every
+        // receive flush was handled. A receive handler that holds its response keeps them
+        // from draining: the recovery gave up waiting and nothing ran it again until another
+        // send, port event or send completion, the QP staying in the error state with no
+        // receive posted. Here nothing is posted after the handler returns: the QP must come
+        // back with its receive queue full, and answer a later request.
+        let r = rxe0()?;
+        // The test VM always creates rxe0; without it the suite fails.
+        assert!(r.is_some());
+        let Some((port, engine, transport)) = r else {
+            return Ok(());
+        };
+        let held = Arc::new(
+            Held {
+                rec: Recorder::new(Behaviour::default())?,
+                entered: Atomic::new(false),
+                gate: Atomic::new(false),
+            },
+            GFP_KERNEL,
+        )?;
+        let a = register_gsi(&engine, &transport, 1, &held, None)?;
+        let before = counts(&port);
+        // ib_core answers this GET; the handler holds the answer.
+        let first = post(rxe_request(
+            &port,
+            &a,
+            1,
+            wire::IB_MGMT_METHOD_GET,
+            20_000,
+            0,
+        )?)
+        .is_ok();
+        let entered = wait_for(|| held.entered.load(Relaxed));
+        // The QP fails as rxe fails it when its netdev refuses a packet; the next send is
+        // flushed, and its completion starts the recovery, which waits for the receive
+        // flushes queued behind the held handler, and gives up. (Without a timeout the send
+        // reports its flush; with one it would wait for its response: behaviour §7.2 item 1.)
+        let failed = hooks::qp_error(&port).is_ok();
+        let second = post(rxe_request(&port, &a, 2, wire::IB_MGMT_METHOD_GET, 0, 0)?).is_ok();
+        let gave_up = wait_for(|| counts(&port).deferred > before.deferred);
+        // The handler returns; nothing is posted and no port event comes from here on.
+        held.gate.store(true, Release);
+        let recovered = wait_for(|| {
+            let c = counts(&port);
+            c.resets > before.resets && c.rq_posted == RQ
+        });
+        let after = counts(&port);
+        let handled = held.rec.wait_sends(2);
+        // A later request is answered.
+        let third = post(rxe_request(
+            &port,
+            &a,
+            3,
+            wire::IB_MGMT_METHOD_GET,
+            20_000,
+            0,
+        )?)
+        .is_ok();
+        let answered = held.rec.wait_sends(3);
+        let sends = held.rec.sends()?;
+        held.gate.store(true, Release);
+        a.unregister()?;
+        pr_info!(
+            "rxe: recovery gave up {} times, QP reset {} times, {} receives posted\n",
+            after.deferred.saturating_sub(before.deferred),
+            after.resets.saturating_sub(before.resets),
+            after.rq_posted
+        );
+        assert!(first);
+        assert!(entered);
+        assert!(failed);
+        assert!(second);
+        assert!(gave_up);
+        assert!(recovered);
+        assert_eq!(after.rq_posted, RQ);
+        assert!(handled);
+        assert!(third);
+        assert!(answered);
+        let status = |tag: usize| sends.iter().find(|s| s.0 == tag).map(|s| s.1);
+        assert_eq!(status(1), Some(WcStatus::Success));
+        assert_eq!(status(2), Some(WcStatus::WrFlushErr));
+        assert_eq!(status(3), Some(WcStatus::Success));
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_failed_receive_posts_are_retried() -> Result {
+        // Issue 32 item 3: a receive the device refused to take back (here ENOMEM, from a
+        // hook on rxe0's post_recv for the private QP only) was forgotten, and the receive
+        // queue stayed one buffer shorter for good: in the recovery's loop that posts every
+        // buffer again after a reset, and after each handled receive. Each must be posted
+        // again a little later, with nothing else happening.
+        const FAILED: u32 = 8;
+        let s = setup()?;
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let before = counts(&port);
+        let full = |c: &hooks::VportCounts| c.rq_posted == RQ;
+        // The QP fails; once its receives are flushed, a send starts its recovery, whose
+        // first posts fail.
+        let failed = hooks::qp_error(&port).is_ok();
+        let drained = wait_for(|| counts(&port).rq_posted == 0);
+        let refusing = FailedRecvPosts::start(&port, FAILED);
+        let hooked = refusing.is_some();
+        let flushed = post(rxe_request(&port, &a, 1, wire::IB_MGMT_METHOD_GET, 0, 0)?).is_ok();
+        let reset = wait_for(|| counts(&port).resets > before.resets);
+        let all_failed = refusing.as_ref().map(FailedRecvPosts::left);
+        let refilled = wait_for(|| full(&counts(&port)));
+        // One more refusal: the buffer of the answer to this GET, once handled.
+        drop(refusing);
+        let refusing = FailedRecvPosts::start(&port, 1);
+        let answered = post(rxe_request(
+            &port,
+            &a,
+            2,
+            wire::IB_MGMT_METHOD_GET,
+            20_000,
+            0,
+        )?)
+        .is_ok();
+        let done = rec.wait_sends(2);
+        let refused = wait_for(|| refusing.as_ref().map(FailedRecvPosts::left) == Some(0));
+        let refilled_again = wait_for(|| full(&counts(&port)));
+        drop(refusing);
+        let after = counts(&port);
+        let sends = rec.sends()?;
+        a.unregister()?;
+        assert!(failed);
+        assert!(drained);
+        assert!(hooked);
+        assert!(flushed);
+        assert!(reset);
+        assert_eq!(all_failed, Some(0));
+        assert!(refilled);
+        assert!(answered);
+        assert!(done);
+        assert!(refused);
+        assert!(refilled_again);
+        assert_eq!(after.rq_posted, RQ);
+        let statuses = sends.iter().map(|s| (s.0, s.1));
+        assert!(statuses.eq([(1, WcStatus::WrFlushErr), (2, WcStatus::Success)]));
         Ok(())
     }
 }

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Addresses, for rmad's verbs glue: the private QP's cache of address handles
+ * (one per destination, swept after GID table changes), the source GID of a
+ * reply, and on RoCE the destination's MAC and the route's hop limit from
+ * ib_core's address resolution. Everything here reads ib_core's caches (the
+ * GID table) or the neighbour tables: nothing queries the device's port,
+ * which on rxe takes rtnl_lock and may log, and on a hardware HCA can be a
+ * firmware command.
+ */
+
+#include <linux/completion.h>
+#include <linux/err.h>
+#include <linux/etherdevice.h>
+#include <linux/minmax.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_addr.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_verbs.h>
+
+#include "vport.h"
+
+/*
+ * The index of @gid in the GID table of (@dev, @port), among its first 256
+ * entries (an address handle names its source GID with a u8), or -ENOENT.
+ * It runs once per answered request, so it reads ib_core's GID cache only:
+ * the table's length is the port's immutable one (the length of ib_core's
+ * cache), not a port query's (the C layer's reply path,
+ * ib_init_ah_attr_from_wc, searches the same cache). Any context.
+ */
+int rmad_shim_find_gid(struct ib_device *dev, u32 port, const u8 *gid)
+{
+	union ib_gid g;
+	int i, n;
+
+	if (!rdma_is_port_valid(dev, port))
+		return -EINVAL;
+	n = min_t(int, ib_port_immutable_read(dev, port)->gid_tbl_len, 256);
+	for (i = 0; i < n; i++)
+		if (!rdma_query_gid(dev, port, i, &g) && !memcmp(g.raw, gid, sizeof(g.raw)))
+			return i;
+	return -ENOENT;
+}
+
+/*
+ * Whether the address handle of @e still references the GID entry its source
+ * GID index has now (an address handle holds its source GID entry until it is
+ * destroyed; a deleted entry stays allocated while referenced).
+ */
+static bool rmad_ah_current(struct rmad_vport *vp, const struct rmad_ah_entry *e)
+{
+	const struct ib_gid_attr *had = e->ah->sgid_attr, *now;
+	bool same;
+
+	if (!had)
+		return true;
+	now = rdma_get_gid_attr(vp->dev, vp->port, had->index);
+	if (IS_ERR(now))
+		return false;
+	same = now == had;
+	rdma_put_gid_attr(now);
+	return same;
+}
+
+/*
+ * After a GID table change (an address removed or replaced): destroys the
+ * cached address handles that no send uses and whose source GID entry is gone
+ * or replaced, so that none keeps a deleted GID entry allocated. The transmit
+ * work calls it first in every run: only it adds users to the cache's entries,
+ * so an entry seen unused here stays unused.
+ */
+void rmad_shim_vport_sweep(struct rmad_vport *vp)
+{
+	unsigned long flags;
+	bool unused;
+	int i;
+
+	if (!atomic_xchg(&vp->gid_changed, 0))
+		return;
+	for (i = 0; i < RMAD_AH_CACHE; i++) {
+		struct rmad_ah_entry *e = &vp->ahs[i];
+
+		if (!e->ah)
+			continue;
+		spin_lock_irqsave(&vp->lock, flags);
+		unused = !e->users;
+		spin_unlock_irqrestore(&vp->lock, flags);
+		if (!unused || rmad_ah_current(vp, e))
+			continue;
+		rdma_destroy_ah(e->ah, RDMA_DESTROY_AH_SLEEPABLE);
+		e->ah = NULL;
+		memset(&e->attr, 0, sizeof(e->attr));
+	}
+}
+
+/*
+ * The address handle for @attr, with one more user: from the cache, made
+ * and cached at the first transmission to the destination, or (when every
+ * cache entry is in use by another destination) made for this send alone.
+ * The transmit work is the only caller, so the cache's keys and handles
+ * change under no lock; the users counts are shared with send completions.
+ */
+struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr)
+{
+	struct rmad_ah_entry *e, *free = NULL;
+	unsigned long flags;
+	struct ib_ah *ah;
+	int i;
+
+	spin_lock_irqsave(&vp->lock, flags);
+	for (i = 0; i < RMAD_AH_CACHE; i++) {
+		e = &vp->ahs[i];
+		if (e->ah && !memcmp(&e->attr, attr, sizeof(*attr))) {
+			e->users++;
+			spin_unlock_irqrestore(&vp->lock, flags);
+			return e;
+		}
+		if (!free && (!e->ah || !e->users))
+			free = e;
+	}
+	if (free)
+		free->users++; /* reserved: no send completion destroys it now */
+	spin_unlock_irqrestore(&vp->lock, flags);
+
+	ah = rdma_create_ah(vp->pd, (struct rdma_ah_attr *)attr, RDMA_CREATE_AH_SLEEPABLE);
+	if (IS_ERR(ah)) {
+		if (free) {
+			spin_lock_irqsave(&vp->lock, flags);
+			free->users--;
+			spin_unlock_irqrestore(&vp->lock, flags);
+		}
+		return ERR_CAST(ah);
+	}
+	if (!free) {
+		e = kzalloc_obj(*e);
+		if (!e) {
+			rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+			return ERR_PTR(-ENOMEM);
+		}
+		e->ah = ah;
+		e->users = 1;
+		e->transient = true;
+		return e;
+	}
+	/* An unused entry for another destination is replaced. */
+	if (free->ah)
+		rdma_destroy_ah(free->ah, RDMA_DESTROY_AH_SLEEPABLE);
+	free->ah = ah;
+	free->attr = *attr;
+	return free;
+}
+
+/* Destroys the cached address handles (the port is closing: no send uses them). */
+void rmad_ah_destroy_all(struct rmad_vport *vp)
+{
+	int i;
+
+	for (i = 0; i < RMAD_AH_CACHE; i++)
+		if (vp->ahs[i].ah)
+			rdma_destroy_ah(vp->ahs[i].ah, RDMA_DESTROY_AH_SLEEPABLE);
+}
+
+/* Completion of one address resolution (rmad_shim_resolve_dmac). */
+struct rmad_resolution {
+	struct completion done;
+	int status;
+};
+
+static void rmad_resolved(int status, struct sockaddr *src_addr, struct rdma_dev_addr *addr,
+			  void *context)
+{
+	struct rmad_resolution *r = context;
+
+	r->status = status;
+	complete(&r->done);
+}
+
+/*
+ * Resolves the MAC of the next hop to @dgid from GID @sgid_index of (@dev,
+ * @port), through ib_core's address resolution (the IP neighbour tables, as
+ * rdma_create_user_ah does for user space). Process context; waits at most
+ * about a second. Returns 0 with the MAC in @dmac and the route's hop limit
+ * in @hop_limit, or an errno.
+ */
+int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
+			   u8 *dmac, u8 *hop_limit)
+{
+	const struct ib_gid_attr *sgid_attr;
+	struct rmad_resolution r;
+	struct rdma_dev_addr addr = {};
+	union {
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} src, dst;
+	union ib_gid g;
+	int ret;
+
+	sgid_attr = rdma_get_gid_attr(dev, port, sgid_index);
+	if (IS_ERR(sgid_attr))
+		return PTR_ERR(sgid_attr);
+	memcpy(g.raw, dgid, sizeof(g.raw));
+	rdma_gid2ip((struct sockaddr *)&src, &sgid_attr->gid);
+	rdma_gid2ip((struct sockaddr *)&dst, &g);
+	addr.net = &init_net;
+	addr.sgid_attr = sgid_attr;
+	init_completion(&r.done);
+	ret = rdma_resolve_ip((struct sockaddr *)&src, (struct sockaddr *)&dst, &addr, 1000,
+			      rmad_resolved, true, &r);
+	if (!ret) {
+		wait_for_completion(&r.done);
+		ret = r.status;
+	}
+	if (!ret) {
+		ether_addr_copy(dmac, addr.dst_dev_addr);
+		*hop_limit = addr.hoplimit;
+	}
+	rdma_put_gid_attr(sgid_attr);
+	return ret;
+}
+
+/*
+ * The hop limit ib_init_ah_attr_from_wc() gives an answer from GID
+ * @sgid_index of (@dev, @port) to @dgid: 0xff, or on RoCE the route's, from
+ * the same resolution as rmad_shim_resolve_dmac() (so, on RoCE, it may wait
+ * as long). Reads the port's immutable protocol and ib_core's GID cache, and
+ * the neighbour tables: no port query. Returns the hop limit, or an errno.
+ */
+int rmad_shim_reply_hop_limit(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid)
+{
+	u8 dmac[ETH_ALEN], hop_limit;
+	int ret;
+
+	if (!rdma_protocol_roce(dev, port))
+		return 0xff;
+	ret = rmad_shim_resolve_dmac(dev, port, sgid_index, dgid, dmac, &hop_limit);
+	return ret ? ret : hop_limit;
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The private port of rmad's verbs glue, shared by the files of the shim
+ * (src/verbs/shim.c: the port and its sends; src/verbs/recv.c: what arrives;
+ * src/verbs/address.c: address handles and addresses) and by the test
+ * flavour's hooks of the private QP (src/testing/suites/rxe/hooks.c). Rust
+ * sees none of it: to Rust a port is an opaque handle (src/verbs/shim.h).
+ */
+#ifndef RMAD_VERBS_VPORT_H
+#define RMAD_VERBS_VPORT_H
+
+#include <linux/atomic.h>
+#include <linux/bitmap.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
+
+#include "shim.h"
+
+#define RMAD_SQ 128
+/* Receive buffers posted per port: as many as the C MAD layer's recv_queue_size. */
+#define RMAD_RQ 512
+/* Address handles kept per port, one per destination (see rmad_ah_get). */
+#define RMAD_AH_CACHE 16
+#define RMAD_MAD_SIZE 256
+#define RMAD_GRH_SIZE 40
+/* How long a failed post or reset waits before the transmit work tries it again. */
+#define RMAD_RETRY_MS 20
+
+struct rmad_vport;
+
+struct rmad_slot {
+	struct ib_cqe cqe;
+	struct rmad_vport *vp;
+	u8 *buf;
+	u64 dma;
+	u64 wr_id;
+	struct rmad_ah_entry *ah;
+};
+
+/*
+ * An address handle and the destination it was made for. It is made once,
+ * at the first transmission to the destination, and kept until the port
+ * closes; @users counts the sends on the QP that use it.
+ */
+struct rmad_ah_entry {
+	struct ib_ah *ah;
+	struct rdma_ah_attr attr;
+	u32 users;
+	/* Not in the cache: destroyed when its last send completes. */
+	bool transient;
+};
+
+struct rmad_vport {
+	struct ib_device *dev;
+	u32 port;
+	void *ctx;
+	struct ib_pd *pd;
+	/*
+	 * Send and receive completions are polled by two works, so a receive
+	 * handler that waits for a send's completion (unregistering another
+	 * agent) does not wait for itself.
+	 */
+	struct ib_cq *send_cq;
+	struct ib_cq *recv_cq;
+	struct ib_qp *qp;
+	spinlock_t lock; /* protects free_send, nfree and the users counts */
+	/* Indexes of the send slots that are free: a stack, O(1) both ways. */
+	u16 free_send[RMAD_SQ];
+	u32 nfree;
+	/* Send slots set up (all of them once the port is open). */
+	u32 nslots;
+	/* Only the port's transmit work and close touch the cache's entries. */
+	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
+	/* GID table changes of the port, which make the transmit work sweep the cache. */
+	struct ib_event_handler events;
+	atomic_t gid_changed;
+	/*
+	 * A send completed with an error: the QP may be in the error state (rxe
+	 * moves it there when the netdev refuses a packet, for good), and the
+	 * transmit work resets it before its next send (rmad_shim_vport_recover).
+	 */
+	atomic_t send_failed;
+	/*
+	 * The transmit work took a failed send up and has not brought the QP
+	 * back yet: the last receive handler of the flush, or the retry work,
+	 * runs it again (rmad_recv_done, rmad_retry_work).
+	 */
+	atomic_t recovering;
+	/* Receives posted and not yet completed (their handler done). */
+	atomic_t rq_posted;
+	/*
+	 * Receive slots whose post failed: the transmit work posts them again
+	 * (rmad_repost), woken by the retry work. Only the transmit work clears
+	 * a bit; a slot's bit is set only while the slot is off the QP.
+	 */
+	DECLARE_BITMAP(unposted, RMAD_RQ);
+	/* Runs the transmit work again a little later (a failed post, a failed reset). */
+	struct delayed_work retry;
+	/* Times the QP was reset to RTS after it failed. */
+	atomic_t resets;
+	/* Times a recovery found the device not drained yet and left it for later. */
+	atomic_t deferred;
+	struct rmad_slot send[RMAD_SQ];
+	struct rmad_slot recv[RMAD_RQ];
+};
+
+/* recv.c: the receive path. */
+int rmad_post_recv(struct rmad_slot *s);
+void rmad_repost_later(struct rmad_slot *s);
+void rmad_repost(struct rmad_vport *vp);
+void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+
+/* address.c: the address-handle cache. */
+struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr);
+void rmad_ah_destroy_all(struct rmad_vport *vp);
+
+#endif /* RMAD_VERBS_VPORT_H */
