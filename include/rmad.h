@@ -23,12 +23,50 @@
  * than rmad_unregister_agent() (which delivers the flushes it causes).
  *
  * Build a client module against rmad's Module.symvers (KBUILD_EXTRA_SYMBOLS).
+ *
+ * Versions. RMAD_API_VERSION_MAJOR and RMAD_API_VERSION_MINOR say which API
+ * this header describes; Documentation/changes.md lists what each version
+ * changed and how to move a client. Check them at compile time, e.g.
+ * static_assert(RMAD_API_VERSION_MAJOR == 4 && RMAD_API_VERSION_MINOR >= 2).
  */
 #ifndef RMAD_H
 #define RMAD_H
 
 #include <linux/bits.h>
 #include <linux/types.h>
+
+/**
+ * RMAD_API_VERSION_MAJOR - the major version of this API
+ *
+ * Grows with every change that can break a client written against the
+ * previous version: a function, structure, constant or behaviour that changed
+ * or went away (a client then fails to build, or worse, behaves differently).
+ * The minor version starts again at 0.
+ */
+#define RMAD_API_VERSION_MAJOR 4
+
+/**
+ * RMAD_API_VERSION_MINOR - the minor version of this API
+ *
+ * Grows with every change that keeps clients of the same major version
+ * working: a new function, constant or guarantee.
+ */
+#define RMAD_API_VERSION_MINOR 2
+
+/**
+ * RMAD_API_VERSION - one number for a version, to compare versions
+ * @major: major version
+ * @minor: minor version (below 65536)
+ */
+#define RMAD_API_VERSION(major, minor) (((major) << 16) + (minor))
+
+/**
+ * RMAD_API_VERSION_CODE - this header's version as one number
+ *
+ * E.g. #if RMAD_API_VERSION_CODE >= RMAD_API_VERSION(4, 2) for what version
+ * 4.2 added.
+ */
+#define RMAD_API_VERSION_CODE RMAD_API_VERSION(RMAD_API_VERSION_MAJOR, RMAD_API_VERSION_MINOR)
 
 struct module;
 
@@ -265,18 +303,25 @@ int rmad_unregister_agent(struct rmad_agent *agent);
  * @owner: the module that contains @release (THIS_MODULE), or NULL
  *
  * For where rmad_unregister_agent() cannot wait, first of all one of @agent's
- * own handlers. Atomic-safe; never calls a handler. Handlers of @agent may go
- * on running until the unregistration, which happens in rmad's own thread as
+ * own handlers. Atomic-safe; never calls a handler; allocates nothing (what it
+ * needs was made at registration), so it cannot fail for a valid agent that
+ * nobody unregisters yet. Handlers of @agent may go on running until the
+ * unregistration, which happens in rmad's own thread as
  * rmad_unregister_agent() does it, once the handler that asked has returned;
  * then @release(@arg) is called, and @owner, pinned from this call on, is
  * released: the client's module cannot be unloaded while @agent could still
- * call into it. After this call succeeds, @agent is refused by
- * rmad_unregister_agent() and this function (-EINVAL); its other calls work
- * until the unregistration.
+ * call into it. If @owner is already being unloaded (its exit runs or has
+ * run), it cannot be pinned: the unregistration is made all the same, and the
+ * unload waits for it and for @release before the module's memory goes. After
+ * this call succeeds, @agent is refused by rmad_unregister_agent() and this
+ * function (-EINVAL); its other calls work until the unregistration.
  *
- * Return: 0; -EINVAL for a bad handle or an agent already being unregistered;
- * -EBUSY when @owner is being unloaded (its exit can call
- * rmad_unregister_agent()); -ENOMEM.
+ * Whatever a client module leaves registered, rmad unregisters when that
+ * module unloads (after its exit, before its memory goes), without calling
+ * the agent's handlers again, and logs a warning: no handler ever runs in a
+ * module that is gone.
+ *
+ * Return: 0; -EINVAL for a bad handle or an agent already being unregistered.
  */
 int rmad_unregister_agent_async(struct rmad_agent *agent, void (*release)(void *arg), void *arg,
 				struct module *owner);

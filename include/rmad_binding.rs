@@ -15,6 +15,11 @@
 //! ([`Received::keep`]): a [`RecvBuf`] is freed when dropped, also after its agent is gone. A
 //! responder registers for a class ([`Agent::register_class`]) and answers with
 //! [`Received::reply`] or, later, [`RecvBuf::reply`].
+//!
+//! The binding is written for version [`API_VERSION_MAJOR`].[`API_VERSION_MINOR`] of rmad's API
+//! and checks at compile time that `rmad.h`, which it reads from its own directory, says the
+//! same; a client checks the version it was written for against these constants
+//! (`Documentation/changes.md` says what each version changed).
 
 use core::ffi::c_void;
 use kernel::{
@@ -33,6 +38,72 @@ use kernel::{
     },
     prelude::*,
 };
+
+/// The major version of rmad's API this binding is written for (`RMAD_API_VERSION_MAJOR` of
+/// `include/rmad.h`): it grows with every change that can break a client. A client checks it
+/// at compile time, e.g. `const _: () = assert!(rmad::API_VERSION_MAJOR == 4);`.
+pub(crate) const API_VERSION_MAJOR: u32 = 4;
+
+/// The minor version (`RMAD_API_VERSION_MINOR`): it grows with what keeps the clients of the
+/// same major version working; a client needs at least the minor version it was written for.
+pub(crate) const API_VERSION_MINOR: u32 = 2;
+
+// The header beside this file must describe the API this binding is written for: a binding
+// and a header of different versions do not build together.
+const _: () = {
+    let header = include_str!("rmad.h").as_bytes();
+    let major = version(header, b"MAJOR ");
+    let minor = version(header, b"MINOR ");
+    assert!(
+        matches!(major, Some(API_VERSION_MAJOR)),
+        "rmad.h: another RMAD_API_VERSION_MAJOR"
+    );
+    assert!(
+        matches!(minor, Some(API_VERSION_MINOR)),
+        "rmad.h: another RMAD_API_VERSION_MINOR"
+    );
+};
+
+/// The decimal value of the line `#define RMAD_API_VERSION_{part}value` of the C header
+/// `text`, at compile time.
+const fn version(text: &[u8], part: &[u8]) -> Option<u32> {
+    let mut rest = text;
+    while let [_, tail @ ..] = rest {
+        if let Some(mut t) = strip(strip(Some(rest), b"\n#define RMAD_API_VERSION_"), part) {
+            let (mut value, mut any) = (0u32, false);
+            while let [d @ b'0'..=b'9', t_rest @ ..] = t {
+                let Some(v) = value.checked_mul(10) else {
+                    return None;
+                };
+                let Some(v) = v.checked_add((*d - b'0') as u32) else {
+                    return None;
+                };
+                (value, any, t) = (v, true, t_rest);
+            }
+            return if any { Some(value) } else { None };
+        }
+        rest = tail;
+    }
+    None
+}
+
+/// `text` without `prefix`, if it starts with it.
+const fn strip<'a>(text: Option<&'a [u8]>, prefix: &[u8]) -> Option<&'a [u8]> {
+    let (Some(mut t), mut p) = (text, prefix) else {
+        return None;
+    };
+    while let ([a, t_rest @ ..], [b, p_rest @ ..]) = (t, p) {
+        if *a != *b {
+            return None;
+        }
+        (t, p) = (t_rest, p_rest);
+    }
+    if p.is_empty() {
+        Some(t)
+    } else {
+        None
+    }
+}
 
 /// `RMAD_DETACH_BUFFERS` of `include/rmad.h`: the agent's unregistration does not wait for its
 /// send buffers.
@@ -250,9 +321,11 @@ pub(crate) trait Client: Send + Sync + 'static {
 
 /// A registered agent; dropping it unregisters it: at once, waiting for its handlers; or,
 /// dropped inside one of its own handlers, in rmad's thread once that handler has returned,
-/// which then drops the client (this module stays loaded until then). Never waits for the
-/// agent's send buffers: those that outlive it are inert (posting fails with `ESHUTDOWN`) and
-/// free safely when dropped.
+/// which then drops the client (this module stays loaded until then; if it is being unloaded
+/// already, its unload waits for that). Dropped inside a handler, the unregistration cannot
+/// fail: rmad made what it needs at registration. Never waits for the agent's send buffers:
+/// those that outlive it are inert (posting fails with `ESHUTDOWN`) and free safely when
+/// dropped.
 ///
 /// # Invariants
 ///
@@ -517,7 +590,9 @@ impl<C: Client> Drop for Agent<C> {
         if r == EDEADLK.to_errno() {
             // Inside one of its own handlers: rmad unregisters it in its own thread once this
             // handler returns, then drops the client there, with this module pinned until
-            // then, so that no handler ever calls into this module once it is gone.
+            // then (or, if it is going already, with its unload waiting for that), so that no
+            // handler ever calls into this module once it is gone. It allocates nothing and
+            // fails only for an agent that rmad unregisters already.
             // SAFETY: rmad validates the handle; `release_client::<C>` gets the client once
             // no handler can run (the client is `Send`); `__this_module` is this module,
             // which contains `release_client`.
@@ -533,7 +608,10 @@ impl<C: Client> Drop for Agent<C> {
                 return;
             }
         }
-        // The handlers may still run, so the client must stay: leaked, never freed under them.
+        // Someone else unregisters the agent: rmad itself, at the unload of this module, when
+        // the agent outlived its exit (this drop runs in a handler that took it away from
+        // there). Its handlers may still run, so the client must stay: leaked, never freed
+        // under them.
         pr_warn!("rmad: agent not unregistered ({}); client leaked\n", r);
     }
 }

@@ -23,6 +23,7 @@
  */
 
 #include <linux/atomic.h>
+#include <linux/build_bug.h>
 #include <linux/completion.h>
 #include <linux/err.h>
 #include <linux/inet.h>
@@ -34,6 +35,10 @@
 #include <linux/workqueue.h>
 
 #include "../../include/rmad.h"
+
+/* Written for rmad's API 4.2 (Documentation/changes.md): refuse to build against another. */
+static_assert(RMAD_API_VERSION_MAJOR == 4 && RMAD_API_VERSION_MINOR >= 2,
+	      "rmad_sample_c is written for rmad API 4.2");
 
 #define N_GET 4
 #define N_CANCEL 2

@@ -34,6 +34,12 @@ use kernel::{
 #[allow(dead_code)]
 mod rmad;
 
+// Written for rmad's API 4.2 (Documentation/changes.md): refuse to build against another.
+const _: () = assert!(
+    rmad::API_VERSION_MAJOR == 4 && rmad::API_VERSION_MINOR >= 2,
+    "rmad_sample_rust is written for rmad API 4.2"
+);
+
 module! {
     type: Sample,
     name: "rmad_sample_rust",

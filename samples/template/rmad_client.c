@@ -6,12 +6,21 @@
  * status of the answer. Build it against rmad's Module.symvers (see the
  * README: "Your own client module").
  */
+#include <linux/build_bug.h>
 #include <linux/completion.h>
 #include <linux/err.h>
 #include <linux/module.h>
 #include <linux/unaligned.h>
 
 #include <rmad.h>
+
+/*
+ * The version of rmad's API this client is written for (Documentation/changes.md says what
+ * each version changed): a header of another major version, or an older minor one, is
+ * refused at compile time.
+ */
+static_assert(RMAD_API_VERSION_MAJOR == 4 && RMAD_API_VERSION_MINOR >= 2,
+	      "rmad_client is written for rmad API 4.2");
 
 static DECLARE_COMPLETION(done);
 

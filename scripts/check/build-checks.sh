@@ -27,6 +27,10 @@
 #                               a view of a received MAD used after the MAD
 #                               was kept (and the kept buffer dropped), and
 #                               builds the same client written correctly
+#   binding_refuses_other_header_version  a client of a binding whose rmad.h
+#                               (beside it) says another API version does not
+#                               build, the same client with the binding's own
+#                               header does (include/rmad_binding.rs)
 #
 # Usage: build-checks.sh OUT
 set -euo pipefail
@@ -139,18 +143,18 @@ PY
 check rust_analyzer_indexes_src rust_analyzer
 check rust_sample_has_no_unsafe sh -c "! grep -n unsafe '$RMAD_ROOT/samples/rust/rmad_sample_rust.rs'"
 
-# client_module DIR BODY: a Rust client module of the binding in DIR whose receive handler
-# is BODY (with `r` the received MAD); compiles it against the cached kernel (the object
-# only: what is checked is what rustc accepts).
+# client_module DIR BODY [BINDING]: a Rust client module of the binding (BINDING, by default
+# the tree's) in DIR whose receive handler is BODY (with `r` the received MAD); compiles it
+# against the cached kernel (the object only: what is checked is what rustc accepts).
 client_module() {
-	local dir="$1" vars
+	local dir="$1" binding="${3:-$RMAD_ROOT/include/rmad_binding.rs}" vars
 	mkdir -p "$dir"
 	echo 'obj-m := rmad_client_check.o' >"$dir/Kbuild"
 	cat >"$dir/rmad_client_check.rs" <<RS
 // SPDX-License-Identifier: GPL-2.0
 //! A client of the binding, built by scripts/check/build-checks.sh.
 use kernel::prelude::*;
-#[path = "$RMAD_ROOT/include/rmad_binding.rs"]
+#[path = "$binding"]
 #[allow(dead_code)]
 mod rmad;
 struct Check;
@@ -196,6 +200,28 @@ kept_mad_outlives_no_view() {
 	}
 }
 check binding_kept_mad_outlives_no_view kept_mad_outlives_no_view
+
+# The binding reads rmad.h beside it and asserts that its version is the binding's: a copy of
+# both whose header says another minor version does not build; the copy as it is does.
+other_header_version() {
+	local copy="$tmp/version/include"
+	mkdir -p "$copy"
+	cp "$RMAD_ROOT/include/rmad_binding.rs" "$RMAD_ROOT/include/rmad.h" "$copy/"
+	client_module "$tmp/version-same" 'drop(r);' "$copy/rmad_binding.rs" || return 1
+	sed -i 's/^#define RMAD_API_VERSION_MINOR \([0-9]*\)$/#define RMAD_API_VERSION_MINOR 1\1/' \
+		"$copy/rmad.h"
+	grep -q '^#define RMAD_API_VERSION_MINOR 1[0-9]*$' "$copy/rmad.h" || return 1
+	if client_module "$tmp/version-other" 'drop(r);' "$copy/rmad_binding.rs" \
+		>"$tmp/version.log" 2>&1; then
+		echo "the binding built against a header of another version"
+		return 1
+	fi
+	grep -q "rmad.h: another RMAD_API_VERSION_MINOR" "$tmp/version.log" || {
+		tail -n 20 "$tmp/version.log"
+		return 1
+	}
+}
+check binding_refuses_other_header_version other_header_version
 
 python3 - "$cases" "$out" <<'PY'
 import json, sys

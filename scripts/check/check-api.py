@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Checks on the C API's three views (include/rmad.h, src/capi.rs,
+"""Checks on the C API's three views (include/rmad.h, src/capi/types.rs,
 include/rmad_binding.rs) that the compilers cannot make:
 
   layouts  every structure of rmad.h has the same fields, in the same order,
-           of the same types, in src/capi.rs and in the Rust binding (each view
-           also asserts sizes and offsets at compile time, but only against
-           numbers written next to it), and every RMAD_MGMT_X constant of
-           rmad.h is the binding's mgmt::X, with the same value;
+           of the same types, in src/capi/types.rs and in the Rust binding (each
+           view also asserts sizes and offsets at compile time, but only against
+           numbers written next to it), every RMAD_MGMT_X constant of rmad.h is
+           the binding's mgmt::X, with the same value, and the binding's
+           API_VERSION_MAJOR and _MINOR are rmad.h's RMAD_API_VERSION_MAJOR and
+           _MINOR (the binding asserts that too when a client builds);
   docs     every function rmad exports, and every structure, enum and callback
-           type of rmad.h, has a kernel-doc comment in rmad.h.
+           type of rmad.h, has a kernel-doc comment in rmad.h, and
+           Documentation/changes.md has a section for rmad.h's version.
 
 Usage: check-api.py layouts|docs ROOT. Prints what is wrong; exits 1 if anything is.
 """
@@ -79,7 +82,7 @@ def rust_fields(source, name):
 
 def layouts(root):
     header = open(root + "/include/rmad.h").read()
-    capi = open(root + "/src/capi.rs").read()
+    capi = open(root + "/src/capi/types.rs").read()
     binding = open(root + "/include/rmad_binding.rs").read()
     bad = 0
     for c, (r_capi, r_binding) in STRUCTS.items():
@@ -88,7 +91,7 @@ def layouts(root):
             print("rmad.h has no struct %s" % c)
             bad += 1
             continue
-        for where, src, rname in (("src/capi.rs", capi, r_capi),
+        for where, src, rname in (("src/capi/types.rs", capi, r_capi),
                                   ("include/rmad_binding.rs", binding, r_binding)):
             got = rust_fields(src, rname)
             if got != want:
@@ -103,7 +106,24 @@ def layouts(root):
     if not consts:
         print("rmad.h has no RMAD_MGMT_ constant")
         bad += 1
+    for part in ("MAJOR", "MINOR"):
+        c, r = header_version(header, part), binding_version(binding, part)
+        if c is None or c != r:
+            print("RMAD_API_VERSION_%s = %s: the binding's API_VERSION_%s is %s" % (part, c, part, r))
+            bad += 1
     return bad
+
+
+def header_version(header, part):
+    """RMAD_API_VERSION_PART of rmad.h, or None."""
+    m = re.search(r"^#define RMAD_API_VERSION_%s (\d+)$" % part, header, re.M)
+    return int(m.group(1)) if m else None
+
+
+def binding_version(binding, part):
+    """API_VERSION_PART of the binding, or None."""
+    m = re.search(r"^pub\(crate\) const API_VERSION_%s: u32 = (\d+);$" % part, binding, re.M)
+    return int(m.group(1)) if m else None
 
 
 def docs(root):
@@ -120,6 +140,11 @@ def docs(root):
             bad += 1
     if not exports:
         print("no exported function found")
+        bad += 1
+    version = "%s.%s" % (header_version(header, "MAJOR"), header_version(header, "MINOR"))
+    changes = open(root + "/Documentation/changes.md").read()
+    if not re.search(r"^## %s\b" % re.escape(version), changes, re.M):
+        print("Documentation/changes.md: no section '## %s' for rmad.h's version" % version)
         bad += 1
     return bad
 

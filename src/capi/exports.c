@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Exports rmad's C API (implemented in Rust, src/capi.rs) to other modules.
- * Including the header here makes the compiler check that the prototypes
- * other modules see are those of the exported symbols, and the assertions
- * below check the structure layouts that src/capi.rs assumes (it asserts the
- * same numbers on its side).
+ * Exports rmad's C API (implemented in Rust, src/capi.rs and src/capi/) to
+ * other modules. Including the header here makes the compiler check that the
+ * prototypes other modules see are those of the exported symbols, and the
+ * assertions below check the structure layouts that src/capi/types.rs assumes
+ * (it asserts the same numbers on its side). Also the module notifier of
+ * src/capi/unload.rs, and the helpers Rust cannot call (inline in C).
  */
 
 #include <linux/build_bug.h>
 #include <linux/export.h>
 #include <linux/module.h>
+#include <linux/notifier.h>
+#include <linux/printk.h>
 #include <linux/stddef.h>
 
 #include <rdma/ib_mad.h>
@@ -38,6 +41,8 @@ static_assert(RMAD_MGMT_METHOD_RESP == IB_MGMT_METHOD_RESP);
 static_assert(RMAD_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB ==
 	      IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB);
 static_assert(RMAD_MGMT_MAD_HDR == IB_MGMT_MAD_HDR && RMAD_MGMT_MAD_DATA == IB_MGMT_MAD_DATA);
+/* A version is two small numbers (include/rmad.h, RMAD_API_VERSION). */
+static_assert(RMAD_API_VERSION_MAJOR > 0 && RMAD_API_VERSION_MINOR < 65536);
 /* src/capi.rs has the same value; it must not collide with ib_core's flags. */
 static_assert(RMAD_DETACH_BUFFERS == 1UL << 31 && !(RMAD_DETACH_BUFFERS & IB_MAD_USER_RMPP));
 
@@ -75,6 +80,40 @@ bool rmad_capi_module_get(struct module *owner)
 void rmad_capi_module_put(struct module *owner)
 {
 	module_put(owner);
+}
+
+bool rmad_capi_within_module(unsigned long addr, const struct module *mod)
+{
+	return within_module(addr, mod);
+}
+
+/* A module is going: its exit returned (or its init failed), its memory is still there. */
+static int rmad_capi_module_event(struct notifier_block *nb, unsigned long action, void *data)
+{
+	struct module *mod = data;
+	int ended;
+
+	if (action != MODULE_STATE_GOING)
+		return NOTIFY_DONE;
+	ended = rmad_capi_module_going(mod);
+	if (ended > 0)
+		pr_warn("rmad: module %s left %d agents registered at its unload: unregistered them\n",
+			mod->name, ended);
+	return NOTIFY_OK;
+}
+
+static struct notifier_block rmad_capi_module_nb = {
+	.notifier_call = rmad_capi_module_event,
+};
+
+int rmad_capi_watch_modules(void)
+{
+	return register_module_notifier(&rmad_capi_module_nb);
+}
+
+void rmad_capi_unwatch_modules(void)
+{
+	unregister_module_notifier(&rmad_capi_module_nb);
 }
 EXPORT_SYMBOL_GPL(rmad_agent_context);
 EXPORT_SYMBOL_GPL(rmad_agent_hi_tid);

@@ -367,6 +367,26 @@ impl<T: Send + Unpin> HandleTable<T> {
         .ok_or(EINVAL)
     }
 
+    /// The first `Some` that `f` returns for a live object, given its handle, in slot order;
+    /// `f` runs under each object's slot lock in turn. A scan of every slot ever used: for
+    /// rare events (a client module's unload), not for lookups.
+    pub(crate) fn find_map<R>(&self, mut f: impl FnMut(u64, &mut T) -> Option<R>) -> Option<R> {
+        let used = self.alloc.lock().fresh;
+        for index in 0..used {
+            let Some(slot) = self.slot(index) else {
+                continue;
+            };
+            let mut g = slot.state.lock();
+            let gen = g.gen;
+            if let Content::Live(v) = &mut g.content {
+                if let Some(r) = f(self.encode(index, gen), v) {
+                    return Some(r);
+                }
+            }
+        }
+        None
+    }
+
     /// Gives back the reservation `h` (its object could not be made): from now on `h` is
     /// stale forever.
     pub(crate) fn release(&self, h: u64) -> Result {

@@ -11,8 +11,22 @@
 //! outlive the agent and is freed safely after unregistration; whatever is still kept at
 //! unload is freed with the tables.
 
-use super::*;
-use crate::engine::transport::RecvWc;
+use super::{
+    agent_of, code, from_ptr, tables, to_ptr,
+    types::{
+        RmadAh,
+        RmadRecvWc, //
+    },
+};
+use crate::engine::transport::{
+    RecvMad,
+    RecvWc, //
+};
+use core::ffi::c_void;
+use kernel::{
+    ffi::c_int,
+    prelude::*, //
+};
 
 /// What a receive-buffer handle stands for.
 pub(crate) struct CRecv {

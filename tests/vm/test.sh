@@ -94,11 +94,29 @@ vm_case hrtimer_client_reports_pass sh -c 'insmod /modules/rmad_hrtimer_client.k
 	dmesg | grep -q "rmad_hrtimer_client: PASS"'
 # The safe Rust binding, from a Rust client module: an agent dropped inside its own handler
 # is unregistered once the handler returns (its class then answered by ib_core, 0x000C) and
-# its client dropped; an agent dropped before a buffer of it returns, and the buffer is
-# inert (tests/clients/rust_drop).
-vm_case rust_drop_client_reports_pass sh -c 'insmod /modules/rmad_rust_drop_client.ko &&
-	dmesg | grep "rmad_rust_drop_client: " | tail -n 1 &&
-	dmesg | grep -q "rmad_rust_drop_client: PASS" && rmmod rmad_rust_drop_client'
+# its client dropped, also with every slab allocation of the handler's task failing there
+# (failslab); an agent dropped before a buffer of it returns, and the buffer is inert
+# (tests/clients/rust_drop). Once the client is unloaded, a GET of its class is answered by
+# ib_core as after a clean unregistration: no agent left behind calls into the unloaded
+# module (which would be a KASAN report or an oops: rmad_vm_run.kernel_log_clean). Then the
+# same with an agent the client leaves registered at its unload: rmad ends it there.
+rust_drop_probe() {
+	insmod /modules/rmad_rust_drop_client.ko probe=1 &&
+		dmesg | grep "rmad_rust_drop_client: PROBE" | tail -n 1 |
+		grep "rmad_rust_drop_client: PROBE PASS" && rmmod rmad_rust_drop_client
+}
+failslab_on 100
+vm_case rust_drop_client_reports_pass sh -c 'insmod /modules/rmad_rust_drop_client.ko failslab=1 &&
+	dmesg | grep "rmad_rust_drop_client: " | tail -n 1 | grep "rmad_rust_drop_client: PASS"'
+failslab_off
+vm_case rust_drop_client_rmmod rmmod rmad_rust_drop_client
+vm_case rust_drop_class_answered_by_ib_core_after_rmmod rust_drop_probe
+vm_case rust_drop_client_leaves_an_agent sh -c 'insmod /modules/rmad_rust_drop_client.ko leak=1 &&
+	dmesg | grep "rmad_rust_drop_client: " | tail -n 1 | grep "rmad_rust_drop_client: LEAK PASS"'
+vm_case rust_drop_leaving_client_rmmod rmmod rmad_rust_drop_client
+vm_case rust_drop_left_agent_ended_at_unload sh -c \
+	'dmesg | grep "rmad: module rmad_rust_drop_client left 1 agents registered at its unload"'
+vm_case rust_drop_class_answered_by_ib_core_after_leaving_client rust_drop_probe
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
 # debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&

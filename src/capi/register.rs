@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rmad_register_agent`: a C agent, its handlers, and what its handle stands for.
+//!
+//! Registration makes everything the agent's end needs: the handle, reserved before the agent
+//! is routable so that a handler that runs at once knows it; the work item of its
+//! asynchronous unregistration ([`Pending`]), so that asking for that later allocates nothing
+//! and cannot fail; and where its handlers are, so that rmad can end the agent when the module
+//! they are in unloads ([`super::unload`]).
+
+use super::{
+    ctx_ptr,
+    devices,
+    err_ptr,
+    recv,
+    tables,
+    to_ptr,
+    types::{
+        RecvFn,
+        RmadRecvWc,
+        RmadRegReq,
+        RmadSendWc,
+        SendFn, //
+    },
+    unregister::Pending,
+    CAgent,
+    RMAD_DETACH_BUFFERS, //
+};
+use crate::{
+    engine::{
+        agent::{
+            Agent,
+            AgentConfig,
+            RecvHandler,
+            SendHandler, //
+        },
+        send::{
+            SendBuf,
+            SendCompletion,
+            SendHandle, //
+        },
+        transport::{
+            RecvMad,
+            Transport, //
+        },
+        Engine, //
+    },
+    mad::{
+        QpType,
+        RegReq, //
+    },
+    verbs, //
+};
+use core::ffi::c_void;
+use kernel::{
+    ffi::{
+        c_char,
+        c_int, //
+    },
+    prelude::*,
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
+        Arc,
+    },
+};
+
+/// The handlers of a C agent.
+pub(super) struct CHandlers {
+    send: SendFn,
+    recv: RecvFn,
+    /// The agent's handle (known before registration starts).
+    handle: u64,
+    /// The agent's context, handed to every handler call.
+    context: usize,
+    /// The module of the handlers is gone or going: they are not called any more
+    /// ([`super::unload`]).
+    muted: Atomic<bool>,
+}
+
+impl CHandlers {
+    /// Calls neither handler from now on; a call in progress finishes (the unregistration that
+    /// follows waits for it).
+    pub(super) fn mute(&self) {
+        self.muted.store(true, Release);
+    }
+
+    /// Whether the handlers may be called.
+    fn live(&self) -> bool {
+        !self.muted.load(Acquire)
+    }
+}
+
+impl SendHandler for CHandlers {
+    fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
+        let post_id = wc.post;
+        let bh = u64::try_from(buf.context()[0]).unwrap_or(0);
+        let SendBuf { rec, body } = buf;
+        let mut body = Some(body);
+        let back = tables().and_then(|t| {
+            t.bufs.with(bh, |b| {
+                // INVARIANT: The client owns the buffer again.
+                if b.body.is_none() {
+                    b.body = body.take();
+                }
+            })
+        });
+        drop(rec);
+        if back.is_err() || body.is_some() {
+            // Only reachable if the slot invariant were broken: drop the buffer, call nobody.
+            pr_err!("capi: a completed send has no buffer slot\n");
+            drop(body);
+            return;
+        }
+        let mut cwc = RmadSendWc {
+            send_buf: to_ptr(bh),
+            post_id,
+            context: ctx_ptr(self.context),
+            status: c_int::try_from(wc.status.code()).unwrap_or(c_int::MAX),
+            vendor_err: wc.vendor_err,
+        };
+        if !self.live() {
+            // The buffer stays in its slot: rmad frees it at its own unload.
+            return;
+        }
+        if let Some(f) = self.send {
+            // SAFETY: The client registered `f` as its send handler; `cwc` lives until the call
+            // returns, and the buffer it names is the client's again. Its module is not gone:
+            // `muted` is set before that module's memory goes, and its unregistration waits
+            // for this call.
+            unsafe { f(to_ptr(self.handle), &mut cwc) };
+        }
+    }
+}
+
+impl RecvHandler for CHandlers {
+    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad) {
+        let Some(f) = self.recv else {
+            return;
+        };
+        if !self.live() {
+            return;
+        }
+        let bh = send
+            .and_then(|h| h.tag())
+            .and_then(|t| u64::try_from(t).ok())
+            .unwrap_or(0);
+        let wc = RmadRecvWc {
+            mad: core::ptr::null(),
+            context: ctx_ptr(self.context),
+            mad_len: 0,
+            src_qp: mad.wc.src_qp,
+            slid: mad.wc.slid,
+            pkey_index: mad.wc.pkey_index,
+            has_grh: u8::from(mad.wc.grh.is_some()),
+            hop_limit: mad.wc.grh_fields.hop_limit,
+            traffic_class: mad.wc.grh_fields.traffic_class,
+            recv_buf: core::ptr::null_mut(),
+            sgid: mad.wc.grh.map_or([0; 16], |(sgid, _)| sgid),
+            flow_label: mad.wc.grh_fields.flow_label,
+        };
+        recv::deliver(f, self.handle, bh, wc, mad, agent.device());
+    }
+}
+
+/// `rmad_register_agent`.
+///
+/// # Safety
+///
+/// `device` must be NULL or a NUL-terminated string; `reg_req` NULL or valid; the handlers
+/// valid functions for as long as the agent is registered.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rmad_register_agent(
+    device: *const c_char,
+    port: u32,
+    qp_type: c_int,
+    reg_req: *const RmadRegReq,
+    rmpp_version: u8,
+    send_handler: SendFn,
+    recv_handler: RecvFn,
+    context: *mut c_void,
+    flags: u32,
+) -> *mut c_void {
+    if device.is_null() {
+        return err_ptr(EINVAL);
+    }
+    // SAFETY: Caller's promise.
+    let name = unsafe { CStr::from_char_ptr(device) };
+    // SAFETY: Caller's promise.
+    let reg = unsafe { reg_req.as_ref() }.map(|r| RegReq {
+        mgmt_class: r.mgmt_class,
+        class_version: r.mgmt_class_version,
+        oui: r.oui,
+        methods: u128::from(r.method_mask[0]) | (u128::from(r.method_mask[1]) << 64),
+    });
+    let handlers = CHandlers {
+        send: send_handler,
+        recv: recv_handler,
+        handle: 0,
+        context: context.expose_provenance(),
+        muted: Atomic::new(false),
+    };
+    register_impl(name, port, qp_type, reg, rmpp_version, handlers, flags)
+        .map_or_else(err_ptr, to_ptr)
+}
+
+/// The addresses of `h`'s send and receive handlers (0 for none): where rmad looks for the
+/// module of the handlers when a module unloads.
+fn code_of(h: &CHandlers) -> [usize; 2] {
+    [
+        h.send.map_or(0, |f| (f as *const c_void).addr()),
+        h.recv.map_or(0, |f| (f as *const c_void).addr()),
+    ]
+}
+
+/// Registers a C agent: its handle is reserved first, so that handlers that run before
+/// registration returns already know it.
+fn register_impl(
+    name: &CStr,
+    port: u32,
+    qp_type: c_int,
+    reg: Option<RegReq>,
+    rmpp_version: u8,
+    mut handlers: CHandlers,
+    flags: u32,
+) -> Result<u64> {
+    let qp_type = match qp_type {
+        0 => QpType::Smi,
+        1 => QpType::Gsi,
+        _ => return Err(EINVAL),
+    };
+    let port = u8::try_from(port).map_err(|_| ENODEV)?;
+    let detach_buffers = flags & RMAD_DETACH_BUFFERS != 0;
+    // The engine sees the C MAD layer's flags only.
+    let flags = flags & !RMAD_DETACH_BUFFERS;
+    let t = tables()?;
+    let (engine, transport) = find_transport(name, port)?;
+    let code = code_of(&handlers);
+    let h = t.agents.reserve(GFP_KERNEL)?;
+    handlers.handle = h;
+    let context = handlers.context;
+    let (send, recv) = (handlers.send.is_some(), handlers.recv.is_some());
+    let registered = Pending::new(h).and_then(|pending| {
+        let handlers = Arc::new(handlers, GFP_KERNEL)?;
+        Agent::register_with(
+            &engine,
+            &transport,
+            AgentConfig {
+                port,
+                qp_type,
+                reg,
+                rmpp_version,
+                flags,
+                send_handler: send.then(|| -> Arc<dyn SendHandler> { handlers.clone() }),
+                recv_handler: recv.then(|| -> Arc<dyn RecvHandler> { handlers.clone() }),
+            },
+            // The handle is complete before the first MAD can reach a handler, which gets
+            // it (rmad.h: handlers that run before registration returns receive the
+            // agent's handle already).
+            |agent| {
+                let agent = agent.clone();
+                // A vanished reservation is a defect; the registration then fails.
+                t.agents
+                    .fill(
+                        h,
+                        CAgent {
+                            agent,
+                            context,
+                            detach_buffers,
+                            closing: false,
+                            code,
+                            handlers: handlers.clone(),
+                            pending,
+                            release: None,
+                        },
+                    )
+                    .map_err(|_| EINVAL)
+            },
+        )
+    });
+    match registered {
+        Ok(_) => {
+            #[cfg(rmad_test)]
+            registered_delay();
+            Ok(h)
+        }
+        Err(e) => {
+            // A filled slot holds the agent, which never became routable: unregister it.
+            if let Ok(c) = t.agents.remove(h, |_| Ok(())) {
+                let _ = c.agent.unregister();
+            } else {
+                let _ = t.agents.release(h);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Test flavour: how long `rmad_register_agent` waits, in milliseconds, once its agent is
+/// routable and before it returns, so that a suite can make requests reach the agent then.
+#[cfg(rmad_test)]
+pub(crate) static REGISTERED_DELAY_MS: Atomic<u32> = Atomic::new(0);
+
+/// Test flavour: waits [`REGISTERED_DELAY_MS`].
+#[cfg(rmad_test)]
+fn registered_delay() {
+    let ms = REGISTERED_DELAY_MS.load(kernel::sync::atomic::Relaxed);
+    if ms != 0 {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(i64::from(ms)));
+    }
+}
+
+/// The engine and transport of port `port` of the device named `name`.
+fn find_transport(name: &CStr, port: u8) -> Result<(Arc<Engine>, Arc<dyn Transport>)> {
+    if let Some(t) = devices::find(name, port) {
+        return Ok(t);
+    }
+    let vp = verbs::find_port(name, port).ok_or(ENODEV)?;
+    let engine = verbs::verbs_engine().ok_or(ENODEV)?;
+    Ok((engine, vp))
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Client modules that unload: no agent outlives the module its handlers are in.
+//!
+//! A client module unregisters its agents in its exit, or has them unregistered
+//! asynchronously with its module pinned. Two cases escape both: an asynchronous
+//! unregistration asked for while the module is already going (it cannot be pinned any more,
+//! so its exit may return first), and an agent the module's exit did not unregister (a
+//! handler that took the agent away from where the exit looks for it, or a plain leak). Left
+//! alone, the next MAD or completion of such an agent calls freed module text.
+//!
+//! So rmad watches module unloads (a module notifier, `src/capi/exports.c`): once a module's
+//! exit has returned, and before its memory is freed, rmad unregisters every agent whose
+//! handlers are in that module and that nobody is unregistering, without calling those
+//! handlers again, and waits for every asynchronous unregistration already queued, whose
+//! release call may be in that module.
+
+use super::tables;
+use core::ffi::c_void;
+use kernel::{
+    ffi::c_int,
+    prelude::*, //
+};
+
+extern "C" {
+    /// Starts rmad's module notifier (`src/capi/exports.c`).
+    fn rmad_capi_watch_modules() -> c_int;
+    /// Stops it; returns once no notification is being handled.
+    fn rmad_capi_unwatch_modules();
+    /// Whether `addr` is in the memory of module `module` (`within_module`).
+    fn rmad_capi_within_module(addr: usize, module: *const c_void) -> bool;
+}
+
+/// Starts watching module unloads (once, at load, after the tables are made).
+pub(super) fn watch() -> Result {
+    // SAFETY: Called once, paired with `unwatch` at unload.
+    kernel::error::to_result(unsafe { rmad_capi_watch_modules() })
+}
+
+/// Stops watching module unloads (at unload, before the tables go).
+pub(super) fn unwatch() {
+    // SAFETY: `watch` succeeded at load (else the module did not load).
+    unsafe { rmad_capi_unwatch_modules() };
+}
+
+/// Module `module` is going: its exit has returned (or its init failed) and its memory is not
+/// freed yet. Called by the module notifier; returns how many agents it had left registered.
+///
+/// # Safety
+///
+/// `module` must be a module whose memory stays for the call (the notifier's).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rmad_capi_module_going(module: *const c_void) -> c_int {
+    let ended = module_going(|addr| {
+        // SAFETY: The caller's promise; `addr` is only compared with the module's bounds.
+        unsafe { rmad_capi_within_module(addr, module) }
+    });
+    c_int::try_from(ended).unwrap_or(c_int::MAX)
+}
+
+/// Ends every agent with a handler at an address where `going` holds (the memory of a module
+/// that unloads) and that nobody unregisters, without calling its handlers again, then waits
+/// for the asynchronous unregistrations already queued; returns how many agents it ended.
+/// Process context.
+pub(crate) fn module_going(going: impl Fn(usize) -> bool) -> usize {
+    let Ok(t) = tables() else {
+        return 0;
+    };
+    let mut ended = 0usize;
+    while let Some((h, agent, handlers)) = t.agents.find_map(|h, c| {
+        let in_module = c.code.iter().any(|&a| a != 0 && going(a));
+        (in_module && !c.closing).then(|| {
+            c.closing = true;
+            (h, c.agent.clone(), c.handlers.clone())
+        })
+    }) {
+        handlers.mute();
+        // A handler call in progress returns first (its code is still there); the buffers
+        // the module still owns are inert from now on and freed at rmad's unload.
+        if agent.unregister_with(false).is_ok() {
+            drop(t.agents.remove(h, |_| Ok(())));
+        }
+        ended = ended.saturating_add(1);
+    }
+    // Asynchronous unregistrations queued by now, some perhaps with a release function in
+    // this module that could not be pinned: each has run when this returns.
+    t.unregistering.flush();
+    ended
+}
+
+/// Test flavour: makes the agent with handle `agent` look as if its handlers were at `addr`,
+/// so that a suite can end it through [`module_going`] without unloading a module.
+#[cfg(rmad_test)]
+pub(crate) fn set_code(agent: *mut c_void, addr: usize) -> Result {
+    tables()?
+        .agents
+        .with(super::from_ptr(agent), |c| c.code = [addr, addr])
+}
