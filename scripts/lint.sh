@@ -7,7 +7,8 @@
 #   - checkpatch.pl --strict on every C file and header, with two exceptions
 #     said below;
 #   - kernel-doc -Wall on include/rmad.h, and a kernel-doc comment on every
-#     export, structure, enum and callback type (scripts/check/check-api.py docs);
+#     export, structure, enum and callback type (scripts/check/check-api.py docs), and
+#     the header's, the C API's and the binding's layouts and API version agree (layouts);
 #   - rustfmt --check (the kernel's .rustfmt.toml) on every Rust file of ours;
 #   - Documentation/architecture.md names every file under src/, and every
 #     § citation in the code is a section of Documentation/behaviour.md
@@ -73,6 +74,7 @@ docs="$("$LINUX_TREE/scripts/kernel-doc" -Wall -none "$RMAD_ROOT/include/rmad.h"
 	failed=1
 }
 python3 "$RMAD_ROOT/scripts/check/check-api.py" docs "$RMAD_ROOT" || failed=1
+python3 "$RMAD_ROOT/scripts/check/check-api.py" layouts "$RMAD_ROOT" || failed=1
 step "kernel-doc -Wall: include/rmad.h"
 
 # The architecture page names every file under src/; every § citation points into the
