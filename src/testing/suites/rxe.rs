@@ -798,7 +798,6 @@ mod tests {
         let refused = wait_for(|| refusing.as_ref().map(FailedRecvPosts::left) == Some(0));
         let refilled_again = wait_for(|| full(&counts(&port)));
         drop(refusing);
-        let after = counts(&port);
         let sends = rec.sends()?;
         a.unregister()?;
         assert!(failed);
@@ -811,8 +810,9 @@ mod tests {
         assert!(answered);
         assert!(done);
         assert!(refused);
+        // Full again (a datagram that arrives later, a stray one included, takes a buffer
+        // for as long as it is handled: the count is not read again after the wait).
         assert!(refilled_again);
-        assert_eq!(after.rq_posted, RQ);
         let statuses = sends.iter().map(|s| (s.0, s.1));
         assert!(statuses.eq([(1, WcStatus::WrFlushErr), (2, WcStatus::Success)]));
         Ok(())
