@@ -11,6 +11,7 @@
 //!
 //! - [`recv`]: the reassembly of one received transfer (`mad_rmpp.c`'s `start_rmpp` and
 //!   `continue_rmpp`, §2.10.3 to §2.10.5), with the validation C lacks;
+//! - [`capacity`]: the capacity its buffer grows to, within the bounds (§8.14);
 //! - [`send`]: the window of one segmented send (`send_next_seg`, `process_rmpp_ack`,
 //!   `ib_retry_rmpp`, §2.8) and the segment sizes of §1.5;
 //! - here: the RMPP header as a value ([`RmppHdr`]) and the RMPP status codes ([`Status`]).
@@ -18,6 +19,8 @@
 //! Sizes are those of InfiniBand (256-byte MADs, 220 bytes of RMPP data per segment): rmad
 //! does not carry OPA MADs (§8.17).
 
+#[path = "rmpp/capacity.rs"]
+pub(crate) mod capacity;
 #[path = "rmpp/recv.rs"]
 pub(crate) mod recv;
 #[path = "rmpp/send.rs"]

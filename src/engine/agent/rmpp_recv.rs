@@ -25,6 +25,7 @@ use crate::{
     },
     mad::{
         rmpp::{
+            capacity,
             recv::{
                 precheck,
                 window_for_queue,
@@ -43,9 +44,12 @@ use crate::{
         Gid, //
     },
 };
-use kernel::rbtree::{
-    RBTree,
-    RBTreeNode, //
+use kernel::{
+    page::PAGE_SIZE,
+    rbtree::{
+        RBTree,
+        RBTreeNode, //
+    },
 };
 
 /// The window W of every transfer: C's, an eighth of the receive queue (64).
@@ -262,9 +266,7 @@ impl Recvs {
 fn alloc_size(n: usize) -> usize {
     // SAFETY: A pure function of its argument, callable in any context.
     let bucket = unsafe { kernel::bindings::kmalloc_size_roundup(n) };
-    let pages = n
-        .div_ceil(kernel::page::PAGE_SIZE)
-        .saturating_mul(kernel::page::PAGE_SIZE);
+    let pages = n.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE);
     bucket.max(pages)
 }
 
@@ -668,52 +670,28 @@ impl Agent {
     /// Makes the buffer of the transfer under `key` `want` bytes long (the new bytes zero).
     ///
     /// Beyond its capacity the buffer moves to a new allocation of exactly the capacity that
-    /// is charged ([`alloc_size`]): at least twice the old one, so that a transfer is copied a
-    /// logarithmic number of times (in steps that halve down from the message's size,
-    /// `total`, when it is known), and no more than the agent and the port can hold while the
-    /// old buffer and the new one both exist: else what room is left, or the least that holds
-    /// `want`. (A `KVVec::reserve` would allocate `max(2 × capacity, len + additional)`
-    /// whatever was checked.) `ENOSPC` when not even that fits: the caller ends the transfer.
+    /// is charged, the one [`capacity::next_capacity`] gives for what the allocator takes
+    /// ([`alloc_size`]) and what the agent can hold beside the old buffer while both exist;
+    /// the port is charged the same, or the least that holds `want`. (A `KVVec::reserve` would
+    /// allocate `max(2 × capacity, len + additional)` whatever was checked.) `ENOSPC` when not
+    /// even that fits: the caller ends the transfer.
     fn grow(r: &mut Recvs, key: &Key, want: usize, total: Option<usize>) -> Result {
         let rx = r.map.get_mut(key).ok_or(EINVAL)?;
         if want <= rx.charged {
             // Within the capacity charged: no allocation.
             return Ok(rx.buf.resize(want, 0, GFP_KERNEL)?);
         }
-        let old = rx.charged;
         // `r.bytes` holds the old buffer already: what is left must hold the new one beside it.
         let room = MAX_BYTES.saturating_sub(r.bytes);
-        let least = alloc_size(want);
-        let mut goal = old.saturating_mul(2).max(want);
-        if let Some(t) = total {
-            // Steps that halve down from the message's size: the last move is from half of it,
-            // so the two buffers take one and a half times the message at the peak (doubling
-            // from the first window could end with a move from nearly the whole message).
-            let mut step = t.max(want);
-            while step / 2 >= goal {
-                step /= 2;
-            }
-            goal = step;
-        }
-        let next = alloc_size(goal);
-        // Short of room for that, all the whole pages that are left (a vmalloc of them takes
-        // no more): growing by the least each time would copy the transfer once a window.
-        let rest = room - room % kernel::page::PAGE_SIZE;
-        let mut cap = if next <= room {
-            next
-        } else if alloc_size(rest) <= room {
-            rest
-        } else {
-            least
-        }
-        .max(least);
-        if cap > room {
+        let Some(mut cap) =
+            capacity::next_capacity(rx.charged, want, total, room, alloc_size, PAGE_SIZE)
+        else {
             return Err(ENOSPC);
-        }
+        };
         if !r.port.take_bytes(cap) {
             // The port may still hold the least this segment needs.
-            cap = least;
-            if !r.port.take_bytes(cap) {
+            cap = alloc_size(want);
+            if cap > room || !r.port.take_bytes(cap) {
                 return Err(ENOSPC);
             }
         }

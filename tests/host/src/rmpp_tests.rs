@@ -4,8 +4,10 @@
 //! §1.5, §2.8 and §2.10.
 //!
 //! The shared helpers and the header tests are here; [`recv`] holds the receiver's cases, [`send`]
-//! the send window's and a whole transfer between the two.
+//! the send window's and a whole transfer between the two, [`capacity`] the growth of a
+//! reassembly buffer within the bounds.
 
+mod capacity;
 mod recv;
 mod send;
 
