@@ -288,6 +288,8 @@ impl Agent {
             st.attr_id = hdr.attr_id;
             st.is_response = hdr.is_response();
             st.status = None;
+            // Cleared by the receive path before the send handler of the last post could run.
+            st.in_recv = false;
             st.facts = SendFacts {
                 state: SendState::Idle,
                 fc,
