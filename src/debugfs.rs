@@ -105,10 +105,12 @@ pub(crate) fn create() -> Result<Debugfs> {
                 let (name, port) = p.id();
                 let (resolved, failed) = p.resolutions();
                 let (lid, lmc, m) = p.lid_lmc_mac();
+                let (sent_now, sent_queued) = p.transmissions();
                 writeln!(
                     f,
                     "device {} port {} qpn {} short_dropped {} requests_dropped {} \
                      resolved {} unresolved {} lid {} lmc {} qp_resets {} \
+                     sent_now {} sent_queued {} \
                      mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
                     name.to_str().unwrap_or("?"),
                     port,
@@ -120,6 +122,8 @@ pub(crate) fn create() -> Result<Debugfs> {
                     lid,
                     lmc,
                     p.qp_resets().unwrap_or(0),
+                    sent_now,
+                    sent_queued,
                     m[0],
                     m[1],
                     m[2],

@@ -25,6 +25,7 @@ use crate::{
         rmpp_budget::PortBudget,
         transport::{
             GrhFields,
+            Handed,
             PortAttr,
             RecvMad,
             RecvWc,
@@ -158,24 +159,8 @@ extern "C" {
         dmac: *mut u8,
         hop_limit: *mut u8,
     ) -> c_int;
-    fn rmad_shim_vport_send(
-        vp: *mut Vport,
-        mad: *const u8,
-        len: u32,
-        wr_id: u64,
-        remote_qpn: u32,
-        pkey_index: u16,
-        dlid: u32,
-        src_path_bits: u8,
-        has_grh: u8,
-        dgid: *const u8,
-        sgid_index: u8,
-        hop_limit: u8,
-        traffic_class: u8,
-        flow_label: u32,
-        sl: u8,
-        dmac: *const u8,
-    ) -> c_int;
+    fn rmad_shim_vport_send(vp: *mut Vport, tx: *const tx::TxFrame) -> c_int;
+    fn rmad_shim_vport_send_now(vp: *mut Vport, tx: *const tx::TxFrame) -> c_int;
 }
 
 /// One port of an RDMA device, with rmad's private QP on it.
@@ -213,6 +198,15 @@ pub(crate) struct VerbsPort {
     /// `txq`.
     #[pin]
     txq: SpinLockIrq<tx::TxQueue>,
+    /// The transmit work holds a transmission it took from `txq` and has not handed to the
+    /// device or put back yet: a post does not overtake it. Read and written under `txq`'s lock.
+    tx_in_hand: Atomic<bool>,
+    /// Transmissions in `parked`, counted out of it only once they are back in `txq` (under its
+    /// lock) or completed: a post does not overtake them.
+    tx_parked: Atomic<u32>,
+    /// Transmissions handed to the device from the poster's context, and by the transmit work.
+    sent_now: Atomic<u64>,
+    sent_queued: Atomic<u64>,
     /// Hands queued transmissions to the device (see `verbs/tx.rs`).
     #[pin]
     tx_work: Work<VerbsPort>,
@@ -366,6 +360,10 @@ impl VerbsPort {
                 vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
                 txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
                 tx_work <- new_work!("VerbsPort::tx_work"),
+                tx_in_hand: Atomic::new(false),
+                tx_parked: Atomic::new(0),
+                sent_now: Atomic::new(0),
+                sent_queued: Atomic::new(0),
                 parked <- new_mutex!(kernel::list::List::new(), "VerbsPort::parked"),
                 resolve_wq: OwnedQueue::new_concurrent(c"rmad_resolve")?,
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
@@ -428,6 +426,11 @@ impl VerbsPort {
             short: self.short_dropped.load(Relaxed),
             requests: self.requests_dropped.load(Relaxed),
         }
+    }
+
+    /// Transmissions handed to the device: `(from the poster's context, by the transmit work)`.
+    pub(crate) fn transmissions(&self) -> (u64, u64) {
+        (self.sent_now.load(Relaxed), self.sent_queued.load(Relaxed))
     }
 
     /// The device's name and the port's number.
@@ -581,11 +584,7 @@ impl Transport for VerbsPort {
         (port == self.port).then(|| self.rmpp_budget.clone())
     }
 
-    fn queues_transmissions(&self) -> bool {
-        true
-    }
-
-    fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result {
+    fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result<Handed> {
         self.queue_tx(&wr)
     }
 

@@ -62,6 +62,7 @@ use crate::{
             TID_LINKS, //
         },
         transport::{
+            Handed,
             PortAttr,
             RecvMad,
             SendWr,

@@ -295,7 +295,7 @@ impl Agent {
                     }
                     if o.transmit {
                         match self.transmit(g, &rec, st, false) {
-                            Ok(()) => self.trace_sent(st),
+                            Ok(handed) => self.trace_sent(st, handed),
                             Err(e) => {
                                 if e == ENODEV {
                                     // The device went away between two batches of its

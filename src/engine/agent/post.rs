@@ -9,13 +9,14 @@ impl Agent {
     /// Hands the send to the transport, with the agent's lock held (`_g`); `checked` if the
     /// transport's [`Transport::check_send`] passed for it just before the lock was taken.
     /// A segmented send's segment is built into its MAD first ([`rmpp_send::load_segment`]).
+    /// Returns what the transport did with it, for [`Agent::trace_sent`].
     pub(super) fn transmit(
         &self,
         _g: &mut AgentInner,
         rec: &Arc<SendRecord>,
         st: &mut RecordState,
         checked: bool,
-    ) -> Result {
+    ) -> Result<Handed> {
         if st.seg().is_some() {
             rmpp_send::load_segment(st)?;
         }
@@ -33,17 +34,14 @@ impl Agent {
                 gen: st.gen,
                 checked,
             },
-        )?;
-        if !self.transport.queues_transmissions() {
-            self.transmitted.add(1, Relaxed);
-        }
-        Ok(())
+        )
     }
 
-    /// After a successful [`Agent::transmit`]: traces the hand-over if the transport did it
-    /// at once (otherwise [`Agent::handed_over`] does, later).
-    pub(super) fn trace_sent(&self, st: &RecordState) {
-        if !self.transport.queues_transmissions() {
+    /// After a successful [`Agent::transmit`]: counts and traces the hand-over if the transport
+    /// did it at once (otherwise [`Agent::handed_over`] does, when the device gets it).
+    pub(super) fn trace_sent(&self, st: &RecordState, handed: Handed) {
+        if handed == Handed::Device {
+            self.transmitted.add(1, Relaxed);
             self.trace_send(trace::Ev::SendToDevice, st, 0);
         }
     }
@@ -98,7 +96,7 @@ impl Agent {
             Self::with_state(g, &rec, |g, st| {
                 if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok() {
                     match self.transmit(g, &rec, st, false) {
-                        Ok(()) => self.trace_sent(st),
+                        Ok(handed) => self.trace_sent(st, handed),
                         Err(e) => {
                             let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
                             // A device that went away (between two batches of its removal's
@@ -306,22 +304,27 @@ impl Agent {
             let transmit = self
                 .apply(g, &rec, st, Event::Post(adm))
                 .is_ok_and(|o| o.transmit);
-            if transmit {
-                if let Err(e) = self.transmit(g, &rec, st, true) {
-                    // T3: the post fails, no handler will run, the client gets the buffer.
-                    let _ = self.apply(g, &rec, st, Event::DispatchFailed);
-                    Self::untrack(g, &rec);
-                    return match st.body.take() {
-                        Some(body) => Err((e, body)),
-                        None => Ok(None),
-                    };
+            let handed = if transmit {
+                match self.transmit(g, &rec, st, true) {
+                    Ok(handed) => Some(handed),
+                    Err(e) => {
+                        // T3: the post fails, no handler will run, the client gets the buffer.
+                        let _ = self.apply(g, &rec, st, Event::DispatchFailed);
+                        Self::untrack(g, &rec);
+                        return match st.body.take() {
+                            Some(body) => Err((e, body)),
+                            None => Ok(None),
+                        };
+                    }
                 }
-            }
+            } else {
+                None
+            };
             g.outstanding = g.outstanding.saturating_add(1);
             g.stats.posted = g.stats.posted.saturating_add(1);
             self.trace_send(trace::Ev::Post, st, 0);
-            if transmit {
-                self.trace_sent(st);
+            if let Some(handed) = handed {
+                self.trace_sent(st, handed);
             }
             Ok(Some(st.gen))
         });

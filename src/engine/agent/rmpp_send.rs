@@ -258,7 +258,7 @@ impl Agent {
         st: &mut RecordState,
     ) {
         match self.transmit(g, rec, st, false) {
-            Ok(()) => self.trace_sent(st),
+            Ok(handed) => self.trace_sent(st, handed),
             Err(_) => {
                 let timeout_ms = st.facts.timeout_ms;
                 let ms = match st.seg_mut() {
