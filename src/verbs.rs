@@ -21,7 +21,6 @@ mod tx;
 
 use crate::{
     engine::{
-        agent::Agent,
         rmpp_budget::PortBudget,
         transport::{
             GrhFields,
@@ -50,20 +49,22 @@ use kernel::{
         c_char,
         c_int, //
     },
-    new_mutex, new_spinlock_irq, new_work,
+    new_mutex,
+    new_spinlock_irq,
+    new_work,
     prelude::*,
     str::CString,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
-    },
-    sync::ArcBorrow,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
+        ArcBorrow,
         Mutex,
         SpinLockIrq, //
     },
-    workqueue::Work,
+    workqueue::Work, //
 };
 
 /// `struct ib_device`, opaque.

@@ -46,61 +46,31 @@
 use crate::{
     engine::{
         send::{
-            BufToken,
-            MadBytes,
-            QKey,
-            RecordState,
-            SegSend,
-            Segments,
-            SendBody,
             SendBuf,
             SendCompletion,
             SendHandle,
             SendRecord,
-            SendTrace,
-            QUEUE_LINKS,
             TID_LINKS, //
         },
         transport::{
-            Handed,
             PortAttr,
             RecvMad,
-            SendWr,
             Transport, //
         },
         Engine, //
     },
     mad::{
-        rmpp::send::Window,
         state::{
             self,
-            Admission,
-            CancelWait,
-            Event,
-            Outcome,
-            Place,
-            Recv,
-            Reject,
-            SendFacts,
-            SendState,
-            WcStatus, //
+            SendState, //
         },
-        wire::{
-            self,
-            MadHdr, //
-        },
+        wire,
         QpType,
         RegReq, //
     },
-    sys::{
-        rbtree::Tree,
-        sched,
-        trace,
-        workqueue, //
-    },
+    sys::rbtree::Tree, //
 };
 use kernel::{
-    alloc::Flags,
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
@@ -114,9 +84,7 @@ use kernel::{
         Mutex,
         SpinLockIrq, //
     },
-    task::Task,
     time::{
-        msecs_to_jiffies,
         Instant,
         Monotonic, //
     },
@@ -143,7 +111,6 @@ mod unregister;
 
 pub(crate) use create::SendSpec;
 pub(crate) use hold::BATCH;
-use hold::BATCH_USIZE;
 // The test flavour reads the lock-hold measurements (`rmad_scale`, `make bench`), which are
 // taken where the lock is: in `hold.rs`, private to the agent.
 #[cfg(rmad_test)]
@@ -155,11 +122,7 @@ pub(crate) use hold::{
     HOLD_BUCKETS, //
 };
 pub(crate) use queues::Queue;
-use queues::{
-    first_entry,
-    first_in,
-    Queues, //
-};
+use queues::Queues;
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
 pub(crate) use rmpp_recv::{
     MAX_BYTES as RMPP_MAX_BYTES,

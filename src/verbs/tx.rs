@@ -22,25 +22,45 @@ use super::{
         Dest,
         OwnGids, //
     },
-    *, //
+    rmad_shim_query_gid,
+    rmad_shim_query_pkey,
+    rmad_shim_vport_recover,
+    rmad_shim_vport_send,
+    rmad_shim_vport_send_now,
+    rmad_shim_vport_sweep,
+    VerbsPort,
+    Vport, //
 };
 use crate::{
-    engine::send::{
-        SendRecord,
-        SendTrace, //
+    engine::{
+        agent::Agent,
+        send::{
+            SendRecord,
+            SendTrace, //
+        },
+        transport::{
+            Handed,
+            SendWr, //
+        },
     },
     mad::{
+        state::WcStatus,
         Address,
         GrhAttr, //
     },
 };
 use kernel::{
+    ffi::c_int,
     impl_has_work,
     list::{
         List,
         ListArc, //
     },
-    sync::atomic::Relaxed,
+    prelude::*,
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
     workqueue::{
         system,
         WorkItem, //
@@ -192,9 +212,8 @@ impl VerbsPort {
             let mut q = self.txq.lock();
             // Nothing of the port waits: neither queued, nor in the transmit work's hands, nor
             // parked for a resolution, so this transmission overtakes none.
-            let idle = q.is_empty()
-                && !self.tx_in_hand.load(Relaxed)
-                && self.tx_parked.load(Relaxed) == 0;
+            let idle =
+                q.is_empty() && !self.tx_in_hand.load(Relaxed) && self.tx_parked.load(Relaxed) == 0;
             let tx = if idle {
                 let wr_id = ListArc::into_raw(tx);
                 let frame =

@@ -7,7 +7,29 @@
 //! handle apart, and the state machine decides; nothing is allocated, nothing sleeps, and no
 //! handler is called.
 
-use super::*;
+use super::{
+    Agent,
+    AgentInner,
+    Q_BACKLOG,
+    Q_FLIGHT,
+    Q_WAIT, //
+};
+use crate::{
+    engine::send::{
+        RecordState,
+        SendHandle,
+        SendRecord, //
+    },
+    mad::state::{
+        Event,
+        SendState, //
+    },
+    sys::trace, //
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 impl Agent {
     /// `ib_modify_mad` through a handle (0 cancels).

@@ -4,7 +4,46 @@
 //! of cancelled sends; `timeout_sends`, Documentation/behaviour.md §2.4.5) and the delivery of send
 //! handlers.
 
-use super::*;
+use super::{
+    hold::{
+        self,
+        BATCH_USIZE, //
+    },
+    queues::{
+        first_entry,
+        first_in, //
+    },
+    rmpp_send,
+    Agent,
+    AgentInner,
+    Queue,
+    BATCH,
+    Q_CANCEL,
+    Q_DONE,
+    Q_WAIT, //
+};
+use crate::{
+    engine::send::{
+        RecordState,
+        SendBody,
+        SendBuf,
+        SendCompletion,
+        SendRecord, //
+    },
+    mad::state::{
+        Event,
+        SendState,
+        WcStatus, //
+    },
+    sys::{
+        sched,
+        trace, //
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 /// A send taken out for its handler: its record, its body, and what the handler learns.
 pub(super) type Due = Option<(Arc<SendRecord>, KBox<SendBody>, SendCompletion)>;

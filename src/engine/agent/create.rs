@@ -3,7 +3,26 @@
 //! Creating send buffers: `ib_create_send_mad`'s size rules and validation
 //! (Documentation/behaviour.md §1.5).
 
-use super::*;
+use super::Agent;
+use crate::{
+    engine::send::{
+        BufToken,
+        MadBytes,
+        Segments,
+        SendBody,
+        SendBuf,
+        SendRecord, //
+    },
+    mad::wire, //
+};
+use kernel::{
+    alloc::Flags,
+    prelude::*,
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
+};
 
 /// `IB_MGMT_MAD_HDR` and `IB_MGMT_MAD_DATA` in the type `ib_create_send_mad` takes them in.
 const MAD_HDR: i32 = 24;

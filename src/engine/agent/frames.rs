@@ -14,10 +14,17 @@
 //! its agent's [`Frames`] for exactly the duration of the call ([`Agent::in_handler`]). Linking
 //! and unlinking need no allocation, so they cannot fail.
 
-use super::*;
+use super::{
+    Agent,
+    AgentInner, //
+};
 use core::{
     cell::UnsafeCell,
     marker::PhantomPinned, //
+};
+use kernel::{
+    prelude::*,
+    task::Task, //
 };
 
 /// A handler call in progress: one entry of an agent's [`Frames`].

@@ -10,13 +10,25 @@
 //! is not free (under emulation least of all), so it is off unless a driver turns it on:
 //! `make bench` times the code users run, not the measurement.
 
-use super::*;
-#[cfg(rmad_test)]
-use kernel::sync::atomic::{
-    Atomic,
-    Relaxed, //
+use super::{
+    Agent,
+    AgentInner, //
 };
-use kernel::sync::lock::spinlock::SpinLockIrqGuard;
+use kernel::sync::{
+    lock::spinlock::SpinLockIrqGuard,
+    CondVar, //
+};
+#[cfg(rmad_test)]
+use kernel::{
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
 
 /// The most sends that one hold of an agent's lock processes in work that touches many sends
 /// (timeouts, cancellations, handler delivery, cancel-all, unregistration), like the C layer's

@@ -3,7 +3,41 @@
 //! Received MADs: response matching (`ib_find_send_mad`, Documentation/behaviour.md §4) and the
 //! receive handler, followed by the send handler for a matched response.
 
-use super::*;
+use super::{
+    Agent,
+    AgentInner,
+    Queue,
+    RecvHandler, //
+};
+use crate::{
+    engine::{
+        send::{
+            QKey,
+            RecordState,
+            SendHandle,
+            SendRecord, //
+        },
+        transport::RecvMad, //
+    },
+    mad::{
+        state::{
+            CancelWait,
+            Event,
+            Recv,
+            SendState, //
+        },
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType, //
+    },
+    sys::trace, //
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 impl Agent {
     /// Whether a received response passes the address check against a send

@@ -3,7 +3,56 @@
 //! Posting: `ib_post_send_mad` for one buffer and for a chain, transmission, and the
 //! flow-control backlog (Documentation/behaviour.md §1.6, §3.3).
 
-use super::*;
+use super::{
+    queues::first_in,
+    rmpp_send,
+    Agent,
+    AgentInner,
+    Chain,
+    ChainError,
+    PostError,
+    Q_BACKLOG, //
+};
+use crate::{
+    engine::{
+        send::{
+            RecordState,
+            SegSend,
+            SendBuf,
+            SendHandle,
+            SendRecord,
+            SendTrace, //
+        },
+        transport::{
+            Handed,
+            SendWr, //
+        },
+    },
+    mad::{
+        rmpp::send::Window,
+        state::{
+            self,
+            Admission,
+            Event,
+            SendFacts,
+            SendState,
+            WcStatus, //
+        },
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType, //
+    },
+    sys::trace, //
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
+};
 
 impl Agent {
     /// Hands the send to the transport, with the agent's lock held (`_g`); `checked` if the

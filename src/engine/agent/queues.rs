@@ -12,8 +12,46 @@
 //! is allocated.
 
 use super::{
+    add_delta,
     complete::no_due,
-    *, //
+    hold,
+    ms_to_ns,
+    Agent,
+    AgentInner,
+    BATCH,
+    Q_BACKLOG,
+    Q_CANCEL,
+    Q_DONE,
+    Q_FLIGHT,
+    Q_WAIT, //
+};
+use crate::{
+    engine::send::{
+        QKey,
+        RecordState,
+        SendRecord,
+        QUEUE_LINKS, //
+    },
+    mad::state::{
+        self,
+        Event,
+        Outcome,
+        Place,
+        Recv,
+        Reject,
+        SendState,
+        WcStatus, //
+    },
+    sys::{
+        rbtree::Tree,
+        sched,
+        workqueue, //
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::msecs_to_jiffies, //
 };
 
 /// The queues of an agent's sends. Their order (the derived `Ord`) is the order in which the

@@ -17,11 +17,18 @@
 //! [`MAX_BYTES`] bytes of them, and the agents of a port together at most the port's bound
 //! ([`PortBudget`]), beyond which a new transfer is refused with STOP(RESX).
 
-use super::*;
+use super::{
+    Agent,
+    SendSpec,
+    RECV_QUEUE_SIZE, //
+};
 use crate::{
     engine::{
         rmpp_budget::PortBudget,
-        transport::RecvWc, //
+        transport::{
+            RecvMad,
+            RecvWc, //
+        },
     },
     mad::{
         rmpp::{
@@ -33,12 +40,17 @@ use crate::{
                 Kind,
                 Phase,
                 Transfer,
-                Verdict, //
-                MAX_SEGMENTS,
+                Verdict,
+                MAX_SEGMENTS, //
             },
             Ack,
             RmppHdr,
             Status, //
+        },
+        state::SendState,
+        wire::{
+            self,
+            MadHdr, //
         },
         Address,
         Gid, //
@@ -46,10 +58,12 @@ use crate::{
 };
 use kernel::{
     page::PAGE_SIZE,
+    prelude::*,
     rbtree::{
         RBTree,
         RBTreeNode, //
     },
+    sync::Arc, //
 };
 
 /// The window W of every transfer: C's, an eighth of the receive queue (64).

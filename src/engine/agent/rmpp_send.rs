@@ -20,25 +20,47 @@
 //! SUCCESS); the first window of a response is 1 (C may take the window a double-sided peer
 //! announced; Linux peers announce 1).
 
-use super::*;
-use crate::mad::{
-    rmpp::{
-        self,
+use super::{
+    Agent,
+    AgentInner, //
+};
+use crate::{
+    engine::{
         send::{
-            AckClock,
-            AckVerdict,
-            AfterSend,
-            Timeout,
-            Window, //
+            RecordState,
+            SegSend,
+            SendBody,
+            SendRecord, //
         },
-        Ack,
-        RmppHdr,
-        Status, //
+        transport::RecvMad, //
     },
-    state::{
-        SegTimeout,
-        Segment, //
+    mad::{
+        rmpp::{
+            self,
+            send::{
+                AckClock,
+                AckVerdict,
+                AfterSend,
+                Timeout,
+                Window, //
+            },
+            Ack,
+            RmppHdr,
+            Status, //
+        },
+        state::{
+            Event,
+            SegTimeout,
+            Segment,
+            SendState,
+            WcStatus, //
+        },
+        wire::MadHdr, //
     },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
 };
 
 /// Writes the segment the window sends now (`sent`) into the send's MAD: its data after the

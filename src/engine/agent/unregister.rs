@@ -2,7 +2,29 @@
 
 //! Unregistration: `ib_unregister_mad_agent` (Documentation/behaviour.md §1.4).
 
-use super::*;
+use super::{
+    frames,
+    Agent,
+    Q_BACKLOG,
+    Q_CANCEL,
+    Q_DONE,
+    Q_FLIGHT,
+    Q_WAIT, //
+};
+use crate::{
+    mad::state::Event,
+    sys::workqueue, //
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{
+            Full,
+            Relaxed, //
+        },
+        Arc, //
+    },
+};
 
 impl Agent {
     /// `ib_unregister_mad_agent` (Documentation/behaviour.md §1.4): flushes every outstanding send,
