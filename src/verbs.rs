@@ -205,6 +205,10 @@ pub(crate) struct VerbsPort {
     /// Transmissions in `parked`, counted out of it only once they are back in `txq` (under its
     /// lock) or completed: a post does not overtake them.
     tx_parked: Atomic<u32>,
+    /// What the last destination check that passed found valid ([`tx::CheckedKey`]; 0: none).
+    checked: Atomic<u64>,
+    /// Bumped when the port's P_Key or GID table may have changed (a port event).
+    tables_gen: Atomic<u32>,
     /// Transmissions handed to the device from the poster's context, and by the transmit work.
     sent_now: Atomic<u64>,
     sent_queued: Atomic<u64>,
@@ -363,6 +367,8 @@ impl VerbsPort {
                 tx_work <- new_work!("VerbsPort::tx_work"),
                 tx_in_hand: Atomic::new(false),
                 tx_parked: Atomic::new(0),
+                checked: Atomic::new(0),
+                tables_gen: Atomic::new(0),
                 sent_now: Atomic::new(0),
                 sent_queued: Atomic::new(0),
                 parked <- new_mutex!(kernel::list::List::new(), "VerbsPort::parked"),
@@ -488,6 +494,8 @@ impl VerbsPort {
         if vp.is_null() {
             return;
         }
+        // A post checks the destination under the port's lock again, and is refused there.
+        self.tables_changed();
         let me = Arc::as_ptr(self).cast::<()>();
         if let Ok(agents) = self.engine.agents() {
             for a in agents.iter().filter(|a| a.uses_transport(me)) {
@@ -748,6 +756,7 @@ unsafe extern "C" fn rmad_rust_port_changed(ctx: *mut c_void) {
     // `VerbsPort`), held until `rmad_shim_vport_close` returns, which first unregisters the
     // event handler that calls this.
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    port.tables_changed();
     port.attrs_changed();
     port.kick();
 }

@@ -230,10 +230,6 @@ pub(crate) struct AgentInner {
     in_recv: u32,
     /// Unregistration has started: no new posts, no timer.
     dead: bool,
-    /// The thread that holds the lock delivers the sends whose status `apply` decides, in
-    /// this hold's batch, when no status decided earlier waits in [`Queue::Done`]: `apply`
-    /// then leaves such a send in no queue for it (see `Agent::left_to_caller`).
-    direct: bool,
     /// When the agent's work is due, if it is queued (nanoseconds since `Agent::epoch`).
     armed_ns: Option<i64>,
     /// The handler calls in progress, by task (unregistration refuses to wait for itself).
@@ -272,10 +268,12 @@ pub(crate) struct Agent {
     /// while unregistration waits (`Agent::sleeping`).
     #[pin]
     idle: CondVar,
-    /// Send buffers created and not yet dropped. Counted up under the lock (creation fails once
-    /// the agent is dead), down without it (a buffer's drop takes the lock only while the
-    /// agent is dying, to wake its unregistration).
+    /// Send buffers created and not yet dropped. Counted without the lock, up by a creation
+    /// (which gives its count back once it sees `dying`) and down by a drop (which takes the
+    /// lock only while unregistration sleeps, to wake it).
     buffers: Atomic<u32>,
+    /// Unregistration has started (`AgentInner::dead`, for what reads no locked state).
+    dying: Atomic<bool>,
     /// Unregistration sleeps on `idle` (only then is a wake-up worth its cost). Written under
     /// the lock; read under it, and without it by a buffer's drop.
     sleeping: Atomic<bool>,
@@ -470,7 +468,6 @@ impl Agent {
                             outstanding: 0,
                             in_recv: 0,
                             dead: false,
-                            direct: false,
                             armed_ns: None,
                             frames: frames::Frames::new(),
                             stats: Stats::default(),
@@ -479,6 +476,7 @@ impl Agent {
                     ),
                     idle <- new_condvar!("Agent::idle"),
                     buffers: Atomic::new(0),
+                    dying: Atomic::new(false),
                     sleeping: Atomic::new(false),
                     transmitted: Atomic::new(0),
                     work <- new_delayed_work!("Agent::work"),

@@ -68,8 +68,8 @@ pub(crate) const QUEUE_LINKS: u64 = 0;
 pub(crate) const TID_LINKS: u64 = 1;
 
 /// Token that counts a send buffer against its agent until the buffer is dropped. Only
-/// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, with the count
-/// taken under the agent's lock.
+/// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, right after it
+/// counted the buffer.
 pub(crate) struct BufToken(pub(in crate::engine) Arc<Agent>);
 
 impl Drop for BufToken {

@@ -245,6 +245,9 @@ static void rmad_port_event(struct ib_event_handler *h, struct ib_event *ev)
 	case IB_EVENT_GID_CHANGE:
 		atomic_set(&vp->gid_changed, 1);
 		break;
+	/* Rust checks a post's P_Key index against the table again. */
+	case IB_EVENT_PKEY_CHANGE:
+		break;
 	/* What may change the LID and LMC (the MAC changes come with the GIDs). */
 	case IB_EVENT_LID_CHANGE:
 	case IB_EVENT_PORT_ACTIVE:
@@ -648,7 +651,9 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const struct rmad_tx *tx)
  * transmit work, which brings the QP back first). Both are decided under the
  * port's lock, which a recovery takes to see whether sends are in flight
  * (rmad_drained): a slot taken here keeps the QP from being reset under this
- * post. Returns -EAGAIN when the transmit work must send it.
+ * post. Returns -EBUSY when every slot is in use (a send completion frees
+ * one, and runs the transmit work), -EAGAIN when the transmit work must send
+ * it for another reason.
  */
 int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
 {
@@ -659,10 +664,21 @@ int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
 
 	if (tx->len > RMAD_MAD_SIZE)
 		return -EINVAL;
+	/*
+	 * A racy look first, which saves making the key while every slot is in
+	 * use: the caller queues the send under a lock that the transmit work
+	 * takes to find it, so a slot freed meanwhile still finds it.
+	 */
+	if (!READ_ONCE(vp->nfree))
+		return -EBUSY;
 	rmad_tx_attr(vp, tx, false, &key);
-	e = NULL;
 	spin_lock_irqsave(&vp->lock, flags);
-	if (vp->nfree && !atomic_read(&vp->send_failed) && !atomic_read(&vp->recovering))
+	if (!vp->nfree) {
+		spin_unlock_irqrestore(&vp->lock, flags);
+		return -EBUSY;
+	}
+	e = NULL;
+	if (!atomic_read(&vp->send_failed) && !atomic_read(&vp->recovering))
 		e = rmad_ah_find_ready(vp, &key);
 	if (!e) {
 		spin_unlock_irqrestore(&vp->lock, flags);

@@ -58,7 +58,11 @@ use kernel::{
     },
     prelude::*,
     sync::{
-        atomic::Relaxed,
+        atomic::{
+            Acquire,
+            Relaxed,
+            Release, //
+        },
         Arc, //
     },
     workqueue::{
@@ -171,6 +175,19 @@ impl TxFrame {
     }
 }
 
+/// What [`VerbsPort::check_send`] found valid last: the P_Key index, the source GID index
+/// (if the address has a GRH) and the generation of the port's tables then, in one word, so
+/// that a post reads it without a lock. Never 0 (the bit 24 is set), the value of `checked`
+/// before any check passed.
+pub(super) struct CheckedKey(u64);
+
+impl CheckedKey {
+    fn new(ah: &Address, pkey_index: u16, gen: u32) -> Self {
+        let grh = ah.grh.map_or(0, |g| 0x100 | u64::from(g.sgid_index));
+        Self(u64::from(pkey_index) | grh << 16 | 1 << 24 | u64::from(gen) << 32)
+    }
+}
+
 /// One transmission of the transmit work, copied out of the send under its agent's lock.
 struct Frame {
     mad: [u8; MAD_MAX],
@@ -195,7 +212,7 @@ impl VerbsPort {
         let tx = ListArc::try_from_arc(wr.rec.clone()).map_err(|_| EBUSY)?;
         // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
         tx.tx_gen.store(wr.gen, Relaxed);
-        {
+        let kick = {
             // One hold of the port's lock for the check and the transmission: a closing port
             // either sees the transmission queued (and flushes it), on the device (and waits
             // for its completion), or refused it, and while the port is open the device's
@@ -210,10 +227,12 @@ impl VerbsPort {
                 unsafe { self.check_tx_address(&wr.ah, wr.pkey_index) }?;
             }
             let mut q = self.txq.lock();
+            // A non-empty queue has the transmit work on its way already: it is queued or
+            // running, or the send queue is full and each send completion runs it.
+            let mut kick = q.is_empty();
             // Nothing of the port waits: neither queued, nor in the transmit work's hands, nor
             // parked for a resolution, so this transmission overtakes none.
-            let idle =
-                q.is_empty() && !self.tx_in_hand.load(Relaxed) && self.tx_parked.load(Relaxed) == 0;
+            let idle = kick && !self.tx_in_hand.load(Relaxed) && self.tx_parked.load(Relaxed) == 0;
             let tx = if idle {
                 let wr_id = ListArc::into_raw(tx);
                 let frame =
@@ -221,9 +240,15 @@ impl VerbsPort {
                 // SAFETY: The port is open and its lock held, so the shim's port is; `frame`'s
                 // MAD is `wr.mad`, alive for the call. On success the shim hands `wr_id` back
                 // exactly once, to `rmad_rust_send_done`.
-                if unsafe { rmad_shim_vport_send_now(*vp, &frame) } == 0 {
+                let r = unsafe { rmad_shim_vport_send_now(*vp, &frame) };
+                if r == 0 {
                     self.sent_now.add(1, Relaxed);
                     return Ok(Handed::Device);
+                }
+                // Every slot in use: the send completion that frees one runs the work (as the
+                // C layer's overflow list waits for one), so this post wakes nothing.
+                if r == SQ_FULL {
+                    kick = false;
                 }
                 // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
                 unsafe { ListArc::from_raw(wr_id) }
@@ -231,20 +256,41 @@ impl VerbsPort {
                 tx
             };
             q.push_back(tx);
+            kick
+        };
+        if kick {
+            self.kick();
         }
-        self.kick();
         Ok(Handed::Queued)
     }
 
     /// [`Transport::check_send`](crate::engine::transport::Transport::check_send): whether
-    /// the port is open and its device can carry a send to `ah` with `pkey_index`.
+    /// the port is open and its device can carry a send to `ah` with `pkey_index`. The last
+    /// P_Key index and source GID index that passed are remembered until the port's tables
+    /// change (a port event), so that a run of posts alike reads the device's tables once, as
+    /// the C layer's posts read none (its client made the address handle); a closed port
+    /// refuses the transmission itself (`queue_tx`).
     pub(super) fn check_send(&self, ah: &Address, pkey_index: u16) -> Result {
+        let gen = self.tables_gen.load(Acquire);
+        let key = CheckedKey::new(ah, pkey_index, gen);
+        if self.checked.load(Relaxed) == key.0 {
+            return Ok(());
+        }
         let vp = self.vp.lock();
         if vp.is_null() {
             return Err(ENODEV);
         }
         // SAFETY: The port's lock is held and the port is open.
-        unsafe { self.check_tx_address(ah, pkey_index) }
+        unsafe { self.check_tx_address(ah, pkey_index) }?;
+        // Read before the check: tables that changed since miss the next time.
+        self.checked.store(key.0, Relaxed);
+        Ok(())
+    }
+
+    /// The port's P_Key or GID table may have changed: what [`VerbsPort::check_send`]
+    /// remembers holds no more.
+    pub(super) fn tables_changed(&self) {
+        self.tables_gen.fetch_add(1, Release);
     }
 
     /// Whether the device can carry a send to `ah` with `pkey_index`: the errno a device

@@ -11,7 +11,8 @@ use super::{
     },
     queues::{
         first_entry,
-        first_in, //
+        first_in,
+        Settle, //
     },
     rmpp_send,
     Agent,
@@ -130,8 +131,8 @@ impl Agent {
         Some((body, wc))
     }
 
-    /// Whether `apply` just left the send whose state is `st` to its caller for delivery
-    /// (`AgentInner::direct`): its status is decided, it is in no queue, and no receive
+    /// Whether `apply_to` just left the send whose state is `st` to its caller for delivery
+    /// ([`Settle::Caller`]): its status is decided, it is in no queue, and no receive
     /// handler of its response runs (the receive path delivers it then).
     pub(super) fn left_to_caller(st: &RecordState) -> bool {
         st.facts.state == SendState::Done && st.queue.is_none() && !st.in_recv
@@ -300,7 +301,6 @@ impl Agent {
         let mut due = no_due();
         let mut taken = 0u32;
         let mut g = self.lock();
-        g.direct = true;
         let mut n = 0u32;
         let mut more = false;
         while !g.dead {
@@ -325,7 +325,7 @@ impl Agent {
                         backlog_empty: q == Q_CANCEL || g.backlog == 0,
                     },
                 };
-                if let Ok(o) = self.apply(g, &rec, st, ev) {
+                if let Ok(o) = self.apply_to(g, &rec, st, ev, Settle::Caller) {
                     if o.retry {
                         self.trace_send(trace::Ev::Retry, st, 0);
                     }
@@ -341,7 +341,13 @@ impl Agent {
                                     // removal's cancels: flushed like the rest of them.
                                     st.status = Some((WcStatus::WrFlushErr, 0));
                                 }
-                                let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                                let _ = self.apply_to(
+                                    g,
+                                    &rec,
+                                    st,
+                                    Event::RetransmitFailed,
+                                    Settle::Caller,
+                                );
                             }
                         }
                     }
@@ -352,7 +358,6 @@ impl Agent {
             });
             n = n.saturating_add(1);
         }
-        g.direct = false;
         hold::note_batch(n);
         drop(g);
         self.deliver_batch(&mut due, taken);

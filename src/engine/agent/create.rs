@@ -19,7 +19,10 @@ use kernel::{
     alloc::Flags,
     prelude::*,
     sync::{
-        atomic::Relaxed,
+        atomic::{
+            Full,
+            Relaxed, //
+        },
         Arc, //
     },
 };
@@ -153,16 +156,16 @@ impl Agent {
             }
         }
         let rec = Arc::pin_init(SendRecord::new(self), gfp)?;
-        // Count the buffer last, once nothing can fail.
-        let token = {
-            let g = self.lock();
-            if g.dead {
-                return Err(ESHUTDOWN);
-            }
-            // Under the lock: unregistration, which sets `dead` under it, then sees the count.
-            self.buffers.add(1, Relaxed);
-            BufToken(self.clone())
-        };
+        // Count the buffer last, once nothing can fail, without the lock. Full: unregistration
+        // sets `dying` and then reads the count (both Full as well), so either it sees this
+        // buffer counted, or this sees `dying` and gives the count back (waking it if it
+        // sleeps, as a dropped buffer does).
+        self.buffers.fetch_add(1, Full);
+        let token = BufToken(self.clone());
+        if self.dying.load(Relaxed) {
+            drop(token);
+            return Err(ESHUTDOWN);
+        }
         let body = KBox::new(
             SendBody {
                 mad,

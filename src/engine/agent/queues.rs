@@ -121,6 +121,18 @@ impl Queues {
     }
 }
 
+/// Where [`Agent::apply_to`] puts a send whose final status it decides (unless a receive
+/// handler of its response runs: the receive path takes it once that returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settle {
+    /// The delivery queue, whose sends the agent's work delivers.
+    Queue,
+    /// Nowhere, when no status decided earlier waits in the delivery queue: the caller takes it
+    /// before it drops the lock ([`Agent::left_to_caller`]), into the batch it delivers after
+    /// the hold.
+    Caller,
+}
+
 impl Agent {
     /// Applies `ev` once to every send in the queues `qs`, queue by queue in the order given
     /// and in key order within each; refusals are ignored. Each send present when its queue is
@@ -137,7 +149,11 @@ impl Agent {
                 let mut due = no_due();
                 let mut taken = 0u32;
                 let mut g = self.lock();
-                g.direct = deliver;
+                let settle = if deliver {
+                    Settle::Caller
+                } else {
+                    Settle::Queue
+                };
                 let mut n = 0u32;
                 more = false;
                 let mut next = first_entry_from(&g, q, bound);
@@ -149,14 +165,15 @@ impl Agent {
                     // The send after this one, before `ev` moves this one: no search per send.
                     next = g.queues.get(q).next(&rec).map(|(k, r)| (k, r.into()));
                     Self::with_state(&mut g, &rec, |g, st| {
-                        if self.apply(g, &rec, st, ev).is_ok() && Self::left_to_caller(st) {
+                        if self.apply_to(g, &rec, st, ev, settle).is_ok()
+                            && Self::left_to_caller(st)
+                        {
                             self.take_into(g, &rec, st, &mut due, &mut taken);
                         }
                     });
                     bound = (k.0, k.1.saturating_add(1));
                     n = n.saturating_add(1);
                 }
-                g.direct = false;
                 hold::note_batch(n);
                 drop(g);
                 self.deliver_batch(&mut due, taken);
@@ -285,13 +302,27 @@ impl Agent {
         }
     }
 
-    /// Applies `ev` to the send `rec`: the one place where a send's state changes.
+    /// Applies `ev` to the send `rec`, a send whose final status this decides going to the
+    /// delivery queue ([`Settle::Queue`]).
     pub(super) fn apply(
         self: &Arc<Self>,
         g: &mut AgentInner,
         rec: &Arc<SendRecord>,
         st: &mut RecordState,
         ev: Event,
+    ) -> Result<Outcome, Reject> {
+        self.apply_to(g, rec, st, ev, Settle::Queue)
+    }
+
+    /// Applies `ev` to the send `rec`: the one place where a send's state changes. A send whose
+    /// final status this decides goes where `settle` says.
+    pub(super) fn apply_to(
+        self: &Arc<Self>,
+        g: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        st: &mut RecordState,
+        ev: Event,
+        settle: Settle,
     ) -> Result<Outcome, Reject> {
         let o = state::step(st.facts, ev)?;
         let was = st.facts.state;
@@ -363,13 +394,13 @@ impl Agent {
             }
             // A matched response delivers inline, after the receive handler; a send decided in
             // a hold that delivers what it decides goes to that hold's batch if nothing decided
-            // earlier waits (`AgentInner::direct`); everything else through the delivery queue.
+            // earlier waits (`Settle::Caller`); everything else through the delivery queue.
             if o.recv != Recv::Deliver {
                 if st.in_recv {
                     // INVARIANT: The receive path takes it once its receive handler returned
                     // (`Agent::deliver_after_response`).
                     Self::unqueue(g, rec, st);
-                } else if g.direct && g.queues.get(Q_DONE).is_empty() {
+                } else if settle == Settle::Caller && g.queues.get(Q_DONE).is_empty() {
                     // INVARIANT: The caller takes it before it drops the lock.
                     Self::unqueue(g, rec, st);
                 } else {

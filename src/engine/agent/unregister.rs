@@ -57,6 +57,9 @@ impl Agent {
                 return Err(EINVAL);
             }
             g.dead = true;
+            // Full: a buffer created from now on sees it and gives its count back, or the
+            // count read below sees the buffer (`create_send` orders the two the other way).
+            self.dying.xchg(true, Full);
         }
         // Sends in flight are marked and flushed at their send completion (T24); waiting,
         // cancelled and queued sends are flushed now (T25), in the C layer's list order. In
