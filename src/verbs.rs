@@ -819,55 +819,80 @@ unsafe extern "C" fn rmad_rust_recv(
         .ok()
         .filter(|h| h.base_version == wire::IB_MGMT_BASE_VERSION && !h.is_response());
     let private_request = request.is_some() && info.via_qp1 == 0;
-    let control = wire::rmpp_hdr(bytes).is_ok_and(|r| {
-        wire::ib_get_rmpp_flags(r).is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
-            && matches!(
-                r.get(1).copied(),
-                Some(
-                    wire::IB_MGMT_RMPP_TYPE_ACK
-                        | wire::IB_MGMT_RMPP_TYPE_STOP
-                        | wire::IB_MGMT_RMPP_TYPE_ABORT
-                )
-            )
-    }) && request.is_some_and(|h| wire::ib_is_mad_class_rmpp(h.mgmt_class));
+    let control = request.is_some_and(|h| is_rmpp_control(bytes, &h));
     if let Some(h) = request.filter(|_| private_request && !control) {
-        port.requests_dropped.add(1, Relaxed);
-        trace::fire(trace::Ev::RequestDropped, || trace::Info {
-            dev: port.name.get().as_char_ptr(),
-            tid: h.tid,
-            qp_num: info.src_qp,
-            timeout_ms: 0,
-            retries: 0,
-            attr_id: h.attr_id,
-            status: h.status,
-            port: port.port,
-            mgmt_class: h.mgmt_class,
-            method: h.method,
-        });
+        port.request_dropped(&h, info.src_qp);
         return;
     }
     let mut v = KVVec::new();
     if v.extend_from_slice(bytes, GFP_KERNEL).is_err() {
         return;
     }
-    let wc = RecvWc {
-        port: port.port,
-        slid: u16::try_from(info.slid).unwrap_or(0),
-        dlid_path_bits: info.dlid_path_bits,
-        src_qp: info.src_qp,
-        dst_qp: 1,
-        pkey_index: info.pkey_index,
-        sl: info.sl,
-        grh: (info.has_grh != 0).then_some((info.sgid, info.dgid)),
-        grh_fields: GrhFields {
-            hop_limit: info.hop_limit,
-            traffic_class: info.traffic_class,
-            flow_label: info.flow_label,
-        },
-        private_request,
-    };
     port.engine.receive(
         core::ptr::from_ref(port).cast::<()>(),
-        RecvMad { mad: v, wc },
+        RecvMad {
+            mad: v,
+            wc: info.wc(port.port, private_request),
+        },
     );
+}
+
+/// Whether `bytes`, a request with header `h`, is an RMPP ACK, STOP or ABORT (active, of an
+/// RMPP class).
+fn is_rmpp_control(bytes: &[u8], h: &wire::MadHdr) -> bool {
+    wire::ib_is_mad_class_rmpp(h.mgmt_class)
+        && wire::rmpp_hdr(bytes).is_ok_and(|r| {
+            wire::ib_get_rmpp_flags(r).is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
+                && matches!(
+                    r.get(1).copied(),
+                    Some(
+                        wire::IB_MGMT_RMPP_TYPE_ACK
+                            | wire::IB_MGMT_RMPP_TYPE_STOP
+                            | wire::IB_MGMT_RMPP_TYPE_ABORT
+                    )
+                )
+        })
+}
+
+impl VerbsRecvInfo {
+    /// How the MAD arrived, as the engine reads it: at `port`, from the private QP (the
+    /// engine's QP1), `private_request` if it is a request that bypassed QP1.
+    fn wc(&self, port: u8, private_request: bool) -> RecvWc {
+        RecvWc {
+            port,
+            slid: u16::try_from(self.slid).unwrap_or(0),
+            dlid_path_bits: self.dlid_path_bits,
+            src_qp: self.src_qp,
+            dst_qp: 1,
+            pkey_index: self.pkey_index,
+            sl: self.sl,
+            grh: (self.has_grh != 0).then_some((self.sgid, self.dgid)),
+            grh_fields: GrhFields {
+                hop_limit: self.hop_limit,
+                traffic_class: self.traffic_class,
+                flow_label: self.flow_label,
+            },
+            private_request,
+        }
+    }
+}
+
+impl VerbsPort {
+    /// A request with header `h` from QP `src_qp` arrived at the private QP: dropped, counted
+    /// and traced.
+    fn request_dropped(&self, h: &wire::MadHdr, src_qp: u32) {
+        self.requests_dropped.add(1, Relaxed);
+        trace::fire(trace::Ev::RequestDropped, || trace::Info {
+            dev: self.name.get().as_char_ptr(),
+            tid: h.tid,
+            qp_num: src_qp,
+            timeout_ms: 0,
+            retries: 0,
+            attr_id: h.attr_id,
+            status: h.status,
+            port: self.port,
+            mgmt_class: h.mgmt_class,
+            method: h.method,
+        });
+    }
 }

@@ -595,8 +595,8 @@ impl SendHandle {
     /// `context[0]` of the send while the engine owns it (the receive handler may read the
     /// request it was matched to); `None` once the buffer is back with the client.
     pub(crate) fn tag(&self) -> Option<usize> {
-        let g = self.rec.agent.lock();
-        let st = self.rec.state.access(&g);
-        st.body.as_ref().map(|b| b.context[0])
+        let inner = self.rec.agent.lock();
+        let state = self.rec.state.access(&inner);
+        state.body.as_ref().map(|b| b.context[0])
     }
 }

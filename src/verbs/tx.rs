@@ -398,33 +398,8 @@ impl VerbsPort {
                 Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
                 continue;
             };
-            // RoCE: the destination's MAC (this port's own for its own GIDs, where rxe loops
-            // the packet back). One that is not known yet waits aside, so that the next
-            // transmission, to another destination, goes out now.
-            let dmac = match frame.ah.grh {
-                Some(g) if self.is_roce() => match self.dest_for_tx(&g, &mut own) {
-                    Dest::Mac(mac) => mac,
-                    Dest::Wait => {
-                        {
-                            let mut parked = self.parked.lock();
-                            parked.push_back(tx);
-                            self.tx_parked.add(1, Relaxed);
-                        }
-                        // The resolution may have ended between `dest_for_tx` and the push,
-                        // and found nothing parked: then this one goes back now. (One that
-                        // ends after this check requeues what is parked, this one included.)
-                        if !self.is_resolving(&g) {
-                            self.requeue_parked();
-                        }
-                        continue;
-                    }
-                    Dest::Unreachable => {
-                        let rec = tx.into_arc();
-                        Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
-                        continue;
-                    }
-                },
-                _ => [0; 6],
+            let Some((tx, dmac)) = self.dmac_or_park(tx, &frame, &mut own) else {
+                continue;
             };
             // Once the device has the transmission, its send completion may end the send (and
             // free the record) at any time: the hand-over is reported through the agent.
@@ -451,6 +426,46 @@ impl VerbsPort {
             pr_warn!("verbs: {}: transmission refused ({})\n", self.port, r);
             let rec = tx.into_arc();
             Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
+        }
+    }
+
+    /// On RoCE, the MAC of the destination of `tx` (whose frame is `frame`): this port's own
+    /// for its own GIDs, where rxe loops the packet back, or a resolved one; no MAC elsewhere.
+    /// A destination not known yet parks `tx` aside, so that the next transmission, to another
+    /// destination, goes out now; an unreachable one completes it with `LOC_QP_OP_ERR`. Either
+    /// way `None`: the transmit work goes on with the next.
+    fn dmac_or_park(
+        self: &Arc<Self>,
+        tx: ListArc<SendRecord>,
+        frame: &Frame,
+        own: &mut Option<OwnGids>,
+    ) -> Option<(ListArc<SendRecord>, [u8; 6])> {
+        let g = match frame.ah.grh {
+            Some(g) if self.is_roce() => g,
+            _ => return Some((tx, [0; 6])),
+        };
+        match self.dest_for_tx(&g, own) {
+            Dest::Mac(mac) => Some((tx, mac)),
+            Dest::Wait => {
+                {
+                    let mut parked = self.parked.lock();
+                    parked.push_back(tx);
+                    self.tx_parked.add(1, Relaxed);
+                }
+                // The resolution may have ended between `dest_for_tx` and the push, and found
+                // nothing parked: then this one goes back now. (One that ends after this check
+                // requeues what is parked, this one included.)
+                if !self.is_resolving(&g) {
+                    self.requeue_parked();
+                }
+                None
+            }
+            Dest::Unreachable => {
+                let gen = tx.tx_gen.load(Relaxed);
+                let rec = tx.into_arc();
+                Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
+                None
+            }
         }
     }
 

@@ -77,36 +77,27 @@ impl SendSpec {
     }
 }
 
-impl Agent {
-    /// A send buffer for one MAD to QP `remote_qpn` ([`SendSpec::mad`]), allocated with
-    /// `gfp`.
-    #[cfg_attr(
-        not(rmad_test),
-        allow(
-            dead_code,
-            reason = "the Rust API's common case; the C API passes every argument"
-        )
-    )]
-    pub(crate) fn create_mad(self: &Arc<Self>, remote_qpn: u32, gfp: Flags) -> Result<SendBuf> {
-        self.create_send(SendSpec::mad(remote_qpn), gfp)
-    }
+/// The sizes of a send buffer, as [`Agent::layout`] checked them.
+struct Layout {
+    /// Length of the headers.
+    hdr: usize,
+    /// Length of the data after them.
+    data: usize,
+    /// Data bytes per segment: a MAD less its headers.
+    seg_size: usize,
+    /// Segments of an RMPP transfer (0 for one MAD).
+    seg_count: usize,
+}
 
-    /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
-    /// validation of Documentation/behaviour.md §1.5; every case the C layer leaves undefined is
-    /// `EINVAL`. Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
-    pub(crate) fn create_send(self: &Arc<Self>, spec: SendSpec, gfp: Flags) -> Result<SendBuf> {
-        let SendSpec {
-            remote_qpn,
-            pkey_index,
-            rmpp_active,
-            hdr_len,
-            data_len,
-            // Only OPA ports use 2048-byte MADs; rmad's ports are InfiniBand ports.
-            base_version: _,
-        } = spec;
+impl Agent {
+    /// The sizes `spec` asks for, checked as `ib_create_send_mad` checks them (`EINVAL`): the
+    /// headers' length against the MAD and RMPP headers, and a message of more than one MAD
+    /// only for an RMPP transfer of a kernel-RMPP agent.
+    fn layout(&self, spec: &SendSpec) -> Result<Layout> {
         let mad_size = wire::IB_MGMT_MAD_SIZE;
-        let hdr = usize::try_from(hdr_len).map_err(|_| EINVAL)?;
-        let data = usize::try_from(data_len).map_err(|_| EINVAL)?;
+        let rmpp_active = spec.rmpp_active;
+        let hdr = usize::try_from(spec.hdr_len).map_err(|_| EINVAL)?;
+        let data = usize::try_from(spec.data_len).map_err(|_| EINVAL)?;
         if hdr > mad_size
             || (rmpp_active && hdr < wire::IB_MGMT_RMPP_HDR)
             || (!rmpp_active && hdr < wire::IB_MGMT_MAD_HDR)
@@ -134,15 +125,56 @@ impl Agent {
         } else if rmpp_active || message_size > mad_size {
             return Err(EINVAL);
         }
+        let seg_count = if rmpp_active {
+            (message_size - hdr).div_ceil(seg_size.max(1))
+        } else {
+            0
+        };
+        Ok(Layout {
+            hdr,
+            data,
+            seg_size,
+            seg_count,
+        })
+    }
+
+    /// A send buffer for one MAD to QP `remote_qpn` ([`SendSpec::mad`]), allocated with
+    /// `gfp`.
+    #[cfg_attr(
+        not(rmad_test),
+        allow(
+            dead_code,
+            reason = "the Rust API's common case; the C API passes every argument"
+        )
+    )]
+    pub(crate) fn create_mad(self: &Arc<Self>, remote_qpn: u32, gfp: Flags) -> Result<SendBuf> {
+        self.create_send(SendSpec::mad(remote_qpn), gfp)
+    }
+
+    /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
+    /// validation of Documentation/behaviour.md §1.5; every case the C layer leaves undefined is
+    /// `EINVAL`. Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
+    pub(crate) fn create_send(self: &Arc<Self>, spec: SendSpec, gfp: Flags) -> Result<SendBuf> {
+        let SendSpec {
+            remote_qpn,
+            pkey_index,
+            rmpp_active,
+            ..
+        } = spec;
+        let Layout {
+            hdr,
+            data,
+            seg_size,
+            seg_count,
+        } = self.layout(&spec)?;
+        let mad_size = wire::IB_MGMT_MAD_SIZE;
         // A caller may ask for any length up to 2 GiB: what the allocator cannot give is a
         // quiet ENOMEM, not a page-allocator warning.
         let gfp = gfp | __GFP_NOWARN;
-        let (seg_count, segments) = if rmpp_active {
-            let count = (message_size - hdr).div_ceil(seg_size.max(1));
-            let bytes = count.checked_mul(seg_size).ok_or(EINVAL)?;
-            (count, Segments::zeroed(bytes, gfp)?)
+        let segments = if rmpp_active {
+            Segments::zeroed(seg_count.checked_mul(seg_size).ok_or(EINVAL)?, gfp)?
         } else {
-            (0, Segments::none())
+            Segments::none()
         };
         let mut mad = MadBytes::zeroed(mad_size, gfp)?;
         if rmpp_active {

@@ -138,9 +138,9 @@ impl Agent {
         // SAFETY: `frame` is pinned on this stack frame and unlinked below before it goes.
         unsafe { self.lock().frames.link(frame) };
         let r = f();
-        let mut g = self.lock();
-        g.frames.unlink(frame);
-        after(&mut g, &r);
+        let mut inner = self.lock();
+        inner.frames.unlink(frame);
+        after(&mut inner, &r);
         r
     }
 }

@@ -42,7 +42,7 @@ const _: () = assert!(BATCH as usize == BATCH_USIZE);
 
 /// A hold of an agent's lock (interrupts off).
 pub(crate) struct Held<'a> {
-    g: SpinLockIrqGuard<'a, AgentInner>,
+    guard: SpinLockIrqGuard<'a, AgentInner>,
     /// When the hold began, if holds are timed.
     #[cfg(rmad_test)]
     since: Option<Instant<Monotonic>>,
@@ -51,9 +51,9 @@ pub(crate) struct Held<'a> {
 impl Agent {
     /// Takes the agent's lock.
     pub(crate) fn lock(&self) -> Held<'_> {
-        let g = self.inner.lock();
+        let guard = self.inner.lock();
         Held {
-            g,
+            guard,
             #[cfg(rmad_test)]
             since: timing_start(),
         }
@@ -64,7 +64,7 @@ impl Held<'_> {
     /// Waits on `cv`, releasing the lock meanwhile (the wait is not part of the hold).
     pub(super) fn wait(&mut self, cv: &CondVar) {
         self.record();
-        cv.wait(&mut self.g);
+        cv.wait(&mut self.guard);
         #[cfg(rmad_test)]
         {
             self.since = timing_start();
@@ -100,13 +100,13 @@ impl core::ops::Deref for Held<'_> {
     type Target = AgentInner;
 
     fn deref(&self) -> &AgentInner {
-        &self.g
+        &self.guard
     }
 }
 
 impl core::ops::DerefMut for Held<'_> {
     fn deref_mut(&mut self) -> &mut AgentInner {
-        &mut self.g
+        &mut self.guard
     }
 }
 
