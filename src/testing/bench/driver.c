@@ -446,15 +446,20 @@ static void floor_work(struct work_struct *w)
 {
 }
 
-static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
+/*
+ * The floor's operations on @s items of @n in @order, @count of them in all
+ * (passes of @s, each starting from the list and the queue as the first
+ * found them): ns per operation into @ns.
+ */
+static int floor_run(u32 n, const u32 *order, u32 s, u32 count, s64 *ns)
 {
 	struct workqueue_struct *wq;
 	struct floor_item *items;
 	LIST_HEAD(from);
 	LIST_HEAD(to);
 	unsigned long flags;
-	u64 t0, last;
-	u32 i, k;
+	u64 t0, last, sum = 0;
+	u32 i, k, done;
 
 	items = kvcalloc(n, sizeof(*items), GFP_KERNEL);
 	if (!items)
@@ -468,18 +473,24 @@ static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
 		INIT_WORK(&items[i].work, floor_work);
 		list_add_tail(&items[i].node, &from);
 	}
-	t0 = ktime_get_ns();
-	last = t0;
-	for (k = 0; k < s; k++) {
-		struct floor_item *it = &items[order[k]];
+	for (done = 0; done < count; done += s) {
+		/* Untimed: the items back in the list, and their work run. */
+		list_splice_tail_init(&to, &from);
+		flush_workqueue(wq);
+		t0 = ktime_get_ns();
+		last = t0;
+		for (k = 0; k < s; k++) {
+			struct floor_item *it = &items[order[k]];
 
-		spin_lock_irqsave(&floor_lock, flags);
-		list_move_tail(&it->node, &to);
-		spin_unlock_irqrestore(&floor_lock, flags);
-		queue_work(wq, &it->work);
-		bench_resched(k, &last);
+			spin_lock_irqsave(&floor_lock, flags);
+			list_move_tail(&it->node, &to);
+			spin_unlock_irqrestore(&floor_lock, flags);
+			queue_work(wq, &it->work);
+			bench_resched(k, &last);
+		}
+		sum += ktime_get_ns() - t0;
 	}
-	*ns = div_u64(ktime_get_ns() - t0, s);
+	*ns = div_u64(sum, done);
 	destroy_workqueue(wq);
 	kvfree(items);
 	return 0;
@@ -601,7 +612,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32
 		for (k = 0; !bench_irqsoff_pass && k < ARRAY_SIZE(floor_ops); k++) {
 			s64 ns;
 
-			if (!floor_run(n, k == 2 ? perm_c : perm_m, min(n, sample), &ns))
+			if (!floor_run(n, k == 2 ? perm_c : perm_m, min(n, sample),
+				       bench_target(&cfg, min(n, sample)), &ns))
 				bench_emit("floor", floor_ops[k], n, rep, ns, "ns");
 		}
 	}
