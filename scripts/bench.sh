@@ -23,7 +23,10 @@
 #   BENCH_IRQSOFF_WHERE  1: the console also says, for each interrupts-off figure, where its
 #                 longest stretch started and ended and the stack at its end
 #                 (build/bench/irqsoff-where.txt; default 0)
-#   BENCH_SAMPLE  timed modifies, cancels and matched responses per round (default 1000)
+#   BENCH_SAMPLE  timed modifies, cancels and matched responses per pass (default 1000)
+#   BENCH_MIN_OPS  at N <= 100, each figure repeats its part of the round until it has
+#                 timed at least this many operations (default 10000): ten or a hundred
+#                 alone are noise
 #   BENCH_RMPP_REPS  repetitions of each RMPP transfer (default 2; 0: no RMPP row). Each
 #                 transfer the C layer cannot complete (1 MiB at 1 %) waits its whole 45 s
 #   BENCH_SCALE   sends per scaling round (one and two CPUs posting; default 10000, run in
@@ -54,6 +57,7 @@ source "$(dirname "$0")/lib.sh"
 ns="${BENCH_NS:-10 100 1000 10000 100000}"
 reps="${BENCH_REPS:-5}"
 sample="${BENCH_SAMPLE:-1000}"
+min_ops="${BENCH_MIN_OPS:-10000}"
 rmpp_reps="${BENCH_RMPP_REPS:-2}"
 served="${BENCH_SERVED:-5000}"
 scale_n="${BENCH_SCALE:-10000}"
@@ -62,7 +66,7 @@ removal_reps="${BENCH_REMOVAL_REPS:-3}"
 irqsoff_reps="${BENCH_IRQSOFF_REPS:-3}"
 irqsoff_where="${BENCH_IRQSOFF_WHERE:-0}"
 [[ "$irqsoff_where" =~ ^[01]$ ]] || die "bench: BENCH_IRQSOFF_WHERE is 0 or 1, not '$irqsoff_where'"
-for v in $ns $reps $sample; do
+for v in $ns $reps $sample $min_ops; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
 for v in $removal_ns; do
@@ -74,7 +78,7 @@ done
 out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
-export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps bench_irqsoff_where=$irqsoff_where"
+export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_min_ops=$min_ops bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps bench_irqsoff_where=$irqsoff_where"
 profile="${BENCH_PROFILE:-0}"
 [[ "$profile" =~ ^[01]$ ]] || die "bench: BENCH_PROFILE is 0 or 1, not '$profile'"
 if [ "$profile" = 1 ]; then

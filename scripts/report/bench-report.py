@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 IMPLS = ["c", "rmad", "rmad-capi", "floor"]
-OPS = ["post", "modify", "cancel", "match", "rtt", "settle", "timeouts", "unregister",
+OPS = ["post", "modify", "cancel", "create_free", "transaction", "match", "rtt", "settle",
+       "timeouts", "unregister",
        "irqoff_ops", "irqoff_cancel", "irqoff_timeouts", "irqoff_unregister", "irqoff_removal", "irqoff_max",
        "irqoff_holds", "irqoff_hold_p50", "irqoff_hold_p99", "irqoff_hold_p999", "irqoff_hold_max",
        "irqoff_holds_over_100us",
@@ -32,6 +33,8 @@ OP_TEXT = {
     "post": "`post` per call",
     "modify": "`modify` per call",
     "cancel": "`cancel` per call",
+    "create_free": "`create_free`: a buffer created and freed",
+    "transaction": "`transaction`: create, post, answer, handler, free",
     "match": "`match` per response",
     "rtt": "`rtt` per round trip",
     "settle": "`settle`: N sends to the device",
@@ -55,6 +58,8 @@ OP_TEXT = {
     "sends_2cpu_1agent": "`sends_2cpu_1agent`: two CPUs, one agent",
     "served": "`served`: requests answered (two nodes)",
 }
+# Up to this N every figure repeats its round (BENCH_REPEAT_N of src/testing/bench/impl.h).
+REPEAT_N = 100
 # Rates: more is better, so their ratio is rmad/C (above 1: rmad does more).
 RATES = {"sends/s", "requests/s"}
 COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "#7f7f7f"}
@@ -235,6 +240,14 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
     out.append("Each cell: median (min–max) of its repetitions (reps), in the median's unit. "
                "C/rmad above 1: rmad costs less (for the rates, sends/s and requests/s, the "
                "column is rmad/C: above 1, rmad does more).")
+    if any(r["op"] == "transaction" for r in rows):
+        out.append("transaction: a GET created, posted, answered by an ib_core agent on the same "
+                   "port, its send handler run and the buffer freed there, 16 in flight at once, "
+                   "N sends outstanding meanwhile; ns per transaction over the batch.")
+    if any(r["n"] <= REPEAT_N for r in rows):
+        out.append(f"At N ≤ {REPEAT_N} each figure repeats its part of the round until it has "
+                   "timed at least BENCH_MIN_OPS operations (10 000 by default) and reports "
+                   "their mean (irqoff_*: one pass).")
     if any(r["op"].startswith("sends_") for r in rows):
         out.append("sends_*: N sends posted by one thread, or by two threads bound to CPUs 0 "
                    "and 1 (half each) to two agents on one port or to one agent, per second "
@@ -268,6 +281,7 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
 def svg(rows):
     """Small multiples, one panel per operation: cost per operation against N, log-log."""
     panels = [("post", "post"), ("modify", "modify"), ("cancel", "cancel"),
+              ("create_free", "create + free"), ("transaction", "transaction"),
               ("match", "match (per response)"), ("rtt", "round trip"),
               ("settle", "settle / N"), ("timeouts", "timeouts / N"),
               ("unregister", "unregister / N"), ("irqoff_max", "longest interrupts-off")]

@@ -67,12 +67,15 @@ const SILENT_GID_INDEX: u8 = 1;
 const SILENT_GID: Gid = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2];
 /// Timeout of sends that wait for a response nobody gives (10 minutes).
 const LONG_MS: i32 = 600_000;
-/// Round trips timed per round (at most).
+/// Timeout of a transaction's GET (`BENCH_TXN_MS` of the driver).
+const TXN_MS: i32 = 2_000;
+/// Round trips timed per pass (at most).
 const RTT_SAMPLE: u32 = 50;
 /// Longest wait for the device to take a round's sends.
 const WAIT_SENT_MS: i64 = 600_000;
-/// Markers (timeout-0 sends) per round: even ones on the agent, odd ones on the gate agent.
-const MARKERS: usize = 4;
+/// The low word of the first TID of the buffers other than the silent sends (`BENCH_LO_BASE`
+/// of the driver): the silent sends have `0..n`.
+const LO_BASE: usize = 0x4000_0000;
 
 /// What a send is (`enum bench_kind` of the driver), carried in `context[0]`.
 const KIND_SILENT: usize = 1;
@@ -84,18 +87,22 @@ const KIND_REQ: usize = 3;
 const KIND_GATE: usize = 4;
 /// A matched response (receive handler).
 const KIND_RESP: usize = 5;
+/// A transaction's GET.
+const KIND_TXN: usize = 6;
 
 extern "C" {
     /// Counts one event of `kind` (a `KIND_*`) with `status` in the driver's `round`.
     fn rmad_bench_event(round: *mut c_void, kind: c_int, status: c_int);
-    /// Runs the benchmark for `n` outstanding sends, and the scaling rounds with `scale` sends
-    /// unless 0; `rust` and `rust2` are the two [`RustBench`]es its `rmad_bench_rust_*` calls
-    /// get back (the second for the scaling round's second thread).
+    /// Runs the benchmark for `n` outstanding sends, each figure timing at least `min_ops`
+    /// operations at small `n`, and the scaling rounds with `scale` sends unless 0; `rust` and
+    /// `rust2` are the two [`RustBench`]es its `rmad_bench_rust_*` calls get back (the second for
+    /// the scaling round's second thread).
     fn rmad_bench_run(
         n: u32,
         reps: u32,
         sample: u32,
         rtt_sample: u32,
+        min_ops: u32,
         scale: u32,
         rust: *mut c_void,
         rust2: *mut c_void,
@@ -162,18 +169,16 @@ pub(crate) struct RustBench {
     bufs: KVec<Option<SendBuf>>,
     /// The silent sends' handles, once posted.
     handles: KVec<Option<SendHandle>>,
+    /// How many sends of the agent the device had taken before the last [`RustBench::create`].
+    sent_before: u64,
     /// The requests the responder answers, until posted.
     reqs: KVec<Option<SendBuf>>,
     /// The requests' handles, once posted.
     req_handles: KVec<SendHandle>,
-    /// The markers, until posted.
-    markers: KVec<Option<SendBuf>>,
-    /// Markers posted so far, from the agent and from the gate agent.
-    markers_posted: [usize; 2],
-    /// The gate's send, until posted.
-    gate_buf: Option<SendBuf>,
     /// The gate's handle, once posted.
     gate_handle: Option<SendHandle>,
+    /// The low word of the next TID of a buffer other than a silent send's.
+    lo: usize,
 }
 
 impl RustBench {
@@ -187,17 +192,23 @@ impl RustBench {
             sends_on: None,
             bufs: KVec::new(),
             handles: KVec::new(),
+            sent_before: 0,
             reqs: KVec::new(),
             req_handles: KVec::new(),
-            markers: KVec::new(),
-            markers_posted: [0; 2],
-            gate_buf: None,
             gate_handle: None,
+            lo: LO_BASE,
         }
     }
 
+    /// The low word of the next TID of a buffer other than a silent send's.
+    fn next_lo(&mut self) -> usize {
+        let lo = self.lo;
+        self.lo = lo.wrapping_add(1);
+        lo
+    }
+
     /// A send of `a` with `method`, TID low word `lo`, `timeout_ms` and `kind`, to the
-    /// responder (`kind` [`KIND_REQ`]) or to nobody.
+    /// responder (`kind` [`KIND_REQ`] or [`KIND_TXN`]) or to nobody.
     fn buf(
         &self,
         a: &Arc<Agent>,
@@ -208,7 +219,7 @@ impl RustBench {
     ) -> Result<SendBuf> {
         let lo = u32::try_from(lo).map_err(|_| EINVAL)?;
         let mut buf = requests::mad(a, CLASS, method, lo)?;
-        buf.set_ah(Some(if kind == KIND_REQ {
+        buf.set_ah(Some(if kind == KIND_REQ || kind == KIND_TXN {
             requests::gid_address(self.dgid, GID_INDEX)
         } else {
             requests::gid_address(SILENT_GID, SILENT_GID_INDEX)
@@ -219,58 +230,34 @@ impl RustBench {
         Ok(buf)
     }
 
-    /// Registers the agents and creates `nreq` requests, the markers and the gate's send.
-    fn open(&mut self, round: *mut c_void, n: u32, nreq: u32) -> Result {
+    /// Registers the agents.
+    fn open(&mut self, round: *mut c_void, n: u32) -> Result {
         self.close();
         let n = usize::try_from(n).map_err(|_| EINVAL)?;
-        let nreq = usize::try_from(nreq).map_err(|_| EINVAL)?;
         let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
         let engine = verbs::verbs_engine().ok_or(ENODEV)?;
         self.dgid = port.gid(1, GID_INDEX).ok_or(ENODEV)?;
         let transport: Arc<dyn Transport> = port;
         let handler = Arc::new(Handler { round }, GFP_KERNEL)?;
-        let a = register_gsi(&engine, &transport, 1, &handler, None)?;
-        self.agent = Some(a.clone());
-        let g = register_gsi(&engine, &transport, 1, &handler, None)?;
-        self.gate_agent = Some(g.clone());
+        self.agent = Some(register_gsi(&engine, &transport, 1, &handler, None)?);
+        self.gate_agent = Some(register_gsi(&engine, &transport, 1, &handler, None)?);
         self.n = n;
+        self.lo = LO_BASE;
         self.bufs = KVec::with_capacity(n, GFP_KERNEL)?;
         self.handles = KVec::with_capacity(n, GFP_KERNEL)?;
-        self.reqs = KVec::with_capacity(nreq, GFP_KERNEL)?;
-        self.req_handles = KVec::with_capacity(nreq, GFP_KERNEL)?;
-        let first = n.checked_add(nreq).ok_or(EINVAL)?;
-        for j in 0..nreq {
-            let b = self.buf(
-                &a,
-                n.checked_add(j).ok_or(EINVAL)?,
-                wire::IB_MGMT_METHOD_GET,
-                LONG_MS,
-                KIND_REQ,
-            )?;
-            self.reqs.push(Some(b), GFP_KERNEL)?;
-        }
-        for k in 0..MARKERS {
-            let on = if k % 2 == 1 { &g } else { &a };
-            let b = self.buf(
-                on,
-                first.checked_add(k).ok_or(EINVAL)?,
-                wire::IB_MGMT_METHOD_SEND,
-                0,
-                KIND_MARKER,
-            )?;
-            self.markers.push(Some(b), GFP_KERNEL)?;
-        }
-        self.gate_buf = Some(self.buf(&g, 0, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_GATE)?);
         Ok(())
     }
 
-    /// Creates the silent sends, with `timeout_ms`.
+    /// Creates the silent sends, with `timeout_ms` (again once the last ones were delivered).
     fn create(&mut self, timeout_ms: i32) -> Result {
         let a = self
             .sends_on
             .clone()
             .or_else(|| self.agent.clone())
             .ok_or(EINVAL)?;
+        self.sent_before = self.agent.as_ref().map_or(0, |a| a.stats().transmitted);
+        self.bufs.clear();
+        self.handles.clear();
         for i in 0..self.n {
             let b = self.buf(&a, i, wire::IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT)?;
             self.bufs.push(Some(b), GFP_KERNEL)?;
@@ -302,12 +289,31 @@ impl RustBench {
         self.handles.get(i).and_then(Option::as_ref).ok_or(EINVAL)
     }
 
+    /// Creates `count` requests, posted by [`RustBench::post_req`]; cancels those of the last
+    /// call still posted (`EINVAL` for those whose handler ran) and drops the others.
+    fn reqs(&mut self, count: usize) -> Result {
+        for h in self.req_handles.iter() {
+            let _ = h.cancel();
+        }
+        self.req_handles.clear();
+        self.reqs.clear();
+        let a = self.agent.clone().ok_or(EINVAL)?;
+        self.reqs.reserve(count, GFP_KERNEL)?;
+        self.req_handles.reserve(count, GFP_KERNEL)?;
+        for _ in 0..count {
+            let lo = self.next_lo();
+            let b = self.buf(&a, lo, wire::IB_MGMT_METHOD_GET, LONG_MS, KIND_REQ)?;
+            self.reqs.push(Some(b), GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
     /// Posts request `j`.
     fn post_req(&mut self, j: usize) -> Result {
         let slot = self.reqs.get_mut(j).ok_or(EINVAL)?;
         let buf = slot.take().ok_or(EINVAL)?;
         match Agent::post(buf) {
-            // Room was reserved in `open`.
+            // Room was reserved in `reqs`.
             Ok(h) => self.req_handles.push(h, GFP_KERNEL).map_err(|_| ENOMEM),
             Err(e) => {
                 *slot = Some(e.buf);
@@ -316,40 +322,51 @@ impl RustBench {
         }
     }
 
-    /// Posts the next marker, from the gate agent if `gate`.
-    fn post_marker(&mut self, gate: bool) -> Result {
-        // Markers 0, 2, ... are the agent's; 1, 3, ... the gate agent's.
-        let which = usize::from(gate);
-        let count = self.markers_posted.get_mut(which).ok_or(EINVAL)?;
-        let k = count
-            .checked_mul(2)
-            .and_then(|k| k.checked_add(which))
-            .ok_or(EINVAL)?;
-        *count = count.checked_add(1).ok_or(EINVAL)?;
-        let slot = self.markers.get_mut(k).ok_or(ENOSPC)?;
-        let buf = slot.take().ok_or(ENOSPC)?;
-        match Agent::post(buf) {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                *slot = Some(e.buf);
-                Err(e.err)
-            }
-        }
+    /// Creates a send of `kind` with `method` and `timeout_ms` on the gate agent if `gate`
+    /// (else on the agent) and posts it; its handle unless the post failed (which drops it).
+    fn post_new(
+        &mut self,
+        gate: bool,
+        method: u8,
+        timeout_ms: i32,
+        kind: usize,
+    ) -> Result<SendHandle> {
+        let lo = self.next_lo();
+        let a = if gate {
+            &self.gate_agent
+        } else {
+            &self.agent
+        };
+        let buf = self.buf(a.as_ref().ok_or(EINVAL)?, lo, method, timeout_ms, kind)?;
+        Agent::post(buf).map_err(|e| e.err)
     }
 
-    /// Posts the gate's send.
+    /// Creates and posts a marker, from the gate agent if `gate`.
+    fn post_marker(&mut self, gate: bool) -> Result {
+        self.post_new(gate, wire::IB_MGMT_METHOD_SEND, 0, KIND_MARKER)
+            .map(drop)
+    }
+
+    /// Creates and posts the gate's send.
     fn post_gate(&mut self) -> Result {
-        let buf = self.gate_buf.take().ok_or(EINVAL)?;
-        match Agent::post(buf) {
-            Ok(h) => {
-                self.gate_handle = Some(h);
-                Ok(())
-            }
-            Err(e) => {
-                self.gate_buf = Some(e.buf);
-                Err(e.err)
-            }
-        }
+        let h = self.post_new(true, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_GATE)?;
+        self.gate_handle = Some(h);
+        Ok(())
+    }
+
+    /// Creates a send buffer of one MAD on the agent and drops it: what `ib_create_send_mad` and
+    /// `ib_free_send_mad` do.
+    fn create_free(&self) -> Result {
+        let a = self.agent.as_ref().ok_or(EINVAL)?;
+        drop(a.create_mad(1, GFP_KERNEL)?);
+        Ok(())
+    }
+
+    /// Starts a transaction: creates a GET the responder answers and posts it (the send handler
+    /// drops it); its handle is not kept.
+    fn txn(&mut self) -> Result {
+        self.post_new(false, wire::IB_MGMT_METHOD_GET, TXN_MS, KIND_TXN)
+            .map(drop)
     }
 
     /// Cancels the gate's send: its handler then holds the delivery queue.
@@ -387,9 +404,6 @@ impl RustBench {
     fn unregister(&mut self) {
         self.bufs = KVec::new();
         self.reqs = KVec::new();
-        self.markers = KVec::new();
-        self.markers_posted = [0; 2];
-        self.gate_buf = None;
         self.sends_on = None;
         for a in [self.agent.take(), self.gate_agent.take()]
             .into_iter()
@@ -423,20 +437,15 @@ unsafe fn state<'a>(p: *mut c_void) -> &'a mut RustBench {
     unsafe { &mut *p.cast::<RustBench>() }
 }
 
-/// Driver operation: registers the agents, creates `nreq` requests.
+/// Driver operation: registers the agents.
 ///
 /// # Safety
 ///
 /// As [`state`]; `round` is the driver's round, alive until after `rmad_bench_rust_close`.
 #[no_mangle]
-unsafe extern "C" fn rmad_bench_rust_open(
-    p: *mut c_void,
-    round: *mut c_void,
-    n: u32,
-    nreq: u32,
-) -> c_int {
+unsafe extern "C" fn rmad_bench_rust_open(p: *mut c_void, round: *mut c_void, n: u32) -> c_int {
     // SAFETY: As the caller guarantees.
-    code(unsafe { state(p) }.open(round, n, nreq))
+    code(unsafe { state(p) }.open(round, n))
 }
 
 /// Driver operation: creates the silent sends, with `timeout_ms`.
@@ -450,14 +459,15 @@ unsafe extern "C" fn rmad_bench_rust_create(p: *mut c_void, timeout_ms: c_int) -
     code(unsafe { state(p) }.create(timeout_ms))
 }
 
-/// Waits (at most [`WAIT_SENT_MS`]) until the device has taken `n` sends of `a`.
-fn wait_sent(a: &Agent, n: u32) -> Result {
+/// Waits (at most [`WAIT_SENT_MS`]) until the device has taken `n` sends of `a` in all.
+fn wait_sent(a: &Agent, n: u64) -> Result {
     let start = Instant::<Monotonic>::now();
-    while a.stats().transmitted < u64::from(n) {
+    while a.stats().transmitted < n {
         if start.elapsed().as_millis() > WAIT_SENT_MS {
             return Err(ETIMEDOUT);
         }
-        sleep_ms(5);
+        // Not longer: a round of few sends repeats this wait hundreds of times.
+        sleep_ms(1);
     }
     Ok(())
 }
@@ -500,15 +510,25 @@ fn find_agent(hi_tid: u32) -> Result<Arc<Agent>> {
 unsafe extern "C" fn rmad_bench_rust_wait_sent_p(p: *mut c_void) -> c_int {
     // SAFETY: As the caller guarantees.
     let s = unsafe { state(p) };
-    let n = u32::try_from(s.n).unwrap_or(u32::MAX);
+    let n = u64::try_from(s.n)
+        .ok()
+        .and_then(|n| n.checked_add(s.sent_before))
+        .unwrap_or(u64::MAX);
     code(s.agent.as_ref().ok_or(EINVAL).and_then(|a| wait_sent(a, n)))
 }
 
-/// Waits until the device has taken `n` sends of the agent on `rxe0` with `hi_tid` (an agent
-/// of the C API).
+/// Waits until the device has taken `n` sends in all of the agent on `rxe0` with `hi_tid` (an
+/// agent of the C API).
 #[no_mangle]
-extern "C" fn rmad_bench_rust_wait_sent(hi_tid: u32, n: u32) -> c_int {
+extern "C" fn rmad_bench_rust_wait_sent(hi_tid: u32, n: u64) -> c_int {
     code(find_agent(hi_tid).and_then(|a| wait_sent(&a, n)))
+}
+
+/// How many sends of the agent on `rxe0` with `hi_tid` (an agent of the C API) the device has
+/// taken; 0 without such an agent.
+#[no_mangle]
+extern "C" fn rmad_bench_rust_transmitted(hi_tid: u32) -> u64 {
+    find_agent(hi_tid).map_or(0, |a| a.stats().transmitted)
 }
 
 /// Driver operation: posts silent send `i`.
@@ -555,6 +575,42 @@ unsafe extern "C" fn rmad_bench_rust_cancel(p: *mut c_void, i: u32) -> c_int {
     code(s.handle(i).and_then(SendHandle::cancel))
 }
 
+/// Driver operation: creates `count` requests (see [`RustBench::reqs`]).
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_reqs(p: *mut c_void, count: u32) -> c_int {
+    let Ok(count) = usize::try_from(count) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.reqs(count))
+}
+
+/// Driver operation: creates a send buffer and drops it.
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_create_free(p: *mut c_void) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.create_free())
+}
+
+/// Driver operation: starts a transaction (see [`RustBench::txn`]).
+///
+/// # Safety
+///
+/// As [`state`].
+#[no_mangle]
+unsafe extern "C" fn rmad_bench_rust_txn(p: *mut c_void) -> c_int {
+    // SAFETY: As the caller guarantees.
+    code(unsafe { state(p) }.txn())
+}
+
 /// Driver operation: posts request `j`.
 ///
 /// # Safety
@@ -569,7 +625,7 @@ unsafe extern "C" fn rmad_bench_rust_post_req(p: *mut c_void, j: u32) -> c_int {
     code(unsafe { state(p) }.post_req(j))
 }
 
-/// Driver operation: posts the next marker, from the gate agent if `gate` is not 0.
+/// Driver operation: creates and posts a marker, from the gate agent if `gate` is not 0.
 ///
 /// # Safety
 ///
@@ -580,7 +636,7 @@ unsafe extern "C" fn rmad_bench_rust_post_marker(p: *mut c_void, gate: c_int) ->
     code(unsafe { state(p) }.post_marker(gate != 0))
 }
 
-/// Driver operation: posts the gate's send.
+/// Driver operation: creates and posts the gate's send.
 ///
 /// # Safety
 ///
@@ -708,16 +764,16 @@ unsafe extern "C" fn rmad_bench_rust_holds_take(out: *mut i64) {
 }
 
 /// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`
-/// timed modifies, cancels and matched responses per round, and the scaling rounds with `scale`
-/// sends each unless 0.
-pub(crate) fn run(n: u32, reps: u32, sample: u32, scale: u32) -> Result {
+/// timed modifies, cancels and matched responses per pass, each figure timing at least
+/// `min_ops` operations at small `n`, and the scaling rounds with `scale` sends each unless 0.
+pub(crate) fn run(n: u32, reps: u32, sample: u32, min_ops: u32, scale: u32) -> Result {
     let mut b = KBox::new(RustBench::new(), GFP_KERNEL)?;
     let mut b2 = KBox::new(RustBench::new(), GFP_KERNEL)?;
     let p = core::ptr::from_mut::<RustBench>(&mut b).cast::<c_void>();
     let p2 = core::ptr::from_mut::<RustBench>(&mut b2).cast::<c_void>();
     // SAFETY: `p` and `p2` are two `RustBench`es that stay alive and unused here until the
     // call returns; the driver uses each from one thread at a time (see [`state`]).
-    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, scale, p, p2) };
+    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, min_ops, scale, p, p2) };
     // The second may have its sends on the first's agent: it closes first.
     b2.close();
     b.close();

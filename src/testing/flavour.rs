@@ -50,7 +50,11 @@ macro_rules! declare_module {
             },
             bench_sample: u32 {
                 default: 1000,
-                description: "Benchmark: timed modifies, cancels and matched responses per round",
+                description: "Benchmark: timed modifies, cancels and matched responses per pass",
+            },
+            bench_min_ops: u32 {
+                default: 10000,
+                description: "Benchmark: operations each figure times at least, at N <= 100",
             },
             bench_scale: u32 {
                 default: 0,
@@ -83,6 +87,7 @@ impl Flavour {
                 crate::module_parameters::bench_n.value(),
                 crate::module_parameters::bench_reps.value(),
                 crate::module_parameters::bench_sample.value(),
+                crate::module_parameters::bench_min_ops.value(),
                 crate::module_parameters::bench_scale.value(),
             )?;
         }

@@ -7,8 +7,8 @@
 # for the interrupts-off figures (bench_irqsoff_reps repetitions, 0: none). The
 # tracer charges every stretch with interrupts off, which no kernel users run
 # does, so no time is taken with it on. Each load prints its figures as
-# "bench-json:" lines. bench_ns (comma-separated), bench_reps and bench_sample
-# come from the kernel command line (scripts/bench.sh).
+# "bench-json:" lines. bench_ns (comma-separated), bench_reps, bench_sample and
+# bench_min_ops come from the kernel command line (scripts/bench.sh).
 # Then, on two devices, the responder row (bench_served_n GETs, 0: none; see bench_served)
 # and the RMPP row (bench_rmpp_reps repetitions, 0: none; see bench_rmpp).
 . /lib.sh
@@ -110,7 +110,8 @@ bench_profile_report() {
 bench_load() {
 	n="$1" profile_this="${4:-}"
 	set -- insmod /modules/rmad.ko bench=1 bench_n="$1" bench_reps="$2" \
-		bench_sample="${bench_sample:-1000}" bench_scale="$3"
+		bench_sample="${bench_sample:-1000}" bench_min_ops="${bench_min_ops:-10000}" \
+		bench_scale="$3"
 	if [ "$profile_this" = 1 ]; then
 		set -- env HOME=/tmp /bin/perf record -q -N -a -g -F 499 -o "/tmp/perf-$n.data" -- "$@"
 	fi

@@ -14,28 +14,34 @@ struct rmad_bench_round;
 void rmad_bench_event(struct rmad_bench_round *r, int kind, int status);
 
 /*
- * Runs the benchmark for @n outstanding sends, and the scaling rounds with
- * @scale sends unless 0 (src/testing/bench.rs passes @rust, and @rust2 for
- * the scaling round's second thread).
+ * Runs the benchmark for @n outstanding sends, each figure timing at least
+ * @min_ops operations at small @n, and the scaling rounds with @scale sends
+ * unless 0 (src/testing/bench.rs passes @rust, and @rust2 for the scaling
+ * round's second thread).
  */
-int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void *rust,
-		   void *rust2);
+int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32 scale,
+		   void *rust, void *rust2);
 
 /* Implemented in src/testing/bench.rs: the operations through rmad's Rust API. */
-int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
+int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n);
 int rmad_bench_rust_create(void *p, int timeout_ms);
 int rmad_bench_rust_post(void *p, u32 i);
 int rmad_bench_rust_wait_sent_p(void *p);
-/* Waits until the agent with @hi_tid had @n sends taken by the device. */
-int rmad_bench_rust_wait_sent(u32 hi_tid, u32 n);
+/* How many sends of the agent with @hi_tid the device has taken (0 without that agent). */
+u64 rmad_bench_rust_transmitted(u32 hi_tid);
+/* Waits until the agent with @hi_tid had @n sends in all taken by the device. */
+int rmad_bench_rust_wait_sent(u32 hi_tid, u64 n);
 /* Waits until the agent with @hi_tid has nothing outstanding. */
 int rmad_bench_rust_wait_idle(u32 hi_tid);
 int rmad_bench_rust_modify(void *p, u32 i, int ms);
 int rmad_bench_rust_cancel(void *p, u32 i);
+int rmad_bench_rust_reqs(void *p, u32 count);
 int rmad_bench_rust_post_req(void *p, u32 j);
 int rmad_bench_rust_post_marker(void *p, int gate);
 int rmad_bench_rust_post_gate(void *p);
 int rmad_bench_rust_cancel_gate(void *p);
+int rmad_bench_rust_create_free(void *p);
+int rmad_bench_rust_txn(void *p);
 void rmad_bench_rust_unregister(void *p);
 void rmad_bench_rust_close(void *p);
 void rmad_bench_rust_share(void *p, void *owner);

@@ -24,10 +24,12 @@ struct c_impl {
 	/* Where the silent sends are created, if not on @agent (bench_ops.share). */
 	struct ib_mad_agent *send_agent;
 	struct ib_ah *send_ah;
-	u32 n, nreq, markers_posted[2];
-	struct ib_mad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
+	u32 n, nreq, cap_reqs;
+	/* The low word of the next TID of a buffer other than a silent send's. */
+	u32 lo;
+	/* The requests until posted (then NULL: the send handler frees them). */
+	struct ib_mad_send_buf **bufs, **reqs, *gate_buf;
 	u8 *posted;		/* per silent send */
-	bool gate_posted;
 };
 
 static void c_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
@@ -78,22 +80,20 @@ static struct ib_mad_send_buf *c_buf(struct ib_mad_agent *agent, struct ib_ah *a
 
 static void c_close(void *p);
 
-static int c_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
+static int c_open(void *p, struct rmad_bench_round *r, u32 n)
 {
 	struct c_impl *c = p;
-	u32 j;
 
 	memset(c, 0, sizeof(*c));
 	c->dev = bench_device();
 	c->r = r;
 	c->n = n;
-	c->nreq = nreq;
+	c->lo = BENCH_LO_BASE;
 	if (!c->dev)
 		return -ENODEV;
 	c->bufs = kvcalloc(n, sizeof(*c->bufs), GFP_KERNEL);
 	c->posted = kvcalloc(n, 1, GFP_KERNEL);
-	c->reqs = kvcalloc(nreq ? nreq : 1, sizeof(*c->reqs), GFP_KERNEL);
-	if (!c->bufs || !c->posted || !c->reqs)
+	if (!c->bufs || !c->posted)
 		goto fail;
 	c->agent = ib_register_mad_agent(c->dev, BENCH_PORT, IB_QPT_GSI, NULL, 0, c_send_handler,
 					 c_recv_handler, r, 0);
@@ -122,23 +122,6 @@ static int c_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 		c->gate_ah = NULL;
 		goto fail;
 	}
-	for (j = 0; j < nreq; j++) {
-		c->reqs[j] = c_buf(c->agent, c->ah, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
-				   KIND_REQ);
-		if (!c->reqs[j])
-			goto fail;
-	}
-	for (j = 0; j < BENCH_MARKERS; j++) {
-		c->markers[j] = c_buf(j % 2 ? c->gate_agent : c->agent,
-				      j % 2 ? c->gate_ah : c->ah_silent, n + nreq + j,
-				      IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
-		if (!c->markers[j])
-			goto fail;
-	}
-	c->gate_buf = c_buf(c->gate_agent, c->gate_ah, 0, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
-			    KIND_GATE);
-	if (!c->gate_buf)
-		goto fail;
 	return 0;
 fail:
 	c_close(c);
@@ -150,7 +133,9 @@ static int c_create(void *p, int timeout_ms)
 	struct c_impl *c = p;
 	u32 i;
 
+	/* Those of the last create were delivered, and their handler freed them. */
 	for (i = 0; i < c->n; i++) {
+		c->posted[i] = 0;
 		c->bufs[i] = c_buf(c->send_agent ?: c->agent, c->send_ah ?: c->ah_silent, i,
 				   IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT);
 		if (!c->bufs[i])
@@ -184,28 +169,75 @@ static int c_cancel(void *p, u32 i)
 	return 0;
 }
 
+/* Frees the requests not posted. (Those posted end answered, or flushed by the unregistration.) */
+static void c_free_reqs(struct c_impl *c)
+{
+	u32 j;
+
+	for (j = 0; c->reqs && j < c->nreq; j++)
+		if (c->reqs[j]) {
+			ib_free_send_mad(c->reqs[j]);
+			c->reqs[j] = NULL;
+		}
+	c->nreq = 0;
+}
+
+static int c_reqs(void *p, u32 count)
+{
+	struct c_impl *c = p;
+	u32 j;
+
+	c_free_reqs(c);
+	if (count > c->cap_reqs) {
+		kvfree(c->reqs);
+		c->cap_reqs = 0;
+		c->reqs = kvcalloc(count, sizeof(*c->reqs), GFP_KERNEL);
+		if (!c->reqs)
+			return -ENOMEM;
+		c->cap_reqs = count;
+	}
+	for (j = 0; j < count; j++) {
+		c->reqs[j] = c_buf(c->agent, c->ah, c->lo++, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
+				   KIND_REQ);
+		c->nreq = j + 1;
+		if (!c->reqs[j])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int c_post_req(void *p, u32 j)
 {
 	struct c_impl *c = p;
-	int ret = ib_post_send_mad(c->reqs[j], NULL);
+	int ret;
 
+	if (j >= c->nreq || !c->reqs[j])
+		return -EINVAL;
+	ret = ib_post_send_mad(c->reqs[j], NULL);
 	if (!ret)
 		c->reqs[j] = NULL;
+	return ret;
+}
+
+/* Posts @b, or frees it if the post fails. */
+static int c_post_new(struct ib_mad_send_buf *b)
+{
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	ret = ib_post_send_mad(b, NULL);
+	if (ret)
+		ib_free_send_mad(b);
 	return ret;
 }
 
 static int c_post_marker(void *p, int gate)
 {
 	struct c_impl *c = p;
-	u32 k = bench_marker_index(c->markers_posted, gate);
-	int ret;
 
-	if (k >= BENCH_MARKERS || !c->markers[k])
-		return -ENOSPC;
-	ret = ib_post_send_mad(c->markers[k], NULL);
-	if (!ret)
-		c->markers[k] = NULL;
-	return ret;
+	return c_post_new(c_buf(gate ? c->gate_agent : c->agent, gate ? c->gate_ah : c->ah_silent,
+				c->lo++, IB_MGMT_METHOD_SEND, 0, KIND_MARKER));
 }
 
 /* The C layer's send completions are in order: a marker posted last completes last. */
@@ -215,7 +247,7 @@ static int c_wait_sent(void *p)
 	struct bench_ctr *m = &c->r->marker;
 	int ret;
 
-	bench_ctr_expect(m, atomic_read(&m->hits) + 1);
+	bench_ctr_expect_more(m, 1);
 	ret = c_post_marker(p, 0);
 	return ret ?: bench_ctr_wait(m);
 }
@@ -223,10 +255,14 @@ static int c_wait_sent(void *p)
 static int c_post_gate(void *p)
 {
 	struct c_impl *c = p;
-	int ret = ib_post_send_mad(c->gate_buf, NULL);
+	struct ib_mad_send_buf *b;
+	int ret;
 
+	b = c_buf(c->gate_agent, c->gate_ah, c->lo++, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+		  KIND_GATE);
+	ret = c_post_new(b);
 	if (!ret)
-		c->gate_posted = true;
+		c->gate_buf = b;
 	return ret;
 }
 
@@ -234,9 +270,32 @@ static int c_cancel_gate(void *p)
 {
 	struct c_impl *c = p;
 
+	if (!c->gate_buf)
+		return -EINVAL;
 	ib_cancel_mad(c->gate_buf);
 	c->gate_buf = NULL;
 	return 0;
+}
+
+static int c_create_free(void *p)
+{
+	struct c_impl *c = p;
+	struct ib_mad_send_buf *b;
+
+	b = ib_create_send_mad(c->agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
+			       IB_MGMT_BASE_VERSION);
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	ib_free_send_mad(b);
+	return 0;
+}
+
+static int c_txn(void *p)
+{
+	struct c_impl *c = p;
+
+	return c_post_new(c_buf(c->agent, c->ah, c->lo++, IB_MGMT_METHOD_GET, BENCH_TXN_MS,
+				KIND_TXN));
 }
 
 static void c_unregister(void *p)
@@ -251,20 +310,8 @@ static void c_unregister(void *p)
 				ib_free_send_mad(c->bufs[i]);
 				c->bufs[i] = NULL;
 			}
-	if (c->reqs)
-		for (i = 0; i < c->nreq; i++)
-			if (c->reqs[i]) {
-				ib_free_send_mad(c->reqs[i]);
-				c->reqs[i] = NULL;
-			}
-	for (i = 0; i < BENCH_MARKERS; i++)
-		if (c->markers[i]) {
-			ib_free_send_mad(c->markers[i]);
-			c->markers[i] = NULL;
-		}
+	c_free_reqs(c);
 	/* A posted gate buffer goes with the unregistration's flush. */
-	if (c->gate_buf && !c->gate_posted)
-		ib_free_send_mad(c->gate_buf);
 	c->gate_buf = NULL;
 	if (c->agent)
 		ib_unregister_mad_agent(c->agent);
@@ -308,10 +355,13 @@ const struct bench_ops bench_c_ops = {
 	.wait_sent = c_wait_sent,
 	.modify = c_modify,
 	.cancel = c_cancel,
+	.reqs = c_reqs,
 	.post_req = c_post_req,
 	.post_marker = c_post_marker,
 	.post_gate = c_post_gate,
 	.cancel_gate = c_cancel_gate,
+	.create_free = c_create_free,
+	.txn = c_txn,
 	.unregister = c_unregister,
 	.close = c_close,
 	.share = c_share,

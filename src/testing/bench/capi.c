@@ -21,8 +21,16 @@ struct capi_impl {
 	/* Where the silent sends are created, if not on @agent (bench_ops.share). */
 	struct rmad_agent *send_agent;
 	struct rmad_ah ah, ah_silent;
-	u32 n, nreq, markers_posted[2];
-	struct rmad_send_buf **bufs, **reqs, *markers[BENCH_MARKERS], *gate_buf;
+	u32 n, nreq, cap_reqs;
+	/* The low word of the next TID of a buffer other than a silent send's. */
+	u32 lo;
+	/* How many sends of the agent the device had taken before the last create. */
+	u64 sent_before;
+	/*
+	 * Handles: stale once a send handler freed their buffer, which every
+	 * rmad_* call then refuses with -EINVAL (include/rmad.h).
+	 */
+	struct rmad_send_buf **bufs, **reqs, *gate_buf;
 	u8 *posted, *req_posted;
 };
 
@@ -62,15 +70,14 @@ static struct rmad_send_buf *capi_buf(struct rmad_agent *agent, const struct rma
 
 static void capi_close(void *p);
 
-static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
+static int capi_open(void *p, struct rmad_bench_round *r, u32 n)
 {
 	struct capi_impl *c = p;
-	u32 j;
 
 	memset(c, 0, sizeof(*c));
 	c->r = r;
 	c->n = n;
-	c->nreq = nreq;
+	c->lo = BENCH_LO_BASE;
 	c->ah.has_grh = 1;
 	c->ah.sgid_index = BENCH_GID_INDEX;
 	memcpy(c->ah.dgid, bench_gid.raw, sizeof(c->ah.dgid));
@@ -79,9 +86,7 @@ static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 	memcpy(c->ah_silent.dgid, bench_silent_gid.raw, sizeof(c->ah_silent.dgid));
 	c->bufs = kvcalloc(n, sizeof(*c->bufs), GFP_KERNEL);
 	c->posted = kvcalloc(n, 1, GFP_KERNEL);
-	c->reqs = kvcalloc(nreq ? nreq : 1, sizeof(*c->reqs), GFP_KERNEL);
-	c->req_posted = kvcalloc(nreq ? nreq : 1, 1, GFP_KERNEL);
-	if (!c->bufs || !c->posted || !c->reqs || !c->req_posted)
+	if (!c->bufs || !c->posted)
 		goto fail;
 	c->agent = rmad_register_agent("rxe0", BENCH_PORT, RMAD_QPT_GSI, NULL, 0,
 				       capi_send_handler, capi_recv_handler, r, 0);
@@ -95,22 +100,6 @@ static int capi_open(void *p, struct rmad_bench_round *r, u32 n, u32 nreq)
 		c->gate_agent = NULL;
 		goto fail;
 	}
-	for (j = 0; j < nreq; j++) {
-		c->reqs[j] = capi_buf(c->agent, &c->ah, n + j, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
-				      KIND_REQ);
-		if (!c->reqs[j])
-			goto fail;
-	}
-	for (j = 0; j < BENCH_MARKERS; j++) {
-		c->markers[j] = capi_buf(j % 2 ? c->gate_agent : c->agent, &c->ah_silent,
-					 n + nreq + j, IB_MGMT_METHOD_SEND, 0, KIND_MARKER);
-		if (!c->markers[j])
-			goto fail;
-	}
-	c->gate_buf = capi_buf(c->gate_agent, &c->ah_silent, 0, IB_MGMT_METHOD_SEND,
-			       BENCH_LONG_MS, KIND_GATE);
-	if (!c->gate_buf)
-		goto fail;
 	return 0;
 fail:
 	capi_close(c);
@@ -122,7 +111,10 @@ static int capi_create(void *p, int timeout_ms)
 	struct capi_impl *c = p;
 	u32 i;
 
+	/* Those of the last create were delivered, and their handler freed them. */
+	c->sent_before = rmad_bench_rust_transmitted(rmad_agent_hi_tid(c->agent));
 	for (i = 0; i < c->n; i++) {
+		c->posted[i] = 0;
 		c->bufs[i] = capi_buf(c->send_agent ?: c->agent, &c->ah_silent, i,
 				      IB_MGMT_METHOD_SEND, timeout_ms, KIND_SILENT);
 		if (!c->bufs[i])
@@ -146,7 +138,7 @@ static int capi_wait_sent(void *p)
 {
 	struct capi_impl *c = p;
 
-	return rmad_bench_rust_wait_sent(rmad_agent_hi_tid(c->agent), c->n);
+	return rmad_bench_rust_wait_sent(rmad_agent_hi_tid(c->agent), c->sent_before + c->n);
 }
 
 static int capi_modify(void *p, u32 i, int ms)
@@ -163,35 +155,97 @@ static int capi_cancel(void *p, u32 i)
 	return rmad_cancel_mad(c->bufs[i]);
 }
 
+/*
+ * Cancels the requests posted (-EINVAL for those whose handler ran already)
+ * and frees the others.
+ */
+static void capi_drop_reqs(struct capi_impl *c)
+{
+	u32 j;
+
+	for (j = 0; j < c->nreq; j++) {
+		if (c->req_posted[j])
+			rmad_cancel_mad(c->reqs[j]);
+		else if (c->reqs[j])
+			rmad_free_send_mad(c->reqs[j]);
+		c->reqs[j] = NULL;
+		c->req_posted[j] = 0;
+	}
+	c->nreq = 0;
+}
+
+static int capi_reqs(void *p, u32 count)
+{
+	struct capi_impl *c = p;
+	u32 j;
+
+	capi_drop_reqs(c);
+	if (count > c->cap_reqs) {
+		kvfree(c->reqs);
+		kvfree(c->req_posted);
+		c->cap_reqs = 0;
+		c->reqs = kvcalloc(count, sizeof(*c->reqs), GFP_KERNEL);
+		c->req_posted = kvcalloc(count, 1, GFP_KERNEL);
+		if (!c->reqs || !c->req_posted)
+			return -ENOMEM;
+		c->cap_reqs = count;
+	}
+	for (j = 0; j < count; j++) {
+		c->reqs[j] = capi_buf(c->agent, &c->ah, c->lo++, IB_MGMT_METHOD_GET, BENCH_LONG_MS,
+				      KIND_REQ);
+		c->nreq = j + 1;
+		if (!c->reqs[j])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int capi_post_req(void *p, u32 j)
 {
 	struct capi_impl *c = p;
-	int ret = rmad_post_send_mad(c->reqs[j], NULL);
+	int ret;
 
+	if (j >= c->nreq)
+		return -EINVAL;
+	ret = rmad_post_send_mad(c->reqs[j], NULL);
 	if (!ret)
 		c->req_posted[j] = 1;
+	return ret;
+}
+
+/* Posts @b, or frees it if the post fails. */
+static int capi_post_new(struct rmad_send_buf *b)
+{
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	ret = rmad_post_send_mad(b, NULL);
+	if (ret)
+		rmad_free_send_mad(b);
 	return ret;
 }
 
 static int capi_post_marker(void *p, int gate)
 {
 	struct capi_impl *c = p;
-	u32 k = bench_marker_index(c->markers_posted, gate);
-	int ret;
 
-	if (k >= BENCH_MARKERS || !c->markers[k])
-		return -ENOSPC;
-	ret = rmad_post_send_mad(c->markers[k], NULL);
-	if (!ret)
-		c->markers[k] = NULL;
-	return ret;
+	return capi_post_new(capi_buf(gate ? c->gate_agent : c->agent, &c->ah_silent, c->lo++,
+				      IB_MGMT_METHOD_SEND, 0, KIND_MARKER));
 }
 
 static int capi_post_gate(void *p)
 {
 	struct capi_impl *c = p;
+	struct rmad_send_buf *b;
+	int ret;
 
-	return rmad_post_send_mad(c->gate_buf, NULL);
+	b = capi_buf(c->gate_agent, &c->ah_silent, c->lo++, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+		     KIND_GATE);
+	ret = capi_post_new(b);
+	if (!ret)
+		c->gate_buf = b;
+	return ret;
 }
 
 static int capi_cancel_gate(void *p)
@@ -199,6 +253,26 @@ static int capi_cancel_gate(void *p)
 	struct capi_impl *c = p;
 
 	return rmad_cancel_mad(c->gate_buf);
+}
+
+static int capi_create_free(void *p)
+{
+	struct capi_impl *c = p;
+	struct rmad_send_buf *b;
+
+	b = rmad_create_send_mad(c->agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
+				 IB_MGMT_BASE_VERSION);
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	return rmad_free_send_mad(b);
+}
+
+static int capi_txn(void *p)
+{
+	struct capi_impl *c = p;
+
+	return capi_post_new(capi_buf(c->agent, &c->ah, c->lo++, IB_MGMT_METHOD_GET,
+				      BENCH_TXN_MS, KIND_TXN));
 }
 
 static void capi_unregister(void *p)
@@ -219,14 +293,7 @@ static void capi_unregister(void *p)
 				rmad_free_send_mad(c->reqs[i]);
 				c->reqs[i] = NULL;
 			}
-	for (i = 0; i < BENCH_MARKERS; i++)
-		if (c->markers[i]) {
-			rmad_free_send_mad(c->markers[i]);
-			c->markers[i] = NULL;
-		}
-	/* Free fails with -EINVAL once its handler freed it: harmless. */
-	if (c->gate_buf)
-		rmad_free_send_mad(c->gate_buf);
+	/* A posted gate goes with the unregistration's flush, or its handler freed it. */
 	c->gate_buf = NULL;
 	if (c->agent)
 		rmad_unregister_agent(c->agent);
@@ -284,10 +351,13 @@ const struct bench_ops bench_capi_ops = {
 	.wait_sent = capi_wait_sent,
 	.modify = capi_modify,
 	.cancel = capi_cancel,
+	.reqs = capi_reqs,
 	.post_req = capi_post_req,
 	.post_marker = capi_post_marker,
 	.post_gate = capi_post_gate,
 	.cancel_gate = capi_cancel_gate,
+	.create_free = capi_create_free,
+	.txn = capi_txn,
 	.unregister = capi_unregister,
 	.close = capi_close,
 	.share = capi_share,

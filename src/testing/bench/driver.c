@@ -93,6 +93,14 @@ int bench_wait_slices(struct completion *done, unsigned int ms)
 	return -ETIMEDOUT;
 }
 
+int bench_ctr_expect_more(struct bench_ctr *c, int more)
+{
+	int target = atomic_read(&c->hits) + more;
+
+	bench_ctr_expect(c, target);
+	return target;
+}
+
 int bench_ctr_wait(struct bench_ctr *c)
 {
 	return bench_wait_slices(&c->done, BENCH_WAIT_MS);
@@ -125,6 +133,14 @@ void rmad_bench_event(struct rmad_bench_round *r, int kind, int status)
 	case KIND_GATE:
 		bench_ctr_hit(&r->gate_in);
 		bench_wait_slices(&r->gate_go, BENCH_WAIT_MS);
+		/* Past gate_go: the round may arm it again for its next pass. */
+		bench_ctr_hit(&r->gate_out);
+		break;
+	case KIND_TXN:
+		if (status != IB_WC_SUCCESS)
+			atomic_inc(&r->txn_failed);
+		up(&r->txn_window);
+		bench_ctr_hit(&r->txn);
 		break;
 	}
 }
@@ -201,23 +217,16 @@ static const struct bench_ops rust_ops = {
 	.wait_sent = rmad_bench_rust_wait_sent_p,
 	.modify = rmad_bench_rust_modify,
 	.cancel = rmad_bench_rust_cancel,
+	.reqs = rmad_bench_rust_reqs,
 	.post_req = rmad_bench_rust_post_req,
 	.post_marker = rmad_bench_rust_post_marker,
 	.post_gate = rmad_bench_rust_post_gate,
 	.cancel_gate = rmad_bench_rust_cancel_gate,
+	.create_free = rmad_bench_rust_create_free,
+	.txn = rmad_bench_rust_txn,
 	.unregister = rmad_bench_rust_unregister,
 	.close = rmad_bench_rust_close,
 	.share = rmad_bench_rust_share,
-};
-
-struct bench_cfg {
-	u32 n, sample, rtt_sample, rep;
-	/* Sends of each scaling round (0: none). */
-	u32 scale;
-	const u32 *perm_modify, *perm_cancel;
-	struct rmad_test_responder *responder;
-	/* The largest irqsoff figure of the implementation's rounds of this repetition. */
-	s64 irqoff_max;
 };
 
 /*
@@ -227,11 +236,11 @@ struct bench_cfg {
  * interrupts-off figures; with it off (the timing pass), only the times, the
  * rates and the memory. tests/vm/bench.sh runs each N once each way.
  */
-static bool irqsoff_pass;
+bool bench_irqsoff_pass;
 
-static void emit(const char *impl, const char *op, u32 n, u32 rep, s64 value, const char *unit)
+void bench_emit(const char *impl, const char *op, u32 n, u32 rep, s64 value, const char *unit)
 {
-	if (irqsoff_pass != !strncmp(op, "irqoff", strlen("irqoff")))
+	if (bench_irqsoff_pass != !strncmp(op, "irqoff", strlen("irqoff")))
 		return;
 	pr_info("bench-json: {\"impl\": \"%s\", \"op\": \"%s\", \"n\": %u, \"rep\": %u, \"value\": %lld, \"unit\": \"%s\"}\n",
 		impl, op, n, rep, value, unit);
@@ -241,7 +250,7 @@ static void emit(const char *impl, const char *op, u32 n, u32 rep, s64 value, co
  * Emits the irqsoff tracer's maximum since its last reset as figure @op of
  * @ops, and resets it; keeps the largest in @cfg. Nothing without the tracer.
  */
-static void irqsoff_emit(const struct bench_ops *ops, struct bench_cfg *cfg, const char *op)
+void bench_irqsoff_emit(const struct bench_ops *ops, struct bench_cfg *cfg, const char *op)
 {
 	char label[64];
 	s64 v;
@@ -250,7 +259,7 @@ static void irqsoff_emit(const struct bench_ops *ops, struct bench_cfg *cfg, con
 	v = bench_irqsoff_take(label);
 	if (v < 0)
 		return;
-	emit(ops->name, op, cfg->n, cfg->rep, v, "ns");
+	bench_emit(ops->name, op, cfg->n, cfg->rep, v, "ns");
 	cfg->irqoff_max = max(cfg->irqoff_max, v);
 }
 
@@ -266,348 +275,38 @@ static void holds_emit(const struct bench_ops *ops, struct bench_cfg *cfg)
 	s64 h[BENCH_HOLDS];
 
 	rmad_bench_rust_holds_take(h);
-	if (!irqsoff_pass || !h[BENCH_HOLDS_COUNT])
+	if (!bench_irqsoff_pass || !h[BENCH_HOLDS_COUNT])
 		return;
-	emit(ops->name, "irqoff_holds", cfg->n, cfg->rep, h[BENCH_HOLDS_COUNT], "holds");
-	emit(ops->name, "irqoff_hold_p50", cfg->n, cfg->rep, h[BENCH_HOLDS_P50], "ns");
-	emit(ops->name, "irqoff_hold_p99", cfg->n, cfg->rep, h[BENCH_HOLDS_P99], "ns");
-	emit(ops->name, "irqoff_hold_p999", cfg->n, cfg->rep, h[BENCH_HOLDS_P999], "ns");
-	emit(ops->name, "irqoff_hold_max", cfg->n, cfg->rep, h[BENCH_HOLDS_MAX], "ns");
-	emit(ops->name, "irqoff_holds_over_100us", cfg->n, cfg->rep, h[BENCH_HOLDS_OVER_100US],
+	bench_emit(ops->name, "irqoff_holds", cfg->n, cfg->rep, h[BENCH_HOLDS_COUNT], "holds");
+	bench_emit(ops->name, "irqoff_hold_p50", cfg->n, cfg->rep, h[BENCH_HOLDS_P50], "ns");
+	bench_emit(ops->name, "irqoff_hold_p99", cfg->n, cfg->rep, h[BENCH_HOLDS_P99], "ns");
+	bench_emit(ops->name, "irqoff_hold_p999", cfg->n, cfg->rep, h[BENCH_HOLDS_P999], "ns");
+	bench_emit(ops->name, "irqoff_hold_max", cfg->n, cfg->rep, h[BENCH_HOLDS_MAX], "ns");
+	bench_emit(ops->name, "irqoff_holds_over_100us", cfg->n, cfg->rep, h[BENCH_HOLDS_OVER_100US],
 	     "holds");
 }
 
-static u64 slab_bytes(void)
+u64 bench_slab_bytes(void)
 {
 	return (u64)(global_node_page_state_pages(NR_SLAB_RECLAIMABLE_B) +
 		     global_node_page_state_pages(NR_SLAB_UNRECLAIMABLE_B)) << PAGE_SHIFT;
 }
 
-/*
- * Gives the CPU away about once a second inside long loops (this kernel does
- * not preempt), and not more often: what it lets run would count as the
- * loop's time.
- */
-static inline void bench_resched(u32 k, u64 *last)
-{
-	u64 now;
-
-	if ((k & 15) != 15)
-		return;
-	now = ktime_get_ns();
-	if (now - *last > NSEC_PER_SEC) {
-		cond_resched();
-		*last = ktime_get_ns();
-	}
-}
-
-static void round_init(struct rmad_bench_round *r)
+void bench_round_init(struct rmad_bench_round *r)
 {
 	bench_ctr_init(&r->silent);
 	bench_ctr_init(&r->marker);
 	bench_ctr_init(&r->req);
 	bench_ctr_init(&r->resp);
 	bench_ctr_init(&r->gate_in);
+	bench_ctr_init(&r->gate_out);
+	bench_ctr_init(&r->txn);
 	init_completion(&r->gate_go);
 	atomic_set(&r->timed_out, 0);
 	atomic_set(&r->flushed, 0);
 	atomic_set(&r->other, 0);
-}
-
-/* Waits until the responder holds @target answers, at most @ms; returns how many it holds. */
-static u32 resp_wait_for(struct rmad_test_responder *responder, u32 target, unsigned int ms)
-{
-	u64 end = ktime_get_ns() + (u64)ms * NSEC_PER_MSEC;
-	u32 held;
-
-	for (;;) {
-		held = rmad_test_responder_held(responder);
-		if (held >= target || ktime_get_ns() > end)
-			return held;
-		usleep_range(1000, 2000);
-	}
-}
-
-/*
- * Round A, with n sends outstanding, for one implementation:
- *
- *   post      n sends (unanswered, timeout 10 min), ns per post call;
- *   settle    from the first post until a marker posted after them (timeout
- *             0, same queue) completed: all n were handed to the device;
- *   memory    slab growth across creating and posting the n sends, per send;
- *   modify    s random sends to the same timeout again, ns per call;
- *   match     m (s / 5) GETs the responder holds the answers to, released at
- *             once: ns per response from the release until all m were
- *             delivered to the receive handler;
- *   rtt       q GETs one at a time, from the post until the send handler;
- *   cancel    s random sends (another order), ns per call.
- */
-static int round_ops(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
-{
-	struct rmad_bench_round *r;
-	u32 n = cfg->n, s = min(cfg->n, cfg->sample), q = min(cfg->n, cfg->rtt_sample);
-	/* A response costs a trip through the device: a fifth of the sample is enough. */
-	u32 m = min(cfg->n, max(cfg->sample / 5, 1u));
-	u64 t0, t, slab0, last, rtt = 0;
-	u32 i, k, held, done;
-	s64 v;
-	int ret;
-
-	r = kzalloc_obj(*r);
-	if (!r)
-		return -ENOMEM;
-	round_init(r);
-	ret = ops->open(p, r, n, m + q);
-	if (ret)
-		goto out_free;
-	slab0 = slab_bytes();
-	ret = ops->create(p, BENCH_LONG_MS);
-	if (ret)
-		goto out;
-	bench_irqsoff_take(NULL);
-
-	t0 = ktime_get_ns();
-	last = t0;
-	for (i = 0; i < n; i++) {
-		ret = ops->post(p, i);
-		if (ret)
-			goto out;
-		bench_resched(i, &last);
-	}
-	t = ktime_get_ns();
-	bench_ctr_expect(&r->marker, 1);
-	ret = ops->post_marker(p, 0);
-	if (!ret)
-		ret = bench_ctr_wait(&r->marker);
-	if (ret)
-		goto out;
-	emit(ops->name, "post", n, cfg->rep, div_u64(t - t0, n), "ns");
-	emit(ops->name, "settle", n, cfg->rep, r->marker.at_ns - t0, "ns");
-	v = (s64)slab_bytes() - (s64)slab0;
-	emit(ops->name, "memory", n, cfg->rep, div_s64(v, n), "bytes");
-
-	t0 = ktime_get_ns();
-	last = t0;
-	for (k = 0; k < s; k++) {
-		ops->modify(p, cfg->perm_modify[k], BENCH_LONG_MS);
-		bench_resched(k, &last);
-	}
-	t = ktime_get_ns();
-	emit(ops->name, "modify", n, cfg->rep, div_u64(t - t0, s), "ns");
-
-	/* Bursts overrun QP1's receive queue (UD drops them): the GETs go 64 at a time. */
-	rmad_test_responder_hold(cfg->responder);
-	for (k = 0; k < m; k++) {
-		ret = ops->post_req(p, k);
-		if (ret)
-			break;
-		if ((k & 63) == 63)
-			resp_wait_for(cfg->responder, k + 1, 10000);
-	}
-	held = resp_wait_for(cfg->responder, m, 10000);
-	if (ret || !held) {
-		pr_err("bench: %s: the responder got %d requests, holds %u of %u\n", ops->name,
-		       rmad_test_responder_seen(cfg->responder), held, m);
-		rmad_test_responder_release(cfg->responder);
-		ret = ret ?: -EIO;
-		goto out;
-	}
-	if (held < m)
-		pr_warn("bench: %s n=%u: %u of %u requests were lost\n", ops->name, n, m - held, m);
-	bench_ctr_expect(&r->resp, held);
-	t0 = ktime_get_ns();
-	rmad_test_responder_release(cfg->responder);
-	if (!bench_wait_slices(&r->resp.done, BENCH_PACKET_WAIT_MS))
-		emit(ops->name, "match", n, cfg->rep, div_u64(r->resp.at_ns - t0, held), "ns");
-	else
-		pr_warn("bench: %s n=%u: %d of %u responses arrived; no match figure\n",
-			ops->name, n, atomic_read(&r->resp.hits), held);
-	bench_ctr_expect(&r->req, held);
-	bench_wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS);
-
-	/* One at a time; a round trip whose packet was dropped is left out. */
-	for (k = 0, done = 0; k < q; k++) {
-		bench_ctr_expect(&r->req, atomic_read(&r->req.hits) + 1);
-		t0 = ktime_get_ns();
-		ret = ops->post_req(p, m + k);
-		if (ret)
-			goto out;
-		if (bench_wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS))
-			continue;
-		rtt += r->req.at_ns - t0;
-		done++;
-	}
-	if (done)
-		emit(ops->name, "rtt", n, cfg->rep, div_u64(rtt, done), "ns");
-	if (done < q)
-		pr_warn("bench: %s n=%u: %u of %u round trips completed\n", ops->name, n, done, q);
-
-	/* Posting, settling, modifying, matching and the round trips. */
-	irqsoff_emit(ops, cfg, "irqoff_ops");
-	bench_ctr_expect(&r->silent, s);
-	t0 = ktime_get_ns();
-	last = t0;
-	for (k = 0; k < s; k++) {
-		ops->cancel(p, cfg->perm_cancel[k]);
-		bench_resched(k, &last);
-	}
-	t = ktime_get_ns();
-	emit(ops->name, "cancel", n, cfg->rep, div_u64(t - t0, s), "ns");
-	ret = bench_ctr_wait(&r->silent);
-	if (ret)
-		goto out;
-	/* The cancels and the delivery of what they flushed. */
-	irqsoff_emit(ops, cfg, "irqoff_cancel");
-out:
-	ops->close(p);
-	if (ret)
-		pr_err("bench: %s n=%u: the round failed (%d)\n", ops->name, n, ret);
-out_free:
-	kfree(r);
-	return ret;
-}
-
-/* Posts the n silent sends (untimed), yielding now and then. */
-static int post_all(const struct bench_ops *ops, void *p, u32 n)
-{
-	u64 last = ktime_get_ns();
-	u32 i;
-	int ret;
-
-	for (i = 0; i < n; i++) {
-		ret = ops->post(p, i);
-		if (ret)
-			return ret;
-		bench_resched(i, &last);
-	}
-	return 0;
-}
-
-/*
- * Timeout of the sends of round B: they expire while the delivery queue is
- * held (a round waits this long, and 200 ms more, once the device took them).
- */
-#define BENCH_SHORT_MS 300
-
-/*
- * Round B, n simultaneous timeouts: the delivery queue is held first (a
- * second agent's send handler blocks on it: ib_core's port workqueue for the
- * C layer, rmad's ordered completion queue), then n sends with a 1 s timeout
- * are posted; once the device took them all and 1.2 s more have passed, all
- * have expired, and the queue is released: ns from the release until the
- * n-th timeout was delivered.
- */
-static int round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
-{
-	struct rmad_bench_round *r;
-	u32 n = cfg->n;
-	u64 t0;
-	int ret;
-
-	r = kzalloc_obj(*r);
-	if (!r)
-		return -ENOMEM;
-	round_init(r);
-	ret = ops->open(p, r, n, 0);
-	if (ret)
-		goto out_free;
-	ret = ops->create(p, BENCH_SHORT_MS);
-	if (ret)
-		goto out;
-	/* The gate: its send waits for a response, then is cancelled. */
-	ret = ops->post_gate(p);
-	if (ret)
-		goto out;
-	bench_ctr_expect(&r->marker, 1);
-	ret = ops->post_marker(p, 1);
-	if (!ret)
-		ret = bench_ctr_wait(&r->marker);
-	if (ret)
-		goto out;
-	bench_ctr_expect(&r->gate_in, 1);
-	ret = ops->cancel_gate(p);
-	if (!ret)
-		ret = bench_ctr_wait(&r->gate_in);
-	if (ret)
-		goto out;
-	ret = post_all(ops, p, n);
-	if (ret)
-		goto out;
-	ret = ops->wait_sent(p);
-	if (ret)
-		goto out;
-	msleep(BENCH_SHORT_MS + 200);
-	bench_ctr_expect(&r->silent, n);
-	bench_irqsoff_take(NULL);
-	t0 = ktime_get_ns();
-	complete_all(&r->gate_go);
-	ret = bench_ctr_wait(&r->silent);
-	if (ret)
-		goto out;
-	emit(ops->name, "timeouts", n, cfg->rep, r->silent.at_ns - t0, "ns");
-	irqsoff_emit(ops, cfg, "irqoff_timeouts");
-	if (atomic_read(&r->timed_out) != n)
-		pr_warn("bench: %s n=%u: %d of the sends timed out, %d flushed, %d other\n",
-			ops->name, n, atomic_read(&r->timed_out), atomic_read(&r->flushed),
-			atomic_read(&r->other));
-out:
-	complete_all(&r->gate_go);
-	ops->close(p);
-	if (ret)
-		pr_err("bench: %s n=%u: the timeout round failed (%d)\n", ops->name, n, ret);
-out_free:
-	kfree(r);
-	return ret;
-}
-
-/*
- * Round C, unregistration with n outstanding: n sends that nobody answers
- * are posted and taken by the device, then the agents are unregistered: ns
- * until the unregistration returned with all n flushed, and the irqsoff
- * tracer's maximum meanwhile.
- */
-static int round_unregister(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
-{
-	struct rmad_bench_round *r;
-	u32 n = cfg->n;
-	u64 t0, t;
-	int ret;
-
-	r = kzalloc_obj(*r);
-	if (!r)
-		return -ENOMEM;
-	round_init(r);
-	ret = ops->open(p, r, n, 0);
-	if (ret)
-		goto out_free;
-	ret = ops->create(p, BENCH_LONG_MS);
-	if (ret)
-		goto out;
-	ret = post_all(ops, p, n);
-	if (ret)
-		goto out;
-	ret = ops->wait_sent(p);
-	if (ret)
-		goto out;
-	bench_irqsoff_take(NULL);
-	t0 = ktime_get_ns();
-	/* Returns once every send handler ran. */
-	ops->unregister(p);
-	t = ktime_get_ns();
-	irqsoff_emit(ops, cfg, "irqoff_unregister");
-	if (atomic_read(&r->flushed) == n)
-		emit(ops->name, "unregister", n, cfg->rep, t - t0, "ns");
-	else
-		pr_warn("bench: %s n=%u: the unregistration flushed %d of %u sends, %d other\n",
-			ops->name, n, atomic_read(&r->flushed), n,
-			atomic_read(&r->timed_out) + atomic_read(&r->other));
-out:
-	ops->close(p);
-	if (ret)
-		pr_err("bench: %s n=%u: the unregistration round failed (%d)\n", ops->name, n, ret);
-out_free:
-	kfree(r);
-	return ret;
+	sema_init(&r->txn_window, BENCH_TXN_WINDOW);
+	atomic_set(&r->txn_failed, 0);
 }
 
 /* The scaling round. */
@@ -674,11 +373,11 @@ static int round_scale(const struct bench_ops *ops, void *p, void *p2, struct be
 	r = kzalloc_obj(*r);
 	if (!r)
 		return -ENOMEM;
-	round_init(r);
+	bench_round_init(r);
 	t[0].n = threads == 1 ? n : n - n / 2;
 	t[1].n = n / 2;
 	for (k = 0; k < threads; k++) {
-		ret = ops->open(st[k], r, t[k].n, 0);
+		ret = ops->open(st[k], r, t[k].n);
 		if (ret)
 			goto out;
 	}
@@ -720,7 +419,7 @@ out_threads:
 		end = max(end, t[k].end_ns);
 	}
 	if (!ret)
-		emit(ops->name, scale_op[mode], n, cfg->rep,
+		bench_emit(ops->name, scale_op[mode], n, cfg->rep,
 		     div64_u64((u64)n * NSEC_PER_SEC, max(end - t0, 1ull)), "sends/s");
 out:
 	/* The second state may have its sends on the first's agent: it closes first. */
@@ -747,15 +446,20 @@ static void floor_work(struct work_struct *w)
 {
 }
 
-static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
+/*
+ * The floor's operations on @s items of @n in @order, @count of them in all
+ * (passes of @s, each starting from the list and the queue as the first
+ * found them): ns per operation into @ns.
+ */
+static int floor_run(u32 n, const u32 *order, u32 s, u32 count, s64 *ns)
 {
 	struct workqueue_struct *wq;
 	struct floor_item *items;
 	LIST_HEAD(from);
 	LIST_HEAD(to);
 	unsigned long flags;
-	u64 t0, last;
-	u32 i, k;
+	u64 t0, last, sum = 0;
+	u32 i, k, done;
 
 	items = kvcalloc(n, sizeof(*items), GFP_KERNEL);
 	if (!items)
@@ -769,18 +473,24 @@ static int floor_run(u32 n, const u32 *order, u32 s, s64 *ns)
 		INIT_WORK(&items[i].work, floor_work);
 		list_add_tail(&items[i].node, &from);
 	}
-	t0 = ktime_get_ns();
-	last = t0;
-	for (k = 0; k < s; k++) {
-		struct floor_item *it = &items[order[k]];
+	for (done = 0; done < count; done += s) {
+		/* Untimed: the items back in the list, and their work run. */
+		list_splice_tail_init(&to, &from);
+		flush_workqueue(wq);
+		t0 = ktime_get_ns();
+		last = t0;
+		for (k = 0; k < s; k++) {
+			struct floor_item *it = &items[order[k]];
 
-		spin_lock_irqsave(&floor_lock, flags);
-		list_move_tail(&it->node, &to);
-		spin_unlock_irqrestore(&floor_lock, flags);
-		queue_work(wq, &it->work);
-		bench_resched(k, &last);
+			spin_lock_irqsave(&floor_lock, flags);
+			list_move_tail(&it->node, &to);
+			spin_unlock_irqrestore(&floor_lock, flags);
+			queue_work(wq, &it->work);
+			bench_resched(k, &last);
+		}
+		sum += ktime_get_ns() - t0;
 	}
-	*ns = div_u64(ktime_get_ns() - t0, s);
+	*ns = div_u64(sum, done);
 	destroy_workqueue(wq);
 	kvfree(items);
 	return 0;
@@ -810,11 +520,13 @@ static void permute(u32 *v, u32 n, u64 seed)
  * Runs the benchmark for @n outstanding sends, @reps times: each repetition
  * runs every implementation (in an order that rotates) and the floor. @sample
  * bounds the timed modifies, cancels and matched responses, @rtt_sample the
- * round trips; @scale is the number of sends of each scaling round (0: no
- * scaling round). @rust and @rust2 are two states of the Rust implementation.
+ * round trips; at @n <= BENCH_REPEAT_N each figure repeats its round until
+ * it timed @min_ops operations. @scale is the number of sends of each
+ * scaling round (0: no scaling round). @rust and @rust2 are two states of
+ * the Rust implementation.
  */
-int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void *rust,
-		   void *rust2)
+int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32 scale,
+		   void *rust, void *rust2)
 {
 	static const char * const floor_ops[] = { "post", "modify", "cancel" };
 	struct rmad_test_responder *responder = NULL;
@@ -823,7 +535,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 	u32 rep, k;
 	int ret;
 
-	if (!n || !reps || !sample || !rtt_sample)
+	if (!n || !reps || !sample || !rtt_sample || !min_ops)
 		return -EINVAL;
 	ret = ib_register_client(&bench_client);
 	if (ret)
@@ -853,12 +565,13 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 		goto out;
 	}
 	/* The maximum since the tracer was turned on is not any round's: reading resets it. */
-	irqsoff_pass = bench_irqsoff_take(NULL) >= 0;
-	pr_info("bench: n=%u, %u repetitions, sample %u (responses %u), round trips %u, %s pass\n",
+	bench_irqsoff_pass = bench_irqsoff_take(NULL) >= 0;
+	pr_info("bench: n=%u, %u repetitions, sample %u (responses %u), round trips %u, at least %u operations per figure, %s pass\n",
 		n, reps, min(n, sample), min(n, max(sample / 5, 1u)), min(n, rtt_sample),
-		irqsoff_pass ? "interrupts-off" : "timing");
+		n <= BENCH_REPEAT_N && !bench_irqsoff_pass ? min_ops : 0,
+		bench_irqsoff_pass ? "interrupts-off" : "timing");
 	/* Timing reads the clock twice per hold: only where no time is taken. */
-	rmad_bench_rust_hold_timing(irqsoff_pass);
+	rmad_bench_rust_hold_timing(bench_irqsoff_pass);
 	for (rep = 0; rep < reps; rep++) {
 		const struct bench_ops *ops[3] = { &bench_c_ops, &rust_ops, &bench_capi_ops };
 		void *priv[3] = { cimpl, rust, capi };
@@ -867,6 +580,7 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 			.n = n,
 			.sample = sample,
 			.rtt_sample = rtt_sample,
+			.min_ops = min_ops,
 			.scale = scale,
 			.rep = rep,
 			.perm_modify = perm_m,
@@ -884,22 +598,23 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 scale, void 
 			cfg.irqoff_max = -1;
 			/* Holds before this implementation's rounds are not its own. */
 			rmad_bench_rust_holds_take(NULL);
-			round_ops(ops[x], priv[x], &cfg);
-			round_timeouts(ops[x], priv[x], &cfg);
-			round_unregister(ops[x], priv[x], &cfg);
-			for (mode = SCALE_1CPU; scale && !irqsoff_pass && mode < SCALE_MODES;
+			bench_round_ops(ops[x], priv[x], &cfg);
+			bench_round_timeouts(ops[x], priv[x], &cfg);
+			bench_round_unregister(ops[x], priv[x], &cfg);
+			for (mode = SCALE_1CPU; scale && !bench_irqsoff_pass && mode < SCALE_MODES;
 			     mode++)
 				if (mode == SCALE_1CPU || (cpu_online(0) && cpu_online(1)))
 					round_scale(ops[x], priv[x], priv2[x], &cfg, mode);
 			if (cfg.irqoff_max >= 0)
-				emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max, "ns");
+				bench_emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max, "ns");
 			holds_emit(ops[x], &cfg);
 		}
-		for (k = 0; !irqsoff_pass && k < ARRAY_SIZE(floor_ops); k++) {
+		for (k = 0; !bench_irqsoff_pass && k < ARRAY_SIZE(floor_ops); k++) {
 			s64 ns;
 
-			if (!floor_run(n, k == 2 ? perm_c : perm_m, min(n, sample), &ns))
-				emit("floor", floor_ops[k], n, rep, ns, "ns");
+			if (!floor_run(n, k == 2 ? perm_c : perm_m, min(n, sample),
+				       bench_target(&cfg, min(n, sample)), &ns))
+				bench_emit("floor", floor_ops[k], n, rep, ns, "ns");
 		}
 	}
 	rmad_bench_rust_hold_timing(false);

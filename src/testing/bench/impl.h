@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the benchmark's C files share (src/testing/bench/: driver.c runs the
- * rounds, c_layer.c and capi.c are two of the implementations measured).
+ * benchmark, rounds.c and rows.c are its rounds, c_layer.c and capi.c two of
+ * the implementations measured).
  */
 #ifndef RMAD_BENCH_IMPL_H
 #define RMAD_BENCH_IMPL_H
@@ -9,6 +10,10 @@
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/if_ether.h>
+#include <linux/minmax.h>
+#include <linux/sched.h>
+#include <linux/semaphore.h>
+#include <linux/timekeeping.h>
 #include <linux/types.h>
 #include <rdma/ib_verbs.h>
 
@@ -23,6 +28,11 @@
 /* Longest wait for any event of the benchmark. */
 #define BENCH_WAIT_MS 300000
 
+/* Timeout of the transactions' GETs: a lost one fails its batch, which then gives no figure. */
+#define BENCH_TXN_MS 2000
+/* Transactions in flight at once (the responder row's window too). */
+#define BENCH_TXN_WINDOW 16
+
 /* What a send is, carried in its context: its handler counts it there. */
 enum bench_kind {
 	KIND_SILENT = 1,	/* one of the n outstanding sends nobody answers */
@@ -30,6 +40,7 @@ enum bench_kind {
 	KIND_REQ,		/* a GET the responder answers */
 	KIND_GATE,		/* its handler holds the delivery queue */
 	KIND_RESP,		/* (receive handler) a matched response */
+	KIND_TXN,		/* a transaction's GET: its handler opens the window again */
 };
 
 /* For events that need a packet through the device, which UD may drop. */
@@ -45,41 +56,67 @@ struct bench_ctr {
 
 /* The counters of one round, shared by the handlers of every implementation. */
 struct rmad_bench_round {
-	struct bench_ctr silent, marker, req, resp, gate_in;
+	/* gate_out: the gate's handler is past gate_go. */
+	struct bench_ctr silent, marker, req, resp, gate_in, gate_out, txn;
 	struct completion gate_go;
 	atomic_t timed_out, flushed, other;
+	/* Transactions that may still start, and those that ended otherwise than answered. */
+	struct semaphore txn_window;
+	atomic_t txn_failed;
 };
 
 void bench_ctr_init(struct bench_ctr *c);
 /* Expects the count to reach @target (cumulative); set before the events start. */
 void bench_ctr_expect(struct bench_ctr *c, int target);
+/* Expects @more events after those counted so far; returns the target. */
+int bench_ctr_expect_more(struct bench_ctr *c, int more);
 void bench_ctr_hit(struct bench_ctr *c);
 /* Waits in one-second slices (so that no hang detector mistakes it for a hang). */
 int bench_wait_slices(struct completion *done, unsigned int ms);
 /* Waits for the target of @c, at most BENCH_WAIT_MS. */
 int bench_ctr_wait(struct bench_ctr *c);
 
-/* The operations every implementation provides; @p is its private state. */
+/*
+ * The operations every implementation provides; @p is its private state.
+ * Every buffer an operation creates, the implementation's send handler frees.
+ */
 struct bench_ops {
 	const char *name;
-	/* Registers the agents; creates @nreq requests and the markers. */
-	int (*open)(void *p, struct rmad_bench_round *r, u32 n, u32 nreq);
-	/* Creates the n silent sends (timeout @timeout_ms, no retries). */
+	/* Registers the agents (the agent, and the gate agent on the same port). */
+	int (*open)(void *p, struct rmad_bench_round *r, u32 n);
+	/*
+	 * Creates the n silent sends (timeout @timeout_ms, no retries), again
+	 * once the last ones were delivered.
+	 */
 	int (*create)(void *p, int timeout_ms);
 	/*
 	 * Posts silent send @i. Calls with different @i on different states may
 	 * run at once (the scaling round's threads); on one state, one at a time.
 	 */
 	int (*post)(void *p, u32 i);
-	/* Waits until the device has taken the n silent sends. */
+	/* Waits until the device has taken the n silent sends of the last create. */
 	int (*wait_sent)(void *p);
 	int (*modify)(void *p, u32 i, int ms);
 	int (*cancel)(void *p, u32 i);
+	/*
+	 * Creates @count GETs the responder answers, posted by post_req(0 ..
+	 * @count - 1); those of the last call still posted are cancelled, the
+	 * others freed.
+	 */
+	int (*reqs)(void *p, u32 count);
 	int (*post_req)(void *p, u32 j);
-	/* Posts the next marker, from the gate agent if @gate. */
+	/* Creates and posts a marker, from the gate agent if @gate. */
 	int (*post_marker)(void *p, int gate);
+	/* Creates and posts the gate's send (from the gate agent; it waits for a response). */
 	int (*post_gate)(void *p);
 	int (*cancel_gate)(void *p);
+	/* Creates a send buffer of one MAD on the agent and frees it. */
+	int (*create_free)(void *p);
+	/*
+	 * Starts one transaction: creates a GET the responder answers (timeout
+	 * BENCH_TXN_MS, no retries) and posts it (frees it if the post fails).
+	 */
+	int (*txn)(void *p);
 	/*
 	 * Frees the buffers not posted and unregisters the agents, which flush
 	 * what is still outstanding (the flush round C measures).
@@ -95,14 +132,12 @@ struct bench_ops {
 	void (*share)(void *p, void *owner);
 };
 
-/* Markers per round: two on the agent, one on the gate agent (even and odd indexes). */
-#define BENCH_MARKERS 4
-
-/* Markers 0, 2, ... are the agent's; 1, 3, ... the gate agent's. */
-static inline u32 bench_marker_index(u32 *posted, int gate)
-{
-	return 2 * posted[!!gate]++ + !!gate;
-}
+/*
+ * The low words of the TIDs of everything but the n silent sends (0 .. n - 1):
+ * from here up, one per buffer, so that no two outstanding sends of an agent
+ * share a TID.
+ */
+#define BENCH_LO_BASE 0x40000000u
 
 /* The device (rxe0), while the benchmark runs; NULL without one. */
 struct ib_device *bench_device(void);
@@ -122,6 +157,78 @@ void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method);
  * of tests/vm/bench.sh to answer: never inside a timed loop.
  */
 s64 bench_irqsoff_take(const char *label);
+
+/* The driver's parts that its rounds (rounds.c, rows.c) share (driver.c). */
+
+struct rmad_test_responder;
+
+/* Up to this N, each figure repeats its round until it has timed cfg->min_ops operations. */
+#define BENCH_REPEAT_N 100
+
+/* What the rounds of one implementation in one repetition are given. */
+struct bench_cfg {
+	u32 n, sample, rtt_sample, rep;
+	/* Operations each figure times at least, at N <= BENCH_REPEAT_N. */
+	u32 min_ops;
+	/* Sends of each scaling round (0: none). */
+	u32 scale;
+	const u32 *perm_modify, *perm_cancel;
+	struct rmad_test_responder *responder;
+	/* The largest irqsoff figure of the implementation's rounds of this repetition. */
+	s64 irqoff_max;
+};
+
+/*
+ * Whether this run is the interrupts-off pass (the irqsoff tracer is on): it
+ * reports only the interrupts-off figures, and its rounds are not repeated.
+ */
+extern bool bench_irqsoff_pass;
+/* Prints one figure as a "bench-json:" line, if this pass reports it. */
+void bench_emit(const char *impl, const char *op, u32 n, u32 rep, s64 value, const char *unit);
+/* Emits the irqsoff tracer's maximum since its last reset as figure @op of @ops. */
+void bench_irqsoff_emit(const struct bench_ops *ops, struct bench_cfg *cfg, const char *op);
+/* The slab's size now (reclaimable and not), in bytes. */
+u64 bench_slab_bytes(void);
+void bench_round_init(struct rmad_bench_round *r);
+
+/*
+ * How many operations a figure whose round times @per_pass of them times in
+ * all: at N <= BENCH_REPEAT_N in the timing pass, at least cfg->min_ops (its
+ * round repeats); otherwise one pass.
+ */
+static inline u32 bench_target(const struct bench_cfg *cfg, u32 per_pass)
+{
+	if (cfg->n > BENCH_REPEAT_N || bench_irqsoff_pass)
+		return per_pass;
+	return max(per_pass, cfg->min_ops);
+}
+
+/*
+ * Gives the CPU away about once a second inside long loops (this kernel does
+ * not preempt), and not more often: what it lets run would count as the
+ * loop's time.
+ */
+static inline void bench_resched(u32 k, u64 *last)
+{
+	u64 now;
+
+	if ((k & 15) != 15)
+		return;
+	now = ktime_get_ns();
+	if (now - *last > NSEC_PER_SEC) {
+		cond_resched();
+		*last = ktime_get_ns();
+	}
+}
+
+/* The rounds (rounds.c): N outstanding; N simultaneous timeouts; unregistration with N. */
+int bench_round_ops(const struct bench_ops *ops, void *p, struct bench_cfg *cfg);
+int bench_round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg *cfg);
+int bench_round_unregister(const struct bench_ops *ops, void *p, struct bench_cfg *cfg);
+/* The rows of the whole cost of a send (rows.c), run by bench_round_ops with N outstanding. */
+void bench_row_create_free(const struct bench_ops *ops, void *p, struct bench_cfg *cfg);
+int bench_row_txn(const struct bench_ops *ops, void *p, struct rmad_bench_round *r,
+		  struct bench_cfg *cfg);
 
 /* The implementations in C, and the size of the private state each one's @p points to. */
 extern const struct bench_ops bench_c_ops;
