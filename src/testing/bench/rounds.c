@@ -487,7 +487,25 @@ out_free:
 }
 
 /*
- * One pass of round C: n sends that nobody answers are posted and taken by
+ * Waits until the device has completed the n silent sends of the last create,
+ * the same way for every layer: a marker posted after them (timeout 0)
+ * completes after them, send completions being in order on one QP. (What a
+ * layer counts as taken by the device is not the same: rmad's Rust and C APIs
+ * count a send taken when it is handed to the device, which completes it
+ * later.) Not while the delivery queue is held: the marker's handler would
+ * wait behind it.
+ */
+static int wait_completed(const struct bench_ops *ops, void *p, struct rmad_bench_round *r)
+{
+	int ret;
+
+	bench_ctr_expect_more(&r->marker, 1);
+	ret = ops->post_marker(p, 0);
+	return ret ?: bench_ctr_wait(&r->marker);
+}
+
+/*
+ * One pass of round C: n sends that nobody answers are posted and completed by
  * the device, then the agents are unregistered: ns until the unregistration
  * returned with all n flushed, and (first pass) the irqsoff tracer's maximum
  * meanwhile.
@@ -507,7 +525,7 @@ static int unregister_once(const struct bench_ops *ops, void *p, struct rmad_ben
 	if (!ret)
 		ret = post_all(ops, p, n);
 	if (!ret)
-		ret = ops->wait_sent(p);
+		ret = wait_completed(ops, p, r);
 	if (ret)
 		goto out;
 	bench_irqsoff_take(NULL);
