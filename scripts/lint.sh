@@ -15,7 +15,8 @@
 #     (scripts/check/check-docs.py);
 #   - every code file under 1 000 lines, README.md at most 13 000 bytes, the
 #     test flavour behind one gate of src/rmad_main.rs and each product file's
-#     test hooks given a reason (scripts/check/check-tree.py).
+#     test hooks given a reason, product functions of at most 80 lines and no glob import
+#     of a parent (scripts/check/check-tree.py).
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
@@ -86,6 +87,8 @@ step "docs: Documentation/architecture.md names every file of src/; citations re
 # Small files, a short README, one test gate in the crate root (scripts/check/check-tree.py).
 python3 "$RMAD_ROOT/scripts/check/check-tree.py" sizes "$RMAD_ROOT" || failed=1
 python3 "$RMAD_ROOT/scripts/check/check-tree.py" gates "$RMAD_ROOT" || failed=1
+# Functions of at most 80 lines, explicit imports (issue 33).
+python3 "$RMAD_ROOT/scripts/check/check-tree.py" shape "$RMAD_ROOT" || failed=1
 step "tree: code files under 1 000 lines, README.md under 13 000 bytes, test gates"
 
 rustfmt="$(rust_tool rustfmt)"

@@ -21,10 +21,10 @@ mod tx;
 
 use crate::{
     engine::{
-        agent::Agent,
         rmpp_budget::PortBudget,
         transport::{
             GrhFields,
+            Handed,
             PortAttr,
             RecvMad,
             RecvWc,
@@ -49,20 +49,22 @@ use kernel::{
         c_char,
         c_int, //
     },
-    new_mutex, new_spinlock_irq, new_work,
+    new_mutex,
+    new_spinlock_irq,
+    new_work,
     prelude::*,
     str::CString,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
-    },
-    sync::ArcBorrow,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
+        ArcBorrow,
         Mutex,
         SpinLockIrq, //
     },
-    workqueue::Work,
+    workqueue::Work, //
 };
 
 /// `struct ib_device`, opaque.
@@ -158,24 +160,8 @@ extern "C" {
         dmac: *mut u8,
         hop_limit: *mut u8,
     ) -> c_int;
-    fn rmad_shim_vport_send(
-        vp: *mut Vport,
-        mad: *const u8,
-        len: u32,
-        wr_id: u64,
-        remote_qpn: u32,
-        pkey_index: u16,
-        dlid: u32,
-        src_path_bits: u8,
-        has_grh: u8,
-        dgid: *const u8,
-        sgid_index: u8,
-        hop_limit: u8,
-        traffic_class: u8,
-        flow_label: u32,
-        sl: u8,
-        dmac: *const u8,
-    ) -> c_int;
+    fn rmad_shim_vport_send(vp: *mut Vport, tx: *const tx::TxFrame) -> c_int;
+    fn rmad_shim_vport_send_now(vp: *mut Vport, tx: *const tx::TxFrame) -> c_int;
 }
 
 /// One port of an RDMA device, with rmad's private QP on it.
@@ -213,6 +199,19 @@ pub(crate) struct VerbsPort {
     /// `txq`.
     #[pin]
     txq: SpinLockIrq<tx::TxQueue>,
+    /// The transmit work holds a transmission it took from `txq` and has not handed to the
+    /// device or put back yet: a post does not overtake it. Read and written under `txq`'s lock.
+    tx_in_hand: Atomic<bool>,
+    /// Transmissions in `parked`, counted out of it only once they are back in `txq` (under its
+    /// lock) or completed: a post does not overtake them.
+    tx_parked: Atomic<u32>,
+    /// What the last destination check that passed found valid ([`tx::CheckedKey`]; 0: none).
+    checked: Atomic<u64>,
+    /// Bumped when the port's P_Key or GID table may have changed (a port event).
+    tables_gen: Atomic<u32>,
+    /// Transmissions handed to the device from the poster's context, and by the transmit work.
+    sent_now: Atomic<u64>,
+    sent_queued: Atomic<u64>,
     /// Hands queued transmissions to the device (see `verbs/tx.rs`).
     #[pin]
     tx_work: Work<VerbsPort>,
@@ -366,6 +365,12 @@ impl VerbsPort {
                 vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
                 txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
                 tx_work <- new_work!("VerbsPort::tx_work"),
+                tx_in_hand: Atomic::new(false),
+                tx_parked: Atomic::new(0),
+                checked: Atomic::new(0),
+                tables_gen: Atomic::new(0),
+                sent_now: Atomic::new(0),
+                sent_queued: Atomic::new(0),
                 parked <- new_mutex!(kernel::list::List::new(), "VerbsPort::parked"),
                 resolve_wq: OwnedQueue::new_concurrent(c"rmad_resolve")?,
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
@@ -430,6 +435,11 @@ impl VerbsPort {
         }
     }
 
+    /// Transmissions handed to the device: `(from the poster's context, by the transmit work)`.
+    pub(crate) fn transmissions(&self) -> (u64, u64) {
+        (self.sent_now.load(Relaxed), self.sent_queued.load(Relaxed))
+    }
+
     /// The device's name and the port's number.
     pub(crate) fn id(&self) -> (&CStr, u8) {
         (self.name.get(), self.port)
@@ -484,6 +494,8 @@ impl VerbsPort {
         if vp.is_null() {
             return;
         }
+        // A post checks the destination under the port's lock again, and is refused there.
+        self.tables_changed();
         let me = Arc::as_ptr(self).cast::<()>();
         if let Ok(agents) = self.engine.agents() {
             for a in agents.iter().filter(|a| a.uses_transport(me)) {
@@ -581,11 +593,7 @@ impl Transport for VerbsPort {
         (port == self.port).then(|| self.rmpp_budget.clone())
     }
 
-    fn queues_transmissions(&self) -> bool {
-        true
-    }
-
-    fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result {
+    fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result<Handed> {
         self.queue_tx(&wr)
     }
 
@@ -748,6 +756,7 @@ unsafe extern "C" fn rmad_rust_port_changed(ctx: *mut c_void) {
     // `VerbsPort`), held until `rmad_shim_vport_close` returns, which first unregisters the
     // event handler that calls this.
     let port = unsafe { &*ctx.cast::<VerbsPort>() };
+    port.tables_changed();
     port.attrs_changed();
     port.kick();
 }
@@ -810,55 +819,80 @@ unsafe extern "C" fn rmad_rust_recv(
         .ok()
         .filter(|h| h.base_version == wire::IB_MGMT_BASE_VERSION && !h.is_response());
     let private_request = request.is_some() && info.via_qp1 == 0;
-    let control = wire::rmpp_hdr(bytes).is_ok_and(|r| {
-        wire::ib_get_rmpp_flags(r).is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
-            && matches!(
-                r.get(1).copied(),
-                Some(
-                    wire::IB_MGMT_RMPP_TYPE_ACK
-                        | wire::IB_MGMT_RMPP_TYPE_STOP
-                        | wire::IB_MGMT_RMPP_TYPE_ABORT
-                )
-            )
-    }) && request.is_some_and(|h| wire::ib_is_mad_class_rmpp(h.mgmt_class));
+    let control = request.is_some_and(|h| is_rmpp_control(bytes, &h));
     if let Some(h) = request.filter(|_| private_request && !control) {
-        port.requests_dropped.add(1, Relaxed);
-        trace::fire(trace::Ev::RequestDropped, || trace::Info {
-            dev: port.name.get().as_char_ptr(),
-            tid: h.tid,
-            qp_num: info.src_qp,
-            timeout_ms: 0,
-            retries: 0,
-            attr_id: h.attr_id,
-            status: h.status,
-            port: port.port,
-            mgmt_class: h.mgmt_class,
-            method: h.method,
-        });
+        port.request_dropped(&h, info.src_qp);
         return;
     }
     let mut v = KVVec::new();
     if v.extend_from_slice(bytes, GFP_KERNEL).is_err() {
         return;
     }
-    let wc = RecvWc {
-        port: port.port,
-        slid: u16::try_from(info.slid).unwrap_or(0),
-        dlid_path_bits: info.dlid_path_bits,
-        src_qp: info.src_qp,
-        dst_qp: 1,
-        pkey_index: info.pkey_index,
-        sl: info.sl,
-        grh: (info.has_grh != 0).then_some((info.sgid, info.dgid)),
-        grh_fields: GrhFields {
-            hop_limit: info.hop_limit,
-            traffic_class: info.traffic_class,
-            flow_label: info.flow_label,
-        },
-        private_request,
-    };
     port.engine.receive(
         core::ptr::from_ref(port).cast::<()>(),
-        RecvMad { mad: v, wc },
+        RecvMad {
+            mad: v,
+            wc: info.wc(port.port, private_request),
+        },
     );
+}
+
+/// Whether `bytes`, a request with header `h`, is an RMPP ACK, STOP or ABORT (active, of an
+/// RMPP class).
+fn is_rmpp_control(bytes: &[u8], h: &wire::MadHdr) -> bool {
+    wire::ib_is_mad_class_rmpp(h.mgmt_class)
+        && wire::rmpp_hdr(bytes).is_ok_and(|r| {
+            wire::ib_get_rmpp_flags(r).is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0)
+                && matches!(
+                    r.get(1).copied(),
+                    Some(
+                        wire::IB_MGMT_RMPP_TYPE_ACK
+                            | wire::IB_MGMT_RMPP_TYPE_STOP
+                            | wire::IB_MGMT_RMPP_TYPE_ABORT
+                    )
+                )
+        })
+}
+
+impl VerbsRecvInfo {
+    /// How the MAD arrived, as the engine reads it: at `port`, from the private QP (the
+    /// engine's QP1), `private_request` if it is a request that bypassed QP1.
+    fn wc(&self, port: u8, private_request: bool) -> RecvWc {
+        RecvWc {
+            port,
+            slid: u16::try_from(self.slid).unwrap_or(0),
+            dlid_path_bits: self.dlid_path_bits,
+            src_qp: self.src_qp,
+            dst_qp: 1,
+            pkey_index: self.pkey_index,
+            sl: self.sl,
+            grh: (self.has_grh != 0).then_some((self.sgid, self.dgid)),
+            grh_fields: GrhFields {
+                hop_limit: self.hop_limit,
+                traffic_class: self.traffic_class,
+                flow_label: self.flow_label,
+            },
+            private_request,
+        }
+    }
+}
+
+impl VerbsPort {
+    /// A request with header `h` from QP `src_qp` arrived at the private QP: dropped, counted
+    /// and traced.
+    fn request_dropped(&self, h: &wire::MadHdr, src_qp: u32) {
+        self.requests_dropped.add(1, Relaxed);
+        trace::fire(trace::Ev::RequestDropped, || trace::Info {
+            dev: self.name.get().as_char_ptr(),
+            tid: h.tid,
+            qp_num: src_qp,
+            timeout_ms: 0,
+            retries: 0,
+            attr_id: h.attr_id,
+            status: h.status,
+            port: self.port,
+            mgmt_class: h.mgmt_class,
+            method: h.method,
+        });
+    }
 }

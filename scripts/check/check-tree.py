@@ -12,9 +12,14 @@
          from, and its initializer); and
          every product file (src/ outside src/testing/) with a `rmad_test`
          hook is listed in HOOKS below with the reason the hook must live
-         there and not in src/testing/.
+         there and not in src/testing/;
+  shape  in product Rust files (src/ outside src/testing/), every function
+         body is at most 80 lines (the state table, mad/state.rs's `step`,
+         is the one exception: one arm per transition reads best in one
+         place), and no file imports its parent's names with a glob
+         (`use super::*`, or `*` inside `use super::{...}`).
 
-Usage: check-tree.py sizes|gates ROOT. Prints what is wrong; exits 1 if anything is.
+Usage: check-tree.py sizes|gates|shape ROOT. Prints what is wrong; exits 1 if anything is.
 """
 import os
 import re
@@ -145,8 +150,62 @@ def check_gates(root):
     return bad
 
 
+MAX_FN_LINES = 80
+# (file, function) pairs allowed a longer body, and why.
+LONG_FNS = {
+    ("src/mad/state.rs", "step"): "the state table: one arm per transition, in one place",
+}
+FN_START = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:unsafe\s+)?"
+                      r"(?:extern \"C\"\s+)?fn\s+(\w+)")
+
+
+def long_functions(text):
+    """(name, first line, lines) of each function body in `text` longer than MAX_FN_LINES."""
+    lines = text.splitlines()
+    out = []
+    i = 0
+    while i < len(lines):
+        m = FN_START.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent = m.group(1)
+        # The signature ends at the first line ending with `{` (a body) or `;` (none).
+        j = i
+        while j < len(lines) and not lines[j].rstrip().endswith(("{", ";")):
+            j += 1
+        if j >= len(lines) or lines[j].rstrip().endswith(";"):
+            i = j + 1
+            continue
+        k = j + 1
+        while k < len(lines) and lines[k] != indent + "}":
+            k += 1
+        if k - i + 1 > MAX_FN_LINES:
+            out.append((m.group(2), i + 1, k - i + 1))
+        i = k + 1
+    return out
+
+
+def check_shape(root):
+    bad = 0
+    for f in tracked(root, "src"):
+        if not f.endswith(".rs") or f == "src/testing.rs" or f.startswith("src/testing/"):
+            continue
+        text = open(os.path.join(root, f)).read()
+        for name, line, n in long_functions(text):
+            if (f, name) in LONG_FNS:
+                continue
+            print("%s:%d: fn %s is %d lines (at most %d: split it)" % (f, line, name, n, MAX_FN_LINES))
+            bad += 1
+        for m in re.finditer(r"(?m)^use super::(\*|\{[^;]*\*[^;]*\});", text):
+            print("%s: imports its parent's names with a glob (%s): name what it uses"
+                  % (f, m.group(0).split("\n")[0]))
+            bad += 1
+    return bad
+
+
 def main():
-    checks = {"sizes": check_sizes, "gates": check_gates}
+    checks = {"sizes": check_sizes, "gates": check_gates, "shape": check_shape}
     if len(sys.argv) != 3 or sys.argv[1] not in checks:
         sys.exit(__doc__)
     sys.exit(1 if checks[sys.argv[1]](sys.argv[2]) else 0)

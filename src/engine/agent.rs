@@ -45,61 +45,33 @@
 
 use crate::{
     engine::{
+        rmpp_budget::PortBudget,
         send::{
-            BufToken,
-            MadBytes,
-            QKey,
-            RecordState,
-            SegSend,
-            Segments,
-            SendBody,
             SendBuf,
             SendCompletion,
             SendHandle,
             SendRecord,
-            SendTrace,
-            QUEUE_LINKS,
             TID_LINKS, //
         },
         transport::{
             PortAttr,
             RecvMad,
-            SendWr,
             Transport, //
         },
         Engine, //
     },
     mad::{
-        rmpp::send::Window,
         state::{
             self,
-            Admission,
-            CancelWait,
-            Event,
-            Outcome,
-            Place,
-            Recv,
-            Reject,
-            SendFacts,
-            SendState,
-            WcStatus, //
+            SendState, //
         },
-        wire::{
-            self,
-            MadHdr, //
-        },
+        wire,
         QpType,
         RegReq, //
     },
-    sys::{
-        rbtree::Tree,
-        sched,
-        trace,
-        workqueue, //
-    },
+    sys::rbtree::Tree, //
 };
 use kernel::{
-    alloc::Flags,
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
@@ -113,9 +85,7 @@ use kernel::{
         Mutex,
         SpinLockIrq, //
     },
-    task::Task,
     time::{
-        msecs_to_jiffies,
         Instant,
         Monotonic, //
     },
@@ -142,7 +112,6 @@ mod unregister;
 
 pub(crate) use create::SendSpec;
 pub(crate) use hold::BATCH;
-use hold::BATCH_USIZE;
 // The test flavour reads the lock-hold measurements (`rmad_scale`, `make bench`), which are
 // taken where the lock is: in `hold.rs`, private to the agent.
 #[cfg(rmad_test)]
@@ -154,11 +123,7 @@ pub(crate) use hold::{
     HOLD_BUCKETS, //
 };
 pub(crate) use queues::Queue;
-use queues::{
-    first_entry,
-    first_in,
-    Queues, //
-};
+use queues::Queues;
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
 pub(crate) use rmpp_recv::{
     MAX_BYTES as RMPP_MAX_BYTES,
@@ -207,6 +172,20 @@ pub(crate) struct AgentConfig {
     pub(crate) send_handler: Option<Arc<dyn SendHandler>>,
     /// The receive handler.
     pub(crate) recv_handler: Option<Arc<dyn RecvHandler>>,
+}
+
+/// What registration decided for a new agent, besides its [`AgentConfig`].
+struct Parts {
+    /// The high 32 bits of the agent's TIDs.
+    hi_tid: u32,
+    /// The port's attributes.
+    port_attr: PortAttr,
+    /// The agent's flow-control limit.
+    sol_fc_max: u32,
+    /// The transport's forwarding of the agent's registration (0: none).
+    forward_key: u64,
+    /// What the port's kernel-RMPP agents may hold together while reassembling.
+    rmpp_budget: Arc<PortBudget>,
 }
 
 /// Per-agent counters, for the demonstration and debugging.
@@ -266,10 +245,6 @@ pub(crate) struct AgentInner {
     in_recv: u32,
     /// Unregistration has started: no new posts, no timer.
     dead: bool,
-    /// The thread that holds the lock delivers the sends whose status `apply` decides, in
-    /// this hold's batch, when no status decided earlier waits in [`Queue::Done`]: `apply`
-    /// then leaves such a send in no queue for it (see `Agent::left_to_caller`).
-    direct: bool,
     /// When the agent's work is due, if it is queued (nanoseconds since `Agent::epoch`).
     armed_ns: Option<i64>,
     /// The handler calls in progress, by task (unregistration refuses to wait for itself).
@@ -308,10 +283,12 @@ pub(crate) struct Agent {
     /// while unregistration waits (`Agent::sleeping`).
     #[pin]
     idle: CondVar,
-    /// Send buffers created and not yet dropped. Counted up under the lock (creation fails once
-    /// the agent is dead), down without it (a buffer's drop takes the lock only while the
-    /// agent is dying, to wake its unregistration).
+    /// Send buffers created and not yet dropped. Counted without the lock, up by a creation
+    /// (which gives its count back once it sees `dying`) and down by a drop (which takes the
+    /// lock only while unregistration sleeps, to wake it).
     buffers: Atomic<u32>,
+    /// Unregistration has started (`AgentInner::dead`, for what reads no locked state).
+    dying: Atomic<bool>,
     /// Unregistration sleeps on `idle` (only then is a wake-up worth its cost). Written under
     /// the lock; read under it, and without it by a buffer's drop.
     sleeping: Atomic<bool>,
@@ -420,49 +397,7 @@ impl Agent {
         before_routable: impl FnOnce(&Arc<Agent>) -> Result,
     ) -> Result<Arc<Agent>> {
         let attr = transport.port_attr(cfg.port);
-        // 1. Port capability (an unknown port is checked in step 6).
-        if let Some(a) = attr {
-            let capable = match cfg.qp_type {
-                QpType::Smi => a.has_smi,
-                QpType::Gsi => a.has_cm,
-            };
-            if !capable {
-                return Err(EPROTONOSUPPORT);
-            }
-        }
-        // 2. is implied by the type. 3. RMPP version.
-        if cfg.rmpp_version > 1 {
-            return Err(EINVAL);
-        }
-        // 4./5. The registration, or its absence.
-        match cfg.reg {
-            Some(r) => {
-                let c = r.mgmt_class;
-                let bad = r.class_version >= 0x83
-                    || cfg.recv_handler.is_none()
-                    || (c >= 80 && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
-                    || c == 0
-                    || ((wire::IB_MGMT_CLASS_VENDOR_RANGE2_START
-                        ..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END)
-                        .contains(&c)
-                        && r.oui == [0; 3])
-                    || (cfg.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(c))
-                    || (cfg.qp_type == QpType::Smi
-                        && c != wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
-                        && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
-                    || (cfg.qp_type == QpType::Gsi
-                        && (c == wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
-                            || c == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE));
-                if bad {
-                    return Err(EINVAL);
-                }
-            }
-            None => {
-                if cfg.send_handler.is_none() || cfg.flags & wire::IB_MAD_USER_RMPP != 0 {
-                    return Err(EINVAL);
-                }
-            }
-        }
+        Self::check_config(&cfg, attr)?;
         // 6. The port must exist.
         let port_attr = attr.ok_or(ENODEV)?;
         let rmpp_budget = transport.rmpp_budget(cfg.port).ok_or(ENODEV)?;
@@ -479,49 +414,17 @@ impl Agent {
         );
         // 8./9. `hi_tid` and the registration table.
         let device = transport.device();
-        let agent = engine.publish(device, cfg.port, cfg.qp_type, cfg.reg, |hi_tid| {
-            let agent = Arc::pin_init(
-                pin_init!(Agent {
-                    hi_tid,
-                    engine: engine.clone(),
-                    transport: transport.clone(),
-                    port: cfg.port,
-                    port_attr,
-                    qp_type: cfg.qp_type,
-                    rmpp_version: cfg.rmpp_version,
-                    flags: cfg.flags,
-                    sol_fc_max,
-                    send_handler: cfg.send_handler,
-                    recv_handler: cfg.recv_handler,
-                    forward_key,
-                    epoch: Instant::now(),
-                    inner <- new_spinlock_irq!(
-                        AgentInner {
-                            queues: Queues::new(),
-                            tids: Tree::new(),
-                            seq: 0,
-                            fc_send: 0,
-                            fc_wait: 0,
-                            backlog: 0,
-                            outstanding: 0,
-                            in_recv: 0,
-                            dead: false,
-                            direct: false,
-                            armed_ns: None,
-                            frames: frames::Frames::new(),
-                            stats: Stats::default(),
-                        },
-                        "Agent::inner"
-                    ),
-                    idle <- new_condvar!("Agent::idle"),
-                    buffers: Atomic::new(0),
-                    sleeping: Atomic::new(false),
-                    transmitted: Atomic::new(0),
-                    work <- new_delayed_work!("Agent::work"),
-                    rmpp <- new_mutex!(rmpp_recv::Recvs::new(rmpp_budget), "Agent::rmpp"),
-                }),
-                GFP_KERNEL,
-            )?;
+        let (port, qp_type, reg) = (cfg.port, cfg.qp_type, cfg.reg);
+        let agent = engine.publish(device, port, qp_type, reg, |hi_tid| {
+            let parts = Parts {
+                hi_tid,
+                port_attr,
+                sol_fc_max,
+                forward_key,
+                rmpp_budget,
+            };
+            let init = Self::new(engine.clone(), transport.clone(), cfg, parts);
+            let agent = Arc::pin_init(init, GFP_KERNEL)?;
             before_routable(&agent)?;
             Ok(agent)
         });
@@ -529,6 +432,102 @@ impl Agent {
             transport.stop_forwarding(forward_key);
         }
         agent
+    }
+
+    /// Steps 1 to 5 of `ib_register_mad_agent`'s checks: what the port can carry (`attr`, if
+    /// the port exists), the RMPP version, and the registration or its absence.
+    fn check_config(cfg: &AgentConfig, attr: Option<PortAttr>) -> Result {
+        // 1. Port capability (an unknown port is checked in step 6).
+        if let Some(a) = attr {
+            let capable = match cfg.qp_type {
+                QpType::Smi => a.has_smi,
+                QpType::Gsi => a.has_cm,
+            };
+            if !capable {
+                return Err(EPROTONOSUPPORT);
+            }
+        }
+        // 2. is implied by the type. 3. RMPP version.
+        if cfg.rmpp_version > 1 {
+            return Err(EINVAL);
+        }
+        // 4./5. The registration, or its absence.
+        let bad = match &cfg.reg {
+            Some(r) => Self::refused_reg(cfg, r),
+            None => cfg.send_handler.is_none() || cfg.flags & wire::IB_MAD_USER_RMPP != 0,
+        };
+        if bad {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// Whether the class registration `r` of `cfg` is one that 7.3 refuses (step 4).
+    fn refused_reg(cfg: &AgentConfig, r: &RegReq) -> bool {
+        let c = r.mgmt_class;
+        r.class_version >= 0x83
+            || cfg.recv_handler.is_none()
+            || (c >= 80 && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+            || c == 0
+            || ((wire::IB_MGMT_CLASS_VENDOR_RANGE2_START..=wire::IB_MGMT_CLASS_VENDOR_RANGE2_END)
+                .contains(&c)
+                && r.oui == [0; 3])
+            || (cfg.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(c))
+            || (cfg.qp_type == QpType::Smi
+                && c != wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
+                && c != wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+            || (cfg.qp_type == QpType::Gsi
+                && (c == wire::IB_MGMT_CLASS_SUBN_LID_ROUTED
+                    || c == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE))
+    }
+
+    /// A new agent of `engine` on `transport`, as `cfg` asks, with what registration decided
+    /// (`parts`).
+    fn new(
+        engine: Arc<Engine>,
+        transport: Arc<dyn Transport>,
+        cfg: AgentConfig,
+        parts: Parts,
+    ) -> impl PinInit<Self> {
+        pin_init!(Agent {
+            hi_tid: parts.hi_tid,
+            engine,
+            transport,
+            port: cfg.port,
+            port_attr: parts.port_attr,
+            qp_type: cfg.qp_type,
+            rmpp_version: cfg.rmpp_version,
+            flags: cfg.flags,
+            sol_fc_max: parts.sol_fc_max,
+            send_handler: cfg.send_handler,
+            recv_handler: cfg.recv_handler,
+            forward_key: parts.forward_key,
+            epoch: Instant::now(),
+            inner <- new_spinlock_irq!(
+                AgentInner {
+                    queues: Queues::new(),
+                    tids: Tree::new(),
+                    seq: 0,
+                    fc_send: 0,
+                    fc_wait: 0,
+                    backlog: 0,
+                    outstanding: 0,
+                    in_recv: 0,
+                    dead: false,
+                    armed_ns: None,
+                    frames: frames::Frames::new(),
+                    stats: Stats::default(),
+                },
+                "Agent::inner"
+            ),
+            idle <- new_condvar!("Agent::idle"),
+            buffers: Atomic::new(0),
+            dying: Atomic::new(false),
+            sleeping: Atomic::new(false),
+            transmitted: Atomic::new(0),
+            work <- new_delayed_work!("Agent::work"),
+            rmpp <- new_mutex!(rmpp_recv::Recvs::new(parts.rmpp_budget), "Agent::rmpp"),
+        })
     }
 
     /// The port the agent sends from.
@@ -569,9 +568,9 @@ impl Agent {
 
     /// The state of the send `h` names, if `h` is still its current post.
     pub(crate) fn send_state(&self, h: &SendHandle) -> Option<SendState> {
-        let g = self.lock();
-        let st = h.rec.state.access(&g);
-        (st.gen == h.gen).then_some(st.facts.state)
+        let inner = self.lock();
+        let state = h.rec.state.access(&inner);
+        (state.gen == h.gen).then_some(state.facts.state)
     }
 
     /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`): no lock

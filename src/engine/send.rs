@@ -68,8 +68,8 @@ pub(crate) const QUEUE_LINKS: u64 = 0;
 pub(crate) const TID_LINKS: u64 = 1;
 
 /// Token that counts a send buffer against its agent until the buffer is dropped. Only
-/// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, with the count
-/// taken under the agent's lock.
+/// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, right after it
+/// counted the buffer.
 pub(crate) struct BufToken(pub(in crate::engine) Arc<Agent>);
 
 impl Drop for BufToken {
@@ -595,8 +595,8 @@ impl SendHandle {
     /// `context[0]` of the send while the engine owns it (the receive handler may read the
     /// request it was matched to); `None` once the buffer is back with the client.
     pub(crate) fn tag(&self) -> Option<usize> {
-        let g = self.rec.agent.lock();
-        let st = self.rec.state.access(&g);
-        st.body.as_ref().map(|b| b.context[0])
+        let inner = self.rec.agent.lock();
+        let state = self.rec.state.access(&inner);
+        state.body.as_ref().map(|b| b.context[0])
     }
 }

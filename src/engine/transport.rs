@@ -40,7 +40,7 @@ pub(crate) struct PortAttr {
     pub(crate) lmc: u8,
 }
 
-/// One transmission handed to a transport. A transport that queues transmissions reads the
+/// One transmission handed to a transport. A transport that queues a transmission reads the
 /// MAD and its addressing again from the send when it hands it to the device.
 pub(crate) struct SendWr<'a> {
     /// The MAD to send; a transport that does not queue copies what it needs before returning.
@@ -48,10 +48,6 @@ pub(crate) struct SendWr<'a> {
     /// Destination.
     pub(crate) ah: Address,
     /// Destination QP number.
-    #[cfg_attr(
-        not(rmad_test),
-        expect(dead_code, reason = "the loopback fabric (test flavour) reads it")
-    )]
     pub(crate) remote_qpn: u32,
     /// Source QP number (0 for SMI agents, 1 for GSI agents).
     #[cfg_attr(
@@ -68,6 +64,15 @@ pub(crate) struct SendWr<'a> {
     /// [`Transport::check_send`] passed for this destination and P_Key index just before the
     /// agent's lock was taken (a post's own transmission): the transport need not check again.
     pub(crate) checked: bool,
+}
+
+/// What [`Transport::post_send`] did with a transmission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// The device has it.
+    Device,
+    /// It waits in the transport, which reports it when the device gets it.
+    Queued,
 }
 
 /// Where and how a MAD was received (the parts of `struct ib_wc` and the GRH that MAD
@@ -154,10 +159,13 @@ pub(crate) trait Transport: Send + Sync {
         Ok(0xff)
     }
 
-    /// Transmits `wr` from `port`. Called with the sending agent's lock held: must not sleep
+    /// Transmits `wr` from `port`: hands it to the device now, or queues it for later (a
+    /// transport that must wait for something first: an address handle to make, room in the
+    /// send queue), and says which. Called with the sending agent's lock held: must not sleep
     /// or call back into the agent. An error means nothing was transmitted and no completion
-    /// will be reported.
-    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result;
+    /// will be reported. A queued transmission is reported with
+    /// [`Agent::handed_over`](crate::engine::agent::Agent::handed_over) when the device gets it.
+    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result<Handed>;
 
     /// Whether `port` can carry a send to `ah` with `pkey_index` now: the error its device
     /// would give the work request otherwise. A post asks before it takes the agent's lock
@@ -173,12 +181,6 @@ pub(crate) trait Transport: Send + Sync {
     /// The reassembly budget that the kernel-RMPP agents of `port` share
     /// (`engine/rmpp_budget.rs`), or `None` if the transport has no such port.
     fn rmpp_budget(&self, port: u8) -> Option<Arc<PortBudget>>;
-
-    /// Whether `post_send` only queues the transmission: the transport then reports each one it
-    /// hands to the device with [`Agent::handed_over`](crate::engine::agent::Agent::handed_over).
-    fn queues_transmissions(&self) -> bool {
-        false
-    }
 
     /// Makes the unsolicited MADs that `reg` selects, arriving at `port`'s QP `qp`, reach the
     /// engine, and returns a key for [`Transport::stop_forwarding`]. A transport that hands

@@ -23,6 +23,7 @@ use crate::{
         send::SendRecord,
         transport::{
             GrhFields,
+            Handed,
             PortAttr,
             RecvMad,
             RecvWc,
@@ -606,8 +607,9 @@ impl Transport for Loopback {
         self.fabric.pkey(port, index)
     }
 
-    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result {
-        self.fabric.transmit(port, wr)
+    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result<Handed> {
+        self.fabric.transmit(port, wr)?;
+        Ok(Handed::Device)
     }
 
     fn name(&self) -> &CStr {

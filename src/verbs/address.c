@@ -11,6 +11,7 @@
 
 #include <linux/completion.h>
 #include <linux/err.h>
+#include <linux/jiffies.h>
 #include <linux/etherdevice.h>
 #include <linux/minmax.h>
 #include <linux/slab.h>
@@ -68,13 +69,15 @@ static bool rmad_ah_current(struct rmad_vport *vp, const struct rmad_ah_entry *e
  * After a GID table change (an address removed or replaced): destroys the
  * cached address handles that no send uses and whose source GID entry is gone
  * or replaced, so that none keeps a deleted GID entry allocated. The transmit
- * work calls it first in every run: only it adds users to the cache's entries,
- * so an entry seen unused here stays unused.
+ * work calls it first in every run. Only it and close change a handle, so one
+ * is read here without the lock; whether a send uses it is decided under the
+ * lock, where an entry taken out of use (not ready) can gain no user from a
+ * post in the caller's context (rmad_ah_find_ready).
  */
 void rmad_shim_vport_sweep(struct rmad_vport *vp)
 {
 	unsigned long flags;
-	bool unused;
+	struct ib_ah *gone;
 	int i;
 
 	if (!atomic_xchg(&vp->gid_changed, 0))
@@ -82,46 +85,81 @@ void rmad_shim_vport_sweep(struct rmad_vport *vp)
 	for (i = 0; i < RMAD_AH_CACHE; i++) {
 		struct rmad_ah_entry *e = &vp->ahs[i];
 
-		if (!e->ah)
+		if (!e->ah || rmad_ah_current(vp, e))
 			continue;
+		gone = NULL;
 		spin_lock_irqsave(&vp->lock, flags);
-		unused = !e->users;
+		if (!e->users) {
+			gone = e->ah;
+			e->ah = NULL;
+			e->ready = false;
+			memset(&e->attr, 0, sizeof(e->attr));
+			memset(&e->key, 0, sizeof(e->key));
+		}
 		spin_unlock_irqrestore(&vp->lock, flags);
-		if (!unused || rmad_ah_current(vp, e))
-			continue;
-		rdma_destroy_ah(e->ah, RDMA_DESTROY_AH_SLEEPABLE);
-		e->ah = NULL;
-		memset(&e->attr, 0, sizeof(e->attr));
+		if (gone)
+			rdma_destroy_ah(gone, RDMA_DESTROY_AH_SLEEPABLE);
 	}
+}
+
+/* @attr without the destination MAC: what a post in the caller's context matches. */
+static void rmad_ah_key(const struct rdma_ah_attr *attr, struct rdma_ah_attr *key)
+{
+	*key = *attr;
+	if (key->type == RDMA_AH_ATTR_TYPE_ROCE)
+		eth_zero_addr(key->roce.dmac);
+}
+
+/*
+ * Makes @e the one handle that posts in the caller's context use for its
+ * destination, for RMAD_AH_FRESH_MS: another ready entry for the same
+ * destination (made for a MAC that has changed since) serves them no more.
+ * The caller holds the port's lock.
+ */
+static void rmad_ah_refresh(struct rmad_vport *vp, struct rmad_ah_entry *e)
+{
+	int i;
+
+	for (i = 0; i < RMAD_AH_CACHE; i++) {
+		struct rmad_ah_entry *o = &vp->ahs[i];
+
+		if (o != e && o->ready && !memcmp(&o->key, &e->key, sizeof(o->key)))
+			o->fresh_until = jiffies;
+	}
+	e->fresh_until = jiffies + msecs_to_jiffies(RMAD_AH_FRESH_MS);
 }
 
 /*
  * The address handle for @attr, with one more user: from the cache, made
  * and cached at the first transmission to the destination, or (when every
  * cache entry is in use by another destination) made for this send alone.
- * The transmit work is the only caller, so the cache's keys and handles
- * change under no lock; the users counts are shared with send completions.
+ * The transmit work is the only caller, so a handle is made and replaced
+ * outside the lock; an entry being replaced is not ready meanwhile, so no
+ * post in the caller's context uses it.
  */
 struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr)
 {
 	struct rmad_ah_entry *e, *free = NULL;
 	unsigned long flags;
-	struct ib_ah *ah;
+	struct ib_ah *ah, *old;
 	int i;
 
 	spin_lock_irqsave(&vp->lock, flags);
 	for (i = 0; i < RMAD_AH_CACHE; i++) {
 		e = &vp->ahs[i];
-		if (e->ah && !memcmp(&e->attr, attr, sizeof(*attr))) {
+		if (e->ready && !memcmp(&e->attr, attr, sizeof(*attr))) {
 			e->users++;
+			rmad_ah_refresh(vp, e);
 			spin_unlock_irqrestore(&vp->lock, flags);
 			return e;
 		}
 		if (!free && (!e->ah || !e->users))
 			free = e;
 	}
-	if (free)
+	if (free) {
 		free->users++; /* reserved: no send completion destroys it now */
+		free->ready = false;
+	}
 	spin_unlock_irqrestore(&vp->lock, flags);
 
 	ah = rdma_create_ah(vp->pd, (struct rdma_ah_attr *)attr, RDMA_CREATE_AH_SLEEPABLE);
@@ -145,11 +183,38 @@ struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_at
 		return e;
 	}
 	/* An unused entry for another destination is replaced. */
-	if (free->ah)
-		rdma_destroy_ah(free->ah, RDMA_DESTROY_AH_SLEEPABLE);
+	old = free->ah;
+	if (old)
+		rdma_destroy_ah(old, RDMA_DESTROY_AH_SLEEPABLE);
+	spin_lock_irqsave(&vp->lock, flags);
 	free->ah = ah;
 	free->attr = *attr;
+	rmad_ah_key(attr, &free->key);
+	free->ready = true;
+	rmad_ah_refresh(vp, free);
+	spin_unlock_irqrestore(&vp->lock, flags);
 	return free;
+}
+
+/*
+ * The ready, fresh cached handle whose destination is @key (an address
+ * without its MAC), with one more user, or NULL. The caller holds the port's
+ * lock: any context.
+ */
+struct rmad_ah_entry *rmad_ah_find_ready(struct rmad_vport *vp, const struct rdma_ah_attr *key)
+{
+	int i;
+
+	for (i = 0; i < RMAD_AH_CACHE; i++) {
+		struct rmad_ah_entry *e = &vp->ahs[i];
+
+		if (e->ready && time_before(jiffies, e->fresh_until) &&
+		    !memcmp(&e->key, key, sizeof(*key))) {
+			e->users++;
+			return e;
+		}
+	}
+	return NULL;
 }
 
 /* Destroys the cached address handles (the port is closing: no send uses them). */

@@ -12,11 +12,17 @@
 //!
 //! [`Agent::reply_address`]: crate::engine::agent::Agent::reply_address
 
-use super::*;
+use super::{
+    rmad_shim_forward_start,
+    rmad_shim_forward_stop,
+    VerbsPort, //
+};
 use crate::mad::{
     QpType,
     RegReq, //
 };
+use core::ffi::c_void;
+use kernel::prelude::*;
 
 /// The forwarding agents of a port.
 ///

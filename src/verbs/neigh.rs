@@ -20,15 +20,29 @@
 //!
 //! [`Agent::resolve_address`]: crate::engine::agent::Agent::resolve_address
 
-use super::*;
-use crate::mad::GrhAttr;
+use super::{
+    rmad_shim_resolve_dmac,
+    VerbsPort, //
+};
+use crate::{
+    engine::transport::Transport,
+    mad::{
+        Gid,
+        GrhAttr, //
+    },
+};
 use kernel::{
-    impl_has_work,
+    impl_has_work, new_work,
+    prelude::*,
+    sync::Arc,
     time::{
         Instant,
         Monotonic, //
     },
-    workqueue::WorkItem,
+    workqueue::{
+        Work,
+        WorkItem, //
+    },
 };
 
 /// Destinations a port remembers.

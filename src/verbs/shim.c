@@ -42,6 +42,16 @@ static_assert(offsetof(struct rmad_recv_info, traffic_class) == 49);
 static_assert(offsetof(struct rmad_recv_info, sl) == 50);
 static_assert(offsetof(struct rmad_recv_info, via_qp1) == 51);
 
+/* The layout TxFrame in src/verbs/tx.rs has. */
+static_assert(sizeof(struct rmad_tx) == 64);
+static_assert(offsetof(struct rmad_tx, wr_id) == 8);
+static_assert(offsetof(struct rmad_tx, len) == 16);
+static_assert(offsetof(struct rmad_tx, pkey_index) == 32);
+static_assert(offsetof(struct rmad_tx, has_grh) == 36);
+static_assert(offsetof(struct rmad_tx, traffic_class) == 39);
+static_assert(offsetof(struct rmad_tx, dgid) == 40);
+static_assert(offsetof(struct rmad_tx, dmac) == 56);
+
 static int rmad_client_add(struct ib_device *dev)
 {
 	rmad_rust_device_add(dev);
@@ -235,6 +245,9 @@ static void rmad_port_event(struct ib_event_handler *h, struct ib_event *ev)
 	case IB_EVENT_GID_CHANGE:
 		atomic_set(&vp->gid_changed, 1);
 		break;
+	/* Rust checks a post's P_Key index against the table again. */
+	case IB_EVENT_PKEY_CHANGE:
+		break;
 	/* What may change the LID and LMC (the MAC changes come with the GIDs). */
 	case IB_EVENT_LID_CHANGE:
 	case IB_EVENT_PORT_ACTIVE:
@@ -260,7 +273,8 @@ static bool rmad_sends_busy(struct rmad_vport *vp)
 /*
  * Whether the device has completed every send and, with @rq, flushed every
  * receive (their handlers done); waits a little for it (about 20 ms at most:
- * the transmit work runs on an ordered queue that every port shares).
+ * the transmit work waits here, and what it has not drained yet runs it again
+ * later, see rmad_shim_vport_recover).
  */
 static bool rmad_drained(struct rmad_vport *vp, bool rq)
 {
@@ -532,43 +546,88 @@ err:
 }
 
 /*
- * Sends one MAD from vp's QP to remote_qpn with the GSI Q_Key. The address is
- * given by its parts: with has_grh, dgid, sgid_index, hop_limit, traffic_class
- * and flow_label (and, on RoCE, the destination MAC that Rust resolved);
- * otherwise dlid and src_path_bits; and the SL. Called by the port's
- * transmit work only, in process context with no rmad lock held: an address
- * handle is made sleepably at the first transmission to a destination and
- * reused after that. Returns -EBUSY when the send queue is full.
+ * The address of @tx as ib_core takes it; with @mac, the destination MAC
+ * too (RoCE), otherwise none (the key of a cached handle, rmad_ah_key).
  */
-int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
-			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
-			 u8 has_grh, const u8 *dgid, u8 sgid_index, u8 hop_limit,
-			 u8 traffic_class, u32 flow_label, u8 sl, const u8 *dmac)
+static void rmad_tx_attr(struct rmad_vport *vp, const struct rmad_tx *tx, bool mac,
+			 struct rdma_ah_attr *attr)
 {
-	struct rdma_ah_attr attr = {};
-	struct rmad_ah_entry *e;
-	struct rmad_slot *s;
-	struct ib_ud_wr wr = {};
-	struct ib_sge sge;
-	unsigned long flags;
-	int ret;
-
-	if (len > RMAD_MAD_SIZE)
-		return -EINVAL;
-	attr.type = rdma_ah_find_type(vp->dev, vp->port);
-	rdma_ah_set_port_num(&attr, vp->port);
-	rdma_ah_set_dlid(&attr, dlid);
-	rdma_ah_set_path_bits(&attr, src_path_bits);
-	rdma_ah_set_sl(&attr, sl);
-	if (has_grh) {
+	memset(attr, 0, sizeof(*attr));
+	attr->type = rdma_ah_find_type(vp->dev, vp->port);
+	rdma_ah_set_port_num(attr, vp->port);
+	rdma_ah_set_dlid(attr, tx->dlid);
+	rdma_ah_set_path_bits(attr, tx->src_path_bits);
+	rdma_ah_set_sl(attr, tx->sl);
+	if (tx->has_grh) {
 		union ib_gid g;
 
-		memcpy(g.raw, dgid, 16);
-		rdma_ah_set_grh(&attr, &g, flow_label, sgid_index, hop_limit, traffic_class);
+		memcpy(g.raw, tx->dgid, 16);
+		rdma_ah_set_grh(attr, &g, tx->flow_label, tx->sgid_index, tx->hop_limit,
+				tx->traffic_class);
 	}
-	if (attr.type == RDMA_AH_ATTR_TYPE_ROCE)
-		ether_addr_copy(attr.roce.dmac, dmac);
+	if (mac && attr->type == RDMA_AH_ATTR_TYPE_ROCE)
+		ether_addr_copy(attr->roce.dmac, tx->dmac);
+}
 
+/*
+ * Posts @tx from slot @s with the address handle of @e (one use of it taken
+ * for the slot). On failure the slot and its use are given back. Any context:
+ * ib_post_send is atomic-safe, as the C MAD layer calls it with interrupts
+ * off.
+ */
+static int rmad_tx_post(struct rmad_vport *vp, struct rmad_slot *s, struct rmad_ah_entry *e,
+			const struct rmad_tx *tx)
+{
+	struct ib_ud_wr wr = {};
+	struct ib_sge sge;
+	int ret;
+
+	s->ah = e;
+	memcpy(s->buf, tx->mad, tx->len);
+	memset(s->buf + tx->len, 0, RMAD_MAD_SIZE - tx->len);
+	s->dma = ib_dma_map_single(vp->dev, s->buf, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+	if (ib_dma_mapping_error(vp->dev, s->dma)) {
+		rmad_put_slot(s);
+		return -ENOMEM;
+	}
+	s->wr_id = tx->wr_id;
+	sge.addr = s->dma;
+	sge.length = RMAD_MAD_SIZE;
+	sge.lkey = vp->pd->local_dma_lkey;
+	wr.wr.wr_cqe = &s->cqe;
+	wr.wr.sg_list = &sge;
+	wr.wr.num_sge = 1;
+	wr.wr.opcode = IB_WR_SEND;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.ah = e->ah;
+	wr.remote_qpn = tx->remote_qpn;
+	wr.remote_qkey = IB_QP1_QKEY;
+	wr.pkey_index = tx->pkey_index;
+	ret = ib_post_send(vp->qp, &wr.wr, NULL);
+	if (ret) {
+		ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+		rmad_put_slot(s);
+	}
+	return ret;
+}
+
+/*
+ * Sends one MAD from vp's QP to tx->remote_qpn with the GSI Q_Key. Called by
+ * the port's transmit work only, in process context with no rmad lock held:
+ * an address handle is made sleepably at the first transmission to a
+ * destination and reused after that. Returns -EBUSY when the send queue is
+ * full.
+ */
+int rmad_shim_vport_send(struct rmad_vport *vp, const struct rmad_tx *tx)
+{
+	struct rdma_ah_attr attr;
+	struct rmad_ah_entry *e;
+	struct rmad_slot *s;
+	unsigned long flags;
+
+	if (tx->len > RMAD_MAD_SIZE)
+		return -EINVAL;
+	rmad_tx_attr(vp, tx, true, &attr);
 	spin_lock_irqsave(&vp->lock, flags);
 	s = vp->nfree ? &vp->send[vp->free_send[--vp->nfree]] : NULL;
 	spin_unlock_irqrestore(&vp->lock, flags);
@@ -579,31 +638,53 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_i
 		rmad_put_slot(s);
 		return PTR_ERR(e);
 	}
-	s->ah = e;
-	memset(s->buf, 0, RMAD_MAD_SIZE);
-	memcpy(s->buf, mad, len);
-	s->dma = ib_dma_map_single(vp->dev, s->buf, RMAD_MAD_SIZE, DMA_TO_DEVICE);
-	if (ib_dma_mapping_error(vp->dev, s->dma)) {
-		rmad_put_slot(s);
-		return -ENOMEM;
+	return rmad_tx_post(vp, s, e, tx);
+}
+
+/*
+ * Sends one MAD as rmad_shim_vport_send does, from the caller's context (any
+ * context, rmad's locks held): the C MAD layer's ib_post_send_mad posts to the
+ * QP from its caller too. Only when nothing needs the transmit work: a ready
+ * cached address handle for the destination (tx->dmac is not read), a free
+ * slot, and a QP that no failed send may have left in the error state (a
+ * failed send, or a recovery under way, sends everything through the
+ * transmit work, which brings the QP back first). Both are decided under the
+ * port's lock, which a recovery takes to see whether sends are in flight
+ * (rmad_drained): a slot taken here keeps the QP from being reset under this
+ * post. Returns -EBUSY when every slot is in use (a send completion frees
+ * one, and runs the transmit work), -EAGAIN when the transmit work must send
+ * it for another reason.
+ */
+int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
+{
+	struct rdma_ah_attr key;
+	struct rmad_ah_entry *e;
+	struct rmad_slot *s;
+	unsigned long flags;
+
+	if (tx->len > RMAD_MAD_SIZE)
+		return -EINVAL;
+	/*
+	 * A racy look first, which saves making the key while every slot is in
+	 * use: the caller queues the send under a lock that the transmit work
+	 * takes to find it, so a slot freed meanwhile still finds it.
+	 */
+	if (!READ_ONCE(vp->nfree))
+		return -EBUSY;
+	rmad_tx_attr(vp, tx, false, &key);
+	spin_lock_irqsave(&vp->lock, flags);
+	if (!vp->nfree) {
+		spin_unlock_irqrestore(&vp->lock, flags);
+		return -EBUSY;
 	}
-	s->wr_id = wr_id;
-	sge.addr = s->dma;
-	sge.length = RMAD_MAD_SIZE;
-	sge.lkey = vp->pd->local_dma_lkey;
-	wr.wr.wr_cqe = &s->cqe;
-	wr.wr.sg_list = &sge;
-	wr.wr.num_sge = 1;
-	wr.wr.opcode = IB_WR_SEND;
-	wr.wr.send_flags = IB_SEND_SIGNALED;
-	wr.ah = e->ah;
-	wr.remote_qpn = remote_qpn;
-	wr.remote_qkey = IB_QP1_QKEY;
-	wr.pkey_index = pkey_index;
-	ret = ib_post_send(vp->qp, &wr.wr, NULL);
-	if (ret) {
-		ib_dma_unmap_single(vp->dev, s->dma, RMAD_MAD_SIZE, DMA_TO_DEVICE);
-		rmad_put_slot(s);
+	e = NULL;
+	if (!atomic_read(&vp->send_failed) && !atomic_read(&vp->recovering))
+		e = rmad_ah_find_ready(vp, &key);
+	if (!e) {
+		spin_unlock_irqrestore(&vp->lock, flags);
+		return -EAGAIN;
 	}
-	return ret;
+	s = &vp->send[vp->free_send[--vp->nfree]];
+	spin_unlock_irqrestore(&vp->lock, flags);
+	return rmad_tx_post(vp, s, e, tx);
 }

@@ -29,6 +29,32 @@ struct rmad_recv_info {
 };
 
 /* Called by Rust. */
+/*
+ * One transmission, framed by Rust (TxFrame in src/verbs/tx.rs): the MAD, its
+ * work-request id, the destination QP and P_Key index, and the address by its
+ * parts: with has_grh, dgid, sgid_index, hop_limit, traffic_class and
+ * flow_label, otherwise dlid and src_path_bits; the SL; on RoCE the
+ * destination MAC (zero for rmad_shim_vport_send_now, which takes it from the
+ * cached address handle).
+ */
+struct rmad_tx {
+	const u8 *mad;
+	u64 wr_id;
+	u32 len;
+	u32 remote_qpn;
+	u32 dlid;
+	u32 flow_label;
+	u16 pkey_index;
+	u8 src_path_bits;
+	u8 sl;
+	u8 has_grh;
+	u8 sgid_index;
+	u8 hop_limit;
+	u8 traffic_class;
+	u8 dgid[16];
+	u8 dmac[6];
+};
+
 int rmad_shim_register_client(void);
 void rmad_shim_unregister_client(void);
 const char *rmad_shim_dev_name(struct ib_device *dev);
@@ -51,10 +77,8 @@ u32 rmad_shim_vport_qp_num(struct rmad_vport *vp);
 void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
 			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);
 void rmad_shim_forward_stop(void *fwd);
-int rmad_shim_vport_send(struct rmad_vport *vp, const u8 *mad, u32 len, u64 wr_id,
-			 u32 remote_qpn, u16 pkey_index, u32 dlid, u8 src_path_bits,
-			 u8 has_grh, const u8 *dgid, u8 sgid_index, u8 hop_limit,
-			 u8 traffic_class, u32 flow_label, u8 sl, const u8 *dmac);
+int rmad_shim_vport_send(struct rmad_vport *vp, const struct rmad_tx *tx);
+int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx);
 int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
 			   u8 *dmac, u8 *hop_limit);
 

@@ -2,40 +2,73 @@
 
 //! The transmit path of a verbs port.
 //!
-//! Handing a MAD to a device creates an address handle, and a driver may take locks there that
-//! are not interrupt-safe (rxe's object pools use plain `xa_lock`). A post is atomic-safe (from
-//! timers, hrtimers, with interrupts off), and rmad's own locks are taken in those contexts,
-//! so no driver lock may ever be taken under them. A transmission is therefore queued under the
-//! port's lock ([`VerbsPort::queue_tx`], which the engine calls under the agent's lock) and
-//! handed to the device by the port's transmit work, in process context with no rmad lock held
-//! ([`VerbsPort::transmit_pending`]). The queue is also the C layer's overflow list: what the
-//! send queue cannot take waits in it, in order, until a send completion makes room.
+//! A post hands its MAD to the device from the caller's context, as the C layer's
+//! `ib_post_send_mad` does, whenever nothing has to wait ([`VerbsPort::queue_tx`]): the port's
+//! address handle for the destination is made, the send queue has room, the QP is not being
+//! recovered, and no earlier transmission of the port waits. Otherwise the transmission is
+//! queued under the port's lock and handed to the device by the port's transmit work, in
+//! process context with no rmad lock held ([`VerbsPort::transmit_pending`]): making an address
+//! handle may take driver locks that are not interrupt-safe (rxe's object pools use plain
+//! `xa_lock`) and may sleep, and a post is atomic-safe (from timers, hrtimers, with interrupts
+//! off). The queue is also the C layer's overflow list: what the send queue cannot take waits
+//! in it, in order, until a send completion makes room.
+//!
+//! Lock order (Documentation/architecture.md): the agent's lock, the port's `vp`, its `txq`,
+//! then the shim's port lock and the driver's send-queue locks inside `ib_post_send`. No driver
+//! calls into rmad with its locks held: completions reach rmad from ib_core's CQ polling work.
 
 use super::{
     neigh::{
         Dest,
         OwnGids, //
     },
-    *, //
+    rmad_shim_query_gid,
+    rmad_shim_query_pkey,
+    rmad_shim_vport_recover,
+    rmad_shim_vport_send,
+    rmad_shim_vport_send_now,
+    rmad_shim_vport_sweep,
+    VerbsPort,
+    Vport, //
 };
 use crate::{
-    engine::send::{
-        SendRecord,
-        SendTrace, //
+    engine::{
+        agent::Agent,
+        send::{
+            SendRecord,
+            SendTrace, //
+        },
+        transport::{
+            Handed,
+            SendWr, //
+        },
     },
     mad::{
+        state::WcStatus,
         Address,
         GrhAttr, //
     },
 };
 use kernel::{
+    ffi::c_int,
     impl_has_work,
     list::{
         List,
         ListArc, //
     },
-    sync::atomic::Relaxed,
-    workqueue::WorkItem,
+    prelude::*,
+    sync::{
+        atomic::{
+            Acquire,
+            Relaxed,
+            Release, //
+        },
+        Arc, //
+    },
+    workqueue::{
+        system,
+        WorkItem, //
+    },
 };
 
 /// The largest MAD a verbs port carries.
@@ -69,7 +102,93 @@ fn flushed(tx: ListArc<SendRecord>) {
 /// The errno the shim returns when the send queue is full.
 const SQ_FULL: c_int = -(kernel::bindings::EBUSY as c_int);
 
-/// One transmission as the shim takes it, copied out of the send under its agent's lock.
+/// One transmission as the shim takes it (`struct rmad_tx` of `src/verbs/shim.h`).
+#[repr(C)]
+pub(super) struct TxFrame {
+    mad: *const u8,
+    wr_id: u64,
+    len: u32,
+    remote_qpn: u32,
+    dlid: u32,
+    flow_label: u32,
+    pkey_index: u16,
+    src_path_bits: u8,
+    sl: u8,
+    has_grh: u8,
+    sgid_index: u8,
+    hop_limit: u8,
+    traffic_class: u8,
+    dgid: [u8; 16],
+    dmac: [u8; 6],
+}
+
+// The layout of `struct rmad_tx`; `src/verbs/shim.c` checks the same numbers in C.
+const _: () = {
+    assert!(core::mem::size_of::<TxFrame>() == 64);
+    assert!(core::mem::offset_of!(TxFrame, wr_id) == 8);
+    assert!(core::mem::offset_of!(TxFrame, len) == 16);
+    assert!(core::mem::offset_of!(TxFrame, pkey_index) == 32);
+    assert!(core::mem::offset_of!(TxFrame, has_grh) == 36);
+    assert!(core::mem::offset_of!(TxFrame, traffic_class) == 39);
+    assert!(core::mem::offset_of!(TxFrame, dgid) == 40);
+    assert!(core::mem::offset_of!(TxFrame, dmac) == 56);
+};
+
+impl TxFrame {
+    /// The frame of `mad` (at most [`MAD_MAX`] bytes, which the shim checks again) to
+    /// `remote_qpn` at `ah`, with its work-request id `wr_id` and, on RoCE, the MAC `dmac`.
+    /// The frame borrows `mad`'s bytes: it lives no longer than they do.
+    fn new(
+        mad: &[u8],
+        remote_qpn: u32,
+        pkey_index: u16,
+        ah: &Address,
+        dmac: [u8; 6],
+        wr_id: *const SendRecord,
+    ) -> Self {
+        let grh = ah.grh.unwrap_or(GrhAttr {
+            dgid: [0; 16],
+            sgid_index: 0,
+            hop_limit: 0,
+            traffic_class: 0,
+            flow_label: 0,
+        });
+        Self {
+            mad: mad.as_ptr(),
+            // A pointer always fits the 64-bit work-request id.
+            wr_id: u64::try_from(wr_id.expose_provenance()).unwrap_or(0),
+            // Longer than a MAD (never: the engine checks) is refused by the shim.
+            len: u32::try_from(mad.len()).unwrap_or(u32::MAX),
+            remote_qpn,
+            dlid: u32::from(ah.dlid),
+            flow_label: grh.flow_label,
+            pkey_index,
+            src_path_bits: ah.src_path_bits,
+            sl: ah.sl,
+            has_grh: u8::from(ah.grh.is_some()),
+            sgid_index: grh.sgid_index,
+            hop_limit: grh.hop_limit,
+            traffic_class: grh.traffic_class,
+            dgid: grh.dgid,
+            dmac,
+        }
+    }
+}
+
+/// What [`VerbsPort::check_send`] found valid last: the P_Key index, the source GID index
+/// (if the address has a GRH) and the generation of the port's tables then, in one word, so
+/// that a post reads it without a lock. Never 0 (the bit 24 is set), the value of `checked`
+/// before any check passed.
+pub(super) struct CheckedKey(u64);
+
+impl CheckedKey {
+    fn new(ah: &Address, pkey_index: u16, gen: u32) -> Self {
+        let grh = ah.grh.map_or(0, |g| 0x100 | u64::from(g.sgid_index));
+        Self(u64::from(pkey_index) | grh << 16 | 1 << 24 | u64::from(gen) << 32)
+    }
+}
+
+/// One transmission of the transmit work, copied out of the send under its agent's lock.
 struct Frame {
     mad: [u8; MAD_MAX],
     len: usize,
@@ -81,21 +200,24 @@ struct Frame {
 }
 
 impl VerbsPort {
-    /// Queues `wr` for the transmit work. Any context; allocates nothing. `ENODEV` once the
-    /// port is closed; `EBUSY` if the send already has a transmission queued or on the device
-    /// (not reachable: the engine never retransmits before the send completion).
-    pub(super) fn queue_tx(&self, wr: &SendWr<'_>) -> Result {
+    /// Transmits `wr`: hands it to the device now when nothing has to wait (see the module's
+    /// documentation), otherwise queues it for the transmit work. Any context; allocates
+    /// nothing. `ENODEV` once the port is closed; `EBUSY` if the send already has a
+    /// transmission queued or on the device (not reachable: the engine never retransmits
+    /// before the send completion).
+    pub(super) fn queue_tx(&self, wr: &SendWr<'_>) -> Result<Handed> {
         if wr.mad.len() > MAD_MAX {
             return Err(EINVAL);
         }
         let tx = ListArc::try_from_arc(wr.rec.clone()).map_err(|_| EBUSY)?;
         // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
         tx.tx_gen.store(wr.gen, Relaxed);
-        {
-            // One hold of the port's lock for the check and the queueing: a closing port
-            // either sees the transmission queued (and flushes it) or refused it, and while the
-            // port is open the device's tables can be read without a reference of their own
-            // (the type invariant), which saves a reference and two more holds per post.
+        let kick = {
+            // One hold of the port's lock for the check and the transmission: a closing port
+            // either sees the transmission queued (and flushes it), on the device (and waits
+            // for its completion), or refused it, and while the port is open the device's
+            // tables can be read without a reference of their own (the type invariant),
+            // which saves a reference and two more holds per post.
             let vp = self.vp.lock();
             if vp.is_null() {
                 return Err(ENODEV);
@@ -104,21 +226,71 @@ impl VerbsPort {
                 // SAFETY: The port's lock is held and the port is open.
                 unsafe { self.check_tx_address(&wr.ah, wr.pkey_index) }?;
             }
-            self.txq.lock().push_back(tx);
+            let mut q = self.txq.lock();
+            // A non-empty queue has the transmit work on its way already: it is queued or
+            // running, or the send queue is full and each send completion runs it.
+            let mut kick = q.is_empty();
+            // Nothing of the port waits: neither queued, nor in the transmit work's hands, nor
+            // parked for a resolution, so this transmission overtakes none.
+            let idle = kick && !self.tx_in_hand.load(Relaxed) && self.tx_parked.load(Relaxed) == 0;
+            let tx = if idle {
+                let wr_id = ListArc::into_raw(tx);
+                let frame =
+                    TxFrame::new(wr.mad, wr.remote_qpn, wr.pkey_index, &wr.ah, [0; 6], wr_id);
+                // SAFETY: The port is open and its lock held, so the shim's port is; `frame`'s
+                // MAD is `wr.mad`, alive for the call. On success the shim hands `wr_id` back
+                // exactly once, to `rmad_rust_send_done`.
+                let r = unsafe { rmad_shim_vport_send_now(*vp, &frame) };
+                if r == 0 {
+                    self.sent_now.add(1, Relaxed);
+                    return Ok(Handed::Device);
+                }
+                // Every slot in use: the send completion that frees one runs the work (as the
+                // C layer's overflow list waits for one), so this post wakes nothing.
+                if r == SQ_FULL {
+                    kick = false;
+                }
+                // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
+                unsafe { ListArc::from_raw(wr_id) }
+            } else {
+                tx
+            };
+            q.push_back(tx);
+            kick
+        };
+        if kick {
+            self.kick();
         }
-        self.kick();
-        Ok(())
+        Ok(Handed::Queued)
     }
 
     /// [`Transport::check_send`](crate::engine::transport::Transport::check_send): whether
-    /// the port is open and its device can carry a send to `ah` with `pkey_index`.
+    /// the port is open and its device can carry a send to `ah` with `pkey_index`. The last
+    /// P_Key index and source GID index that passed are remembered until the port's tables
+    /// change (a port event), so that a run of posts alike reads the device's tables once, as
+    /// the C layer's posts read none (its client made the address handle); a closed port
+    /// refuses the transmission itself (`queue_tx`).
     pub(super) fn check_send(&self, ah: &Address, pkey_index: u16) -> Result {
+        let gen = self.tables_gen.load(Acquire);
+        let key = CheckedKey::new(ah, pkey_index, gen);
+        if self.checked.load(Relaxed) == key.0 {
+            return Ok(());
+        }
         let vp = self.vp.lock();
         if vp.is_null() {
             return Err(ENODEV);
         }
         // SAFETY: The port's lock is held and the port is open.
-        unsafe { self.check_tx_address(ah, pkey_index) }
+        unsafe { self.check_tx_address(ah, pkey_index) }?;
+        // Read before the check: tables that changed since miss the next time.
+        self.checked.store(key.0, Relaxed);
+        Ok(())
+    }
+
+    /// The port's P_Key or GID table may have changed: what [`VerbsPort::check_send`]
+    /// remembers holds no more.
+    pub(super) fn tables_changed(&self) {
+        self.tables_gen.fetch_add(1, Release);
     }
 
     /// Whether the device can carry a send to `ah` with `pkey_index`: the errno a device
@@ -161,11 +333,14 @@ impl VerbsPort {
         Ok(())
     }
 
-    /// Makes sure the transmit work runs.
+    /// Makes sure the transmit work runs: the port's own work item, on the system workqueue
+    /// of the CPU that kicks it (the CPU whose post, or send completion, has something for it),
+    /// so that no port's transmissions wait behind another's.
     pub(super) fn kick(&self) {
         let this = self.arc();
-        // Already queued is fine: that run will see what was just queued.
-        let _ = self.engine.cq_wq.queue().enqueue(this);
+        // Already queued is fine: that run will see what was just queued. A disabled work (the
+        // port is closing) refuses it: `close` flushes what is queued.
+        let _ = system().enqueue(this);
     }
 
     /// Copies the transmission of `rec` (post `gen`) out of the send, under its agent's lock;
@@ -207,13 +382,13 @@ impl VerbsPort {
         // Read when the first transmission to a GID needs them, then kept for this run.
         let mut own: Option<OwnGids> = None;
         loop {
-            let Some(tx) = self.txq.lock().pop_front() else {
+            let Some(tx) = self.take_next() else {
                 return;
             };
             let vp = *self.vp.lock();
             if vp.is_null() {
                 // Closing: `close` flushes what is queued.
-                self.txq.lock().push_front(tx);
+                self.put_back(tx);
                 return;
             }
             let gen = tx.tx_gen.load(Relaxed);
@@ -223,29 +398,8 @@ impl VerbsPort {
                 Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
                 continue;
             };
-            // RoCE: the destination's MAC (this port's own for its own GIDs, where rxe loops
-            // the packet back). One that is not known yet waits aside, so that the next
-            // transmission, to another destination, goes out now.
-            let dmac = match frame.ah.grh {
-                Some(g) if self.is_roce() => match self.dest_for_tx(&g, &mut own) {
-                    Dest::Mac(mac) => mac,
-                    Dest::Wait => {
-                        self.parked.lock().push_back(tx);
-                        // The resolution may have ended between `dest_for_tx` and the push,
-                        // and found nothing parked: then this one goes back now. (One that
-                        // ends after this check requeues what is parked, this one included.)
-                        if !self.is_resolving(&g) {
-                            self.requeue_parked();
-                        }
-                        continue;
-                    }
-                    Dest::Unreachable => {
-                        let rec = tx.into_arc();
-                        Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
-                        continue;
-                    }
-                },
-                _ => [0; 6],
+            let Some((tx, dmac)) = self.dmac_or_park(tx, &frame, &mut own) else {
+                continue;
             };
             // Once the device has the transmission, its send completion may end the send (and
             // free the record) at any time: the hand-over is reported through the agent.
@@ -255,6 +409,7 @@ impl VerbsPort {
             // this work before it closes the shim's port. `wr_id` comes from `into_raw`.
             let r = unsafe { self.send_raw(vp, &frame, &dmac, wr_id) };
             if r == 0 {
+                self.sent_queued.add(1, Relaxed);
                 agent.handed_over(&frame.trace);
                 continue;
             }
@@ -263,7 +418,7 @@ impl VerbsPort {
             if r == SQ_FULL {
                 // It waits at the head; every send completion kicks the work again (see
                 // `tx_done`), including one that freed a slot since this attempt.
-                self.txq.lock().push_front(tx);
+                self.put_back(tx);
                 return;
             }
             // A transmission the device refuses completes with `LOC_QP_OP_ERR`
@@ -272,6 +427,62 @@ impl VerbsPort {
             let rec = tx.into_arc();
             Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
         }
+    }
+
+    /// On RoCE, the MAC of the destination of `tx` (whose frame is `frame`): this port's own
+    /// for its own GIDs, where rxe loops the packet back, or a resolved one; no MAC elsewhere.
+    /// A destination not known yet parks `tx` aside, so that the next transmission, to another
+    /// destination, goes out now; an unreachable one completes it with `LOC_QP_OP_ERR`. Either
+    /// way `None`: the transmit work goes on with the next.
+    fn dmac_or_park(
+        self: &Arc<Self>,
+        tx: ListArc<SendRecord>,
+        frame: &Frame,
+        own: &mut Option<OwnGids>,
+    ) -> Option<(ListArc<SendRecord>, [u8; 6])> {
+        let g = match frame.ah.grh {
+            Some(g) if self.is_roce() => g,
+            _ => return Some((tx, [0; 6])),
+        };
+        match self.dest_for_tx(&g, own) {
+            Dest::Mac(mac) => Some((tx, mac)),
+            Dest::Wait => {
+                {
+                    let mut parked = self.parked.lock();
+                    parked.push_back(tx);
+                    self.tx_parked.add(1, Relaxed);
+                }
+                // The resolution may have ended between `dest_for_tx` and the push, and found
+                // nothing parked: then this one goes back now. (One that ends after this check
+                // requeues what is parked, this one included.)
+                if !self.is_resolving(&g) {
+                    self.requeue_parked();
+                }
+                None
+            }
+            Dest::Unreachable => {
+                let gen = tx.tx_gen.load(Relaxed);
+                let rec = tx.into_arc();
+                Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
+                None
+            }
+        }
+    }
+
+    /// The transmit work takes the oldest queued transmission, and holds it (`tx_in_hand`)
+    /// until it takes the next or puts it back: a post meanwhile queues behind it.
+    fn take_next(&self) -> Option<ListArc<SendRecord>> {
+        let mut q = self.txq.lock();
+        let tx = q.pop_front();
+        self.tx_in_hand.store(tx.is_some(), Relaxed);
+        tx
+    }
+
+    /// The transmit work puts `tx` back at the head of the queue, and holds nothing.
+    fn put_back(&self, tx: ListArc<SendRecord>) {
+        let mut q = self.txq.lock();
+        q.push_front(tx);
+        self.tx_in_hand.store(false, Relaxed);
     }
 
     /// Hands one transmission to the shim; returns its errno.
@@ -287,44 +498,11 @@ impl VerbsPort {
         dmac: &[u8; 6],
         wr_id: *const SendRecord,
     ) -> c_int {
-        let (has_grh, g) = match f.ah.grh {
-            Some(g) => (1u8, g),
-            None => (
-                0u8,
-                GrhAttr {
-                    dgid: [0; 16],
-                    sgid_index: 0,
-                    hop_limit: 0,
-                    traffic_class: 0,
-                    flow_label: 0,
-                },
-            ),
-        };
-        // `len <= MAD_MAX` (it was copied into the frame), which fits.
-        let len = u32::try_from(f.len).unwrap_or(0);
-        // SAFETY: `vp` is open (caller's promise); the buffers are valid for their lengths; on
-        // success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
-        unsafe {
-            rmad_shim_vport_send(
-                vp,
-                f.mad.as_ptr(),
-                len,
-                // A pointer always fits the 64-bit work-request id.
-                u64::try_from(wr_id.expose_provenance()).unwrap_or(0),
-                f.remote_qpn,
-                f.pkey_index,
-                u32::from(f.ah.dlid),
-                f.ah.src_path_bits,
-                has_grh,
-                g.dgid.as_ptr(),
-                g.sgid_index,
-                g.hop_limit,
-                g.traffic_class,
-                g.flow_label,
-                f.ah.sl,
-                dmac.as_ptr(),
-            )
-        }
+        let mad = f.mad.get(..f.len).unwrap_or(&[]);
+        let frame = TxFrame::new(mad, f.remote_qpn, f.pkey_index, &f.ah, *dmac, wr_id);
+        // SAFETY: `vp` is open (caller's promise); `frame`'s MAD is `f.mad`, alive for the
+        // call; on success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
+        unsafe { rmad_shim_vport_send(vp, &frame) }
     }
 
     /// Completes every queued transmission with `WR_FLUSH_ERR` (the port is closing and its
@@ -343,6 +521,7 @@ impl VerbsPort {
     pub(super) fn flush_parked(&self) {
         let mut parked = core::mem::replace(&mut *self.parked.lock(), List::new());
         while let Some(tx) = parked.pop_front() {
+            self.tx_parked.fetch_sub(1, Relaxed);
             flushed(tx);
         }
     }
@@ -360,6 +539,8 @@ impl VerbsPort {
                 let mut q = self.txq.lock();
                 while let Some(tx) = parked.pop_back() {
                     q.push_front(tx);
+                    // Counted out only once queued: a post never sees it in neither place.
+                    self.tx_parked.fetch_sub(1, Relaxed);
                 }
             }
         }
@@ -367,6 +548,7 @@ impl VerbsPort {
             self.kick();
         }
         while let Some(tx) = parked.pop_front() {
+            self.tx_parked.fetch_sub(1, Relaxed);
             flushed(tx);
         }
     }

@@ -40,14 +40,29 @@ struct rmad_slot {
 };
 
 /*
+ * How long a cached address handle serves posts from the caller's context
+ * (rmad_shim_vport_send_now) after the transmit work last used it: on RoCE
+ * the handle carries the destination's MAC, which only the transmit work
+ * checks against the neighbour cache, so it checks again at least this
+ * often.
+ */
+#define RMAD_AH_FRESH_MS 5000
+
+/*
  * An address handle and the destination it was made for. It is made once,
  * at the first transmission to the destination, and kept until the port
- * closes; @users counts the sends on the QP that use it.
+ * closes; @users counts the sends on the QP that use it. @ready, @key and
+ * @fresh_until are what a post from the caller's context matches, under the
+ * port's lock: @ah and @attr change only while @ready is false.
  */
 struct rmad_ah_entry {
 	struct ib_ah *ah;
 	struct rdma_ah_attr attr;
+	/* @attr without the destination MAC. */
+	struct rdma_ah_attr key;
+	unsigned long fresh_until;
 	u32 users;
+	bool ready;
 	/* Not in the cache: destroyed when its last send completes. */
 	bool transient;
 };
@@ -65,13 +80,20 @@ struct rmad_vport {
 	struct ib_cq *send_cq;
 	struct ib_cq *recv_cq;
 	struct ib_qp *qp;
-	spinlock_t lock; /* protects free_send, nfree and the users counts */
+	/*
+	 * Protects free_send, nfree, and the cache entries' users counts and
+	 * readiness (see struct rmad_ah_entry).
+	 */
+	spinlock_t lock;
 	/* Indexes of the send slots that are free: a stack, O(1) both ways. */
 	u16 free_send[RMAD_SQ];
 	u32 nfree;
 	/* Send slots set up (all of them once the port is open). */
 	u32 nslots;
-	/* Only the port's transmit work and close touch the cache's entries. */
+	/*
+	 * Only the port's transmit work and close make, replace and destroy
+	 * the cache's handles; posts from the caller's context use ready ones.
+	 */
 	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
 	/* GID table changes of the port, which make the transmit work sweep the cache. */
 	struct ib_event_handler events;
@@ -114,6 +136,7 @@ void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 
 /* address.c: the address-handle cache. */
 struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr);
+struct rmad_ah_entry *rmad_ah_find_ready(struct rmad_vport *vp, const struct rdma_ah_attr *key);
 void rmad_ah_destroy_all(struct rmad_vport *vp);
 
 #endif /* RMAD_VERBS_VPORT_H */

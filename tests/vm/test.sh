@@ -118,9 +118,12 @@ vm_case rust_drop_left_agent_ended_at_unload sh -c \
 	'dmesg | grep "rmad: module rmad_rust_drop_client left 1 agents registered at its unload"'
 vm_case rust_drop_class_answered_by_ib_core_after_leaving_client rust_drop_probe
 vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/rmad/rmad_post ]'
-# debugfs rmad/ports: rxe0's port, its private QP and its drop counter.
+# debugfs rmad/ports: rxe0's port, its private QP and its drop counter; the clients above
+# had sends handed to the device from their own context (sent_now: the hrtimer client's,
+# posted from a hard interrupt, among them) and by the transmit work (the first to each
+# destination).
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
-	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0 lid 0 lmc 0 qp_resets 0 mac [0-9a-f:]{17}$" /sys/kernel/debug/rmad/ports'
+	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0 lid 0 lmc 0 qp_resets 0 sent_now [1-9][0-9]* sent_queued [1-9][0-9]* mac [0-9a-f:]{17}$" /sys/kernel/debug/rmad/ports'
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 

@@ -7,37 +7,59 @@
 //! handle apart, and the state machine decides; nothing is allocated, nothing sleeps, and no
 //! handler is called.
 
-use super::*;
+use super::{
+    Agent,
+    AgentInner,
+    Q_BACKLOG,
+    Q_FLIGHT,
+    Q_WAIT, //
+};
+use crate::{
+    engine::send::{
+        RecordState,
+        SendHandle,
+        SendRecord, //
+    },
+    mad::state::{
+        Event,
+        SendState, //
+    },
+    sys::trace, //
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 impl Agent {
     /// `ib_modify_mad` through a handle (0 cancels).
     pub(crate) fn modify(self: &Arc<Self>, h: &SendHandle, timeout_ms: i32) -> Result {
         let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
-        let mut g = self.lock();
-        Self::with_state(&mut g, &h.rec, |g, st| {
-            if st.gen != h.gen {
+        let mut inner = self.lock();
+        Self::with_state(&mut inner, &h.rec, |inner, state| {
+            if state.gen != h.gen {
                 return Err(EINVAL);
             }
-            self.modify_locked(g, &h.rec, st, t)
+            self.modify_locked(inner, &h.rec, state, t)
         })
     }
 
     /// Applies a modify (0: cancel) to the outstanding send `rec` and traces it.
     fn modify_locked(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         t: u32,
     ) -> Result {
-        self.apply(g, rec, st, Event::Modify(t))
+        self.apply(inner, rec, state, Event::Modify(t))
             .map_err(|_| EINVAL)?;
         let ev = if t == 0 {
             trace::Ev::Cancel
         } else {
             trace::Ev::Modify
         };
-        self.trace_send(ev, st, 0);
+        self.trace_send(ev, state, 0);
         Ok(())
     }
 
@@ -49,12 +71,12 @@ impl Agent {
         timeout_ms: i32,
     ) -> Result {
         let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
-        let mut g = self.lock();
-        Self::with_state(&mut g, rec, |g, st| {
-            if st.facts.state == SendState::Idle {
+        let mut inner = self.lock();
+        Self::with_state(&mut inner, rec, |inner, state| {
+            if state.facts.state == SendState::Idle {
                 return Err(EINVAL);
             }
-            self.modify_locked(g, rec, st, t)
+            self.modify_locked(inner, rec, state, t)
         })
     }
 

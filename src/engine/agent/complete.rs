@@ -4,7 +4,47 @@
 //! of cancelled sends; `timeout_sends`, Documentation/behaviour.md §2.4.5) and the delivery of send
 //! handlers.
 
-use super::*;
+use super::{
+    hold::{
+        self,
+        BATCH_USIZE, //
+    },
+    queues::{
+        first_entry,
+        first_in,
+        Settle, //
+    },
+    rmpp_send,
+    Agent,
+    AgentInner,
+    Queue,
+    BATCH,
+    Q_CANCEL,
+    Q_DONE,
+    Q_WAIT, //
+};
+use crate::{
+    engine::send::{
+        RecordState,
+        SendBody,
+        SendBuf,
+        SendCompletion,
+        SendRecord, //
+    },
+    mad::state::{
+        Event,
+        SendState,
+        WcStatus, //
+    },
+    sys::{
+        sched,
+        trace, //
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 /// A send taken out for its handler: its record, its body, and what the handler learns.
 pub(super) type Due = Option<(Arc<SendRecord>, KBox<SendBody>, SendCompletion)>;
@@ -23,35 +63,38 @@ impl Agent {
         vendor_err: u32,
     ) {
         let this = &rec.agent;
-        let mut g = this.lock();
-        Self::with_state(&mut g, rec, |g, st| {
-            if st.gen != gen {
+        let mut inner = this.lock();
+        Self::with_state(&mut inner, rec, |inner, state| {
+            if state.gen != gen {
                 return;
             }
-            this.trace_send(trace::Ev::SendCompletion, st, status.code());
+            this.trace_send(trace::Ev::SendCompletion, state, status.code());
             // A segmented send in flight asks its window what comes next (§2.8).
-            let ev = match st.facts.state {
-                SendState::SendStart => rmpp_send::after_segment(st, status, this.now_ns())
+            let ev = match state.facts.state {
+                SendState::SendStart => rmpp_send::after_segment(state, status, this.now_ns())
                     .map(|seg| Event::SegmentCompleted(status, seg)),
                 _ => None,
             }
             .unwrap_or(Event::SendCompleted(status));
-            let decided = st.status.is_some();
-            match this.apply(g, rec, st, ev) {
-                Ok(o) => {
-                    if o.complete.is_some() && !decided {
+            let decided = state.status.is_some();
+            match this.apply(inner, rec, state, ev) {
+                Ok(outcome) => {
+                    if outcome.complete.is_some() && !decided {
                         // Statuses decided at a send completion carry its vendor error; one
                         // decided before (an RMPP abort) stands.
-                        st.status = o.complete.map(|s| (s, vendor_err));
+                        state.status = outcome.complete.map(|s| (s, vendor_err));
                     }
-                    if o.transmit {
-                        this.send_segment(g, rec, st);
+                    if outcome.transmit {
+                        this.send_segment(inner, rec, state);
                     }
-                    if o.frees_fc_slot {
-                        this.dispatch_some(g);
+                    if outcome.frees_fc_slot {
+                        this.dispatch_some(inner);
                     }
                 }
-                Err(_) => pr_warn!("send completion for a send in state {:?}\n", st.facts.state),
+                Err(_) => pr_warn!(
+                    "send completion for a send in state {:?}\n",
+                    state.facts.state
+                ),
             }
         });
     }
@@ -60,62 +103,64 @@ impl Agent {
     /// body and completion for the send handler; `None` if it is not due.
     fn take_due(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
     ) -> Option<(KBox<SendBody>, SendCompletion)> {
-        Self::with_state(g, rec, |g, st| self.take_decided(g, rec, st))
+        Self::with_state(inner, rec, |inner, state| {
+            self.take_decided(inner, rec, state)
+        })
     }
 
-    /// [`Agent::take_due`] on the state `st` of `rec`, which the caller has out already.
+    /// [`Agent::take_due`] on the state `state` of `rec`, which the caller has out already.
     pub(super) fn take_decided(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
     ) -> Option<(KBox<SendBody>, SendCompletion)> {
-        Self::unqueue(g, rec, st);
-        Self::untrack(g, rec);
-        self.apply(g, rec, st, Event::Delivered).ok()?;
-        let (status, vendor_err) = st.status.take()?;
+        Self::unqueue(inner, rec, state);
+        Self::untrack(inner, rec);
+        self.apply(inner, rec, state, Event::Delivered).ok()?;
+        let (status, vendor_err) = state.status.take()?;
         let wc = SendCompletion {
             status,
             vendor_err,
-            post: st.gen,
+            post: state.gen,
         };
-        let body = st.body.take()?;
+        let body = state.body.take()?;
         // The handler is called right after this hold; an internal RMPP message has none.
         if !body.internal {
-            self.trace_send(trace::Ev::SendHandler, st, status.code());
-            g.stats.completed = g.stats.completed.saturating_add(1);
+            self.trace_send(trace::Ev::SendHandler, state, status.code());
+            inner.stats.completed = inner.stats.completed.saturating_add(1);
         }
         Some((body, wc))
     }
 
-    /// Whether `apply` just left the send whose state is `st` to its caller for delivery
-    /// (`AgentInner::direct`): its status is decided, it is in no queue, and no receive
+    /// Whether `apply_to` just left the send whose state is `state` to its caller for delivery
+    /// ([`Settle::Caller`]): its status is decided, it is in no queue, and no receive
     /// handler of its response runs (the receive path delivers it then).
-    pub(super) fn left_to_caller(st: &RecordState) -> bool {
-        st.facts.state == SendState::Done && st.queue.is_none() && !st.in_recv
+    pub(super) fn left_to_caller(state: &RecordState) -> bool {
+        state.facts.state == SendState::Done && state.queue.is_none() && !state.in_recv
     }
 
     /// Takes the send `rec` that `apply` left to its caller into `due` at `*taken`, the next
     /// free place, for delivery after the hold.
     pub(super) fn take_into(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         due: &mut [Due],
         taken: &mut u32,
     ) {
         let Some(slot) = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i)) else {
             // Not reachable: a hold decides at most a batch. It waits for the agent's work.
-            let k = (0, Self::next_seq(g));
-            Self::enqueue(g, rec, st, Q_DONE, k);
-            self.arm_now(g);
+            let k = (0, Self::next_seq(inner));
+            Self::enqueue(inner, rec, state, Q_DONE, k);
+            self.arm_now(inner);
             return;
         };
-        if let Some((body, wc)) = self.take_decided(g, rec, st) {
+        if let Some((body, wc)) = self.take_decided(inner, rec, state) {
             *slot = Some((rec.clone(), body, wc));
             *taken = taken.saturating_add(1);
         }
@@ -133,7 +178,7 @@ impl Agent {
                     self.call_send_handler(rec, body, wc);
                 }
             },
-            |g, ()| self.handlers_returned(g, n),
+            |inner, ()| self.handlers_returned(inner, n),
         );
     }
 
@@ -156,10 +201,10 @@ impl Agent {
         }
     }
 
-    /// Counts `n` send handlers as returned, under the lock `g`.
-    pub(super) fn handlers_returned(&self, g: &mut AgentInner, n: u32) {
-        g.outstanding = g.outstanding.saturating_sub(n);
-        self.wake(g);
+    /// Counts `n` send handlers as returned, under the lock `inner`.
+    pub(super) fn handlers_returned(&self, inner: &mut AgentInner, n: u32) {
+        inner.outstanding = inner.outstanding.saturating_sub(n);
+        self.wake(inner);
     }
 
     /// The receive handler of a response matched to post `gen` of `rec` returned: if the
@@ -169,16 +214,16 @@ impl Agent {
     /// completion delivers it as usual.
     pub(super) fn deliver_after_response(self: &Arc<Self>, rec: &Arc<SendRecord>, gen: u64) -> u32 {
         let taken = {
-            let mut g = self.lock();
-            Self::with_state(&mut g, rec, |g, st| {
-                if st.gen != gen {
+            let mut inner = self.lock();
+            Self::with_state(&mut inner, rec, |inner, state| {
+                if state.gen != gen {
                     return None;
                 }
-                st.in_recv = false;
-                if !Self::left_to_caller(st) {
+                state.in_recv = false;
+                if !Self::left_to_caller(state) {
                     return None;
                 }
-                self.take_decided(g, rec, st)
+                self.take_decided(inner, rec, state)
             })
         };
         let Some((body, wc)) = taken else {
@@ -195,12 +240,12 @@ impl Agent {
             let mut due = no_due();
             let mut n = 0u32;
             {
-                let mut g = self.lock();
+                let mut inner = self.lock();
                 for slot in due.iter_mut() {
-                    let Some(rec) = first_in(&g, Q_DONE) else {
+                    let Some(rec) = first_in(&inner, Q_DONE) else {
                         break;
                     };
-                    match self.take_due(&mut g, &rec) {
+                    match self.take_due(&mut inner, &rec) {
                         Some((body, wc)) => {
                             *slot = Some((rec, body, wc));
                             n = n.saturating_add(1);
@@ -245,9 +290,9 @@ impl Agent {
             sched::cond_resched();
         }
         {
-            let mut g = self.lock();
-            if !g.dead {
-                self.arm_head(&mut g);
+            let mut inner = self.lock();
+            if !inner.dead {
+                self.arm_head(&mut inner);
             }
         }
         self.deliver_due();
@@ -260,12 +305,11 @@ impl Agent {
     fn work_batch(self: &Arc<Self>, now: i64, q: Queue) -> bool {
         let mut due = no_due();
         let mut taken = 0u32;
-        let mut g = self.lock();
-        g.direct = true;
+        let mut inner = self.lock();
         let mut n = 0u32;
         let mut more = false;
-        while !g.dead {
-            let Some((k, rec)) = first_entry(&g, q) else {
+        while !inner.dead {
+            let Some((k, rec)) = first_entry(&inner, q) else {
                 break;
             };
             if q == Q_WAIT && k.0 > now {
@@ -275,57 +319,62 @@ impl Agent {
                 more = true;
                 break;
             }
-            Self::with_state(&mut g, &rec, |g, st| {
+            Self::with_state(&mut inner, &rec, |inner, state| {
                 // A segmented send that waits asks its window (go-back-N, §2.8 "Retry").
-                let waiting = st.facts.state == SendState::WaitResp;
-                let ev = match st.seg_mut() {
+                let waiting = state.facts.state == SendState::WaitResp;
+                let ev = match state.seg_mut() {
                     Some(s) if waiting => {
                         Event::SegmentExpired(rmpp_send::on_expiry(&mut s.window, &mut s.clock))
                     }
                     _ => Event::Expired {
-                        backlog_empty: q == Q_CANCEL || g.backlog == 0,
+                        backlog_empty: q == Q_CANCEL || inner.backlog == 0,
                     },
                 };
-                if let Ok(o) = self.apply(g, &rec, st, ev) {
-                    if o.retry {
-                        self.trace_send(trace::Ev::Retry, st, 0);
+                if let Ok(outcome) = self.apply_to(inner, &rec, state, ev, Settle::Caller) {
+                    if outcome.retry {
+                        self.trace_send(trace::Ev::Retry, state, 0);
                     }
-                    if o.complete == Some(WcStatus::RespTimeoutErr) {
-                        self.trace_send(trace::Ev::Timeout, st, WcStatus::RespTimeoutErr.code());
+                    if outcome.complete == Some(WcStatus::RespTimeoutErr) {
+                        self.trace_send(trace::Ev::Timeout, state, WcStatus::RespTimeoutErr.code());
                     }
-                    if o.transmit {
-                        match self.transmit(g, &rec, st, false) {
-                            Ok(()) => self.trace_sent(st),
+                    if outcome.transmit {
+                        match self.transmit(inner, &rec, state, false) {
+                            Ok(handed) => self.trace_sent(state, handed),
                             Err(e) => {
                                 if e == ENODEV {
                                     // The device went away between two batches of its
                                     // removal's cancels: flushed like the rest of them.
-                                    st.status = Some((WcStatus::WrFlushErr, 0));
+                                    state.status = Some((WcStatus::WrFlushErr, 0));
                                 }
-                                let _ = self.apply(g, &rec, st, Event::RetransmitFailed);
+                                let _ = self.apply_to(
+                                    inner,
+                                    &rec,
+                                    state,
+                                    Event::RetransmitFailed,
+                                    Settle::Caller,
+                                );
                             }
                         }
                     }
                 }
-                if Self::left_to_caller(st) {
-                    self.take_into(g, &rec, st, &mut due, &mut taken);
+                if Self::left_to_caller(state) {
+                    self.take_into(inner, &rec, state, &mut due, &mut taken);
                 }
             });
             n = n.saturating_add(1);
         }
-        g.direct = false;
         hold::note_batch(n);
-        drop(g);
+        drop(inner);
         self.deliver_batch(&mut due, taken);
         more
     }
 
     /// Moves a batch of the backlog after a flow-control slot was freed; if more could move,
     /// the agent's work moves the rest.
-    pub(super) fn dispatch_some(self: &Arc<Self>, g: &mut AgentInner) {
-        if self.dispatch_backlog(g, BATCH) {
+    pub(super) fn dispatch_some(self: &Arc<Self>, inner: &mut AgentInner) {
+        if self.dispatch_backlog(inner, BATCH) {
             let now = self.now_ns();
-            self.arm(g, now);
+            self.arm(inner, now);
         }
     }
 }

@@ -3,7 +3,29 @@
 //! Creating send buffers: `ib_create_send_mad`'s size rules and validation
 //! (Documentation/behaviour.md §1.5).
 
-use super::*;
+use super::Agent;
+use crate::{
+    engine::send::{
+        BufToken,
+        MadBytes,
+        Segments,
+        SendBody,
+        SendBuf,
+        SendRecord, //
+    },
+    mad::wire, //
+};
+use kernel::{
+    alloc::Flags,
+    prelude::*,
+    sync::{
+        atomic::{
+            Full,
+            Relaxed, //
+        },
+        Arc, //
+    },
+};
 
 /// `IB_MGMT_MAD_HDR` and `IB_MGMT_MAD_DATA` in the type `ib_create_send_mad` takes them in.
 const MAD_HDR: i32 = 24;
@@ -55,36 +77,27 @@ impl SendSpec {
     }
 }
 
-impl Agent {
-    /// A send buffer for one MAD to QP `remote_qpn` ([`SendSpec::mad`]), allocated with
-    /// `gfp`.
-    #[cfg_attr(
-        not(rmad_test),
-        allow(
-            dead_code,
-            reason = "the Rust API's common case; the C API passes every argument"
-        )
-    )]
-    pub(crate) fn create_mad(self: &Arc<Self>, remote_qpn: u32, gfp: Flags) -> Result<SendBuf> {
-        self.create_send(SendSpec::mad(remote_qpn), gfp)
-    }
+/// The sizes of a send buffer, as [`Agent::layout`] checked them.
+struct Layout {
+    /// Length of the headers.
+    hdr: usize,
+    /// Length of the data after them.
+    data: usize,
+    /// Data bytes per segment: a MAD less its headers.
+    seg_size: usize,
+    /// Segments of an RMPP transfer (0 for one MAD).
+    seg_count: usize,
+}
 
-    /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
-    /// validation of Documentation/behaviour.md §1.5; every case the C layer leaves undefined is
-    /// `EINVAL`. Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
-    pub(crate) fn create_send(self: &Arc<Self>, spec: SendSpec, gfp: Flags) -> Result<SendBuf> {
-        let SendSpec {
-            remote_qpn,
-            pkey_index,
-            rmpp_active,
-            hdr_len,
-            data_len,
-            // Only OPA ports use 2048-byte MADs; rmad's ports are InfiniBand ports.
-            base_version: _,
-        } = spec;
+impl Agent {
+    /// The sizes `spec` asks for, checked as `ib_create_send_mad` checks them (`EINVAL`): the
+    /// headers' length against the MAD and RMPP headers, and a message of more than one MAD
+    /// only for an RMPP transfer of a kernel-RMPP agent.
+    fn layout(&self, spec: &SendSpec) -> Result<Layout> {
         let mad_size = wire::IB_MGMT_MAD_SIZE;
-        let hdr = usize::try_from(hdr_len).map_err(|_| EINVAL)?;
-        let data = usize::try_from(data_len).map_err(|_| EINVAL)?;
+        let rmpp_active = spec.rmpp_active;
+        let hdr = usize::try_from(spec.hdr_len).map_err(|_| EINVAL)?;
+        let data = usize::try_from(spec.data_len).map_err(|_| EINVAL)?;
         if hdr > mad_size
             || (rmpp_active && hdr < wire::IB_MGMT_RMPP_HDR)
             || (!rmpp_active && hdr < wire::IB_MGMT_MAD_HDR)
@@ -112,15 +125,56 @@ impl Agent {
         } else if rmpp_active || message_size > mad_size {
             return Err(EINVAL);
         }
+        let seg_count = if rmpp_active {
+            (message_size - hdr).div_ceil(seg_size.max(1))
+        } else {
+            0
+        };
+        Ok(Layout {
+            hdr,
+            data,
+            seg_size,
+            seg_count,
+        })
+    }
+
+    /// A send buffer for one MAD to QP `remote_qpn` ([`SendSpec::mad`]), allocated with
+    /// `gfp`.
+    #[cfg_attr(
+        not(rmad_test),
+        allow(
+            dead_code,
+            reason = "the Rust API's common case; the C API passes every argument"
+        )
+    )]
+    pub(crate) fn create_mad(self: &Arc<Self>, remote_qpn: u32, gfp: Flags) -> Result<SendBuf> {
+        self.create_send(SendSpec::mad(remote_qpn), gfp)
+    }
+
+    /// `ib_create_send_mad`: allocates a zeroed send buffer with the size rules and all the
+    /// validation of Documentation/behaviour.md §1.5; every case the C layer leaves undefined is
+    /// `EINVAL`. Allocates with `gfp` only, so `GFP_ATOMIC` makes it usable in atomic context.
+    pub(crate) fn create_send(self: &Arc<Self>, spec: SendSpec, gfp: Flags) -> Result<SendBuf> {
+        let SendSpec {
+            remote_qpn,
+            pkey_index,
+            rmpp_active,
+            ..
+        } = spec;
+        let Layout {
+            hdr,
+            data,
+            seg_size,
+            seg_count,
+        } = self.layout(&spec)?;
+        let mad_size = wire::IB_MGMT_MAD_SIZE;
         // A caller may ask for any length up to 2 GiB: what the allocator cannot give is a
         // quiet ENOMEM, not a page-allocator warning.
         let gfp = gfp | __GFP_NOWARN;
-        let (seg_count, segments) = if rmpp_active {
-            let count = (message_size - hdr).div_ceil(seg_size.max(1));
-            let bytes = count.checked_mul(seg_size).ok_or(EINVAL)?;
-            (count, Segments::zeroed(bytes, gfp)?)
+        let segments = if rmpp_active {
+            Segments::zeroed(seg_count.checked_mul(seg_size).ok_or(EINVAL)?, gfp)?
         } else {
-            (0, Segments::none())
+            Segments::none()
         };
         let mut mad = MadBytes::zeroed(mad_size, gfp)?;
         if rmpp_active {
@@ -134,16 +188,16 @@ impl Agent {
             }
         }
         let rec = Arc::pin_init(SendRecord::new(self), gfp)?;
-        // Count the buffer last, once nothing can fail.
-        let token = {
-            let g = self.lock();
-            if g.dead {
-                return Err(ESHUTDOWN);
-            }
-            // Under the lock: unregistration, which sets `dead` under it, then sees the count.
-            self.buffers.add(1, Relaxed);
-            BufToken(self.clone())
-        };
+        // Count the buffer last, once nothing can fail, without the lock. Full: unregistration
+        // sets `dying` and then reads the count (both Full as well), so either it sees this
+        // buffer counted, or this sees `dying` and gives the count back (waking it if it
+        // sleeps, as a dropped buffer does).
+        self.buffers.fetch_add(1, Full);
+        let token = BufToken(self.clone());
+        if self.dying.load(Relaxed) {
+            drop(token);
+            return Err(ESHUTDOWN);
+        }
         let body = KBox::new(
             SendBody {
                 mad,

@@ -14,10 +14,17 @@
 //! its agent's [`Frames`] for exactly the duration of the call ([`Agent::in_handler`]). Linking
 //! and unlinking need no allocation, so they cannot fail.
 
-use super::*;
+use super::{
+    Agent,
+    AgentInner, //
+};
 use core::{
     cell::UnsafeCell,
     marker::PhantomPinned, //
+};
+use kernel::{
+    prelude::*,
+    task::Task, //
 };
 
 /// A handler call in progress: one entry of an agent's [`Frames`].
@@ -131,9 +138,9 @@ impl Agent {
         // SAFETY: `frame` is pinned on this stack frame and unlinked below before it goes.
         unsafe { self.lock().frames.link(frame) };
         let r = f();
-        let mut g = self.lock();
-        g.frames.unlink(frame);
-        after(&mut g, &r);
+        let mut inner = self.lock();
+        inner.frames.unlink(frame);
+        after(&mut inner, &r);
         r
     }
 }

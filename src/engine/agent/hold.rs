@@ -10,13 +10,25 @@
 //! is not free (under emulation least of all), so it is off unless a driver turns it on:
 //! `make bench` times the code users run, not the measurement.
 
-use super::*;
-#[cfg(rmad_test)]
-use kernel::sync::atomic::{
-    Atomic,
-    Relaxed, //
+use super::{
+    Agent,
+    AgentInner, //
 };
-use kernel::sync::lock::spinlock::SpinLockIrqGuard;
+use kernel::sync::{
+    lock::spinlock::SpinLockIrqGuard,
+    CondVar, //
+};
+#[cfg(rmad_test)]
+use kernel::{
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
 
 /// The most sends that one hold of an agent's lock processes in work that touches many sends
 /// (timeouts, cancellations, handler delivery, cancel-all, unregistration), like the C layer's
@@ -30,7 +42,7 @@ const _: () = assert!(BATCH as usize == BATCH_USIZE);
 
 /// A hold of an agent's lock (interrupts off).
 pub(crate) struct Held<'a> {
-    g: SpinLockIrqGuard<'a, AgentInner>,
+    guard: SpinLockIrqGuard<'a, AgentInner>,
     /// When the hold began, if holds are timed.
     #[cfg(rmad_test)]
     since: Option<Instant<Monotonic>>,
@@ -39,9 +51,9 @@ pub(crate) struct Held<'a> {
 impl Agent {
     /// Takes the agent's lock.
     pub(crate) fn lock(&self) -> Held<'_> {
-        let g = self.inner.lock();
+        let guard = self.inner.lock();
         Held {
-            g,
+            guard,
             #[cfg(rmad_test)]
             since: timing_start(),
         }
@@ -52,7 +64,7 @@ impl Held<'_> {
     /// Waits on `cv`, releasing the lock meanwhile (the wait is not part of the hold).
     pub(super) fn wait(&mut self, cv: &CondVar) {
         self.record();
-        cv.wait(&mut self.g);
+        cv.wait(&mut self.guard);
         #[cfg(rmad_test)]
         {
             self.since = timing_start();
@@ -88,13 +100,13 @@ impl core::ops::Deref for Held<'_> {
     type Target = AgentInner;
 
     fn deref(&self) -> &AgentInner {
-        &self.g
+        &self.guard
     }
 }
 
 impl core::ops::DerefMut for Held<'_> {
     fn deref_mut(&mut self) -> &mut AgentInner {
-        &mut self.g
+        &mut self.guard
     }
 }
 

@@ -3,27 +3,61 @@
 //! Received MADs: response matching (`ib_find_send_mad`, Documentation/behaviour.md §4) and the
 //! receive handler, followed by the send handler for a matched response.
 
-use super::*;
+use super::{
+    Agent,
+    AgentInner,
+    Queue,
+    RecvHandler, //
+};
+use crate::{
+    engine::{
+        send::{
+            QKey,
+            RecordState,
+            SendHandle,
+            SendRecord, //
+        },
+        transport::RecvMad, //
+    },
+    mad::{
+        state::{
+            CancelWait,
+            Event,
+            Recv,
+            SendState, //
+        },
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType, //
+    },
+    sys::trace, //
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 impl Agent {
     /// Whether a received response passes the address check against a send
     /// (`rcv_has_same_gid`, Documentation/behaviour.md §4).
-    pub(super) fn same_address(&self, st: &RecordState, hdr: &MadHdr, recv: &RecvMad) -> bool {
+    pub(super) fn same_address(&self, state: &RecordState, hdr: &MadHdr, recv: &RecvMad) -> bool {
         if hdr.mgmt_class == wire::IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE {
             return true;
         }
-        let Some(ah) = st.ah() else {
+        let Some(ah) = state.ah() else {
             return false;
         };
         let wc = &recv.wc;
-        if st.is_response == hdr.is_response() || ah.grh.is_some() != wc.grh.is_some() {
+        if state.is_response == hdr.is_response() || ah.grh.is_some() != wc.grh.is_some() {
             return false;
         }
-        if !st.is_response {
+        if !state.is_response {
             // Sent a request, received a response: it must have come back to our own LID.
             match (ah.grh, wc.grh) {
-                (Some(g), Some((_, dgid))) => {
-                    self.transport.gid(self.port, g.sgid_index) == Some(dgid)
+                (Some(inner), Some((_, dgid))) => {
+                    self.transport.gid(self.port, inner.sgid_index) == Some(dgid)
                 }
                 _ => {
                     // The LMC now: the subnet manager may change it (C reads the cache too).
@@ -38,7 +72,7 @@ impl Agent {
         } else {
             // Sent a response, received a request: it must come from where we sent.
             match (ah.grh, wc.grh) {
-                (Some(g), Some((sgid, _))) => g.dgid == sgid,
+                (Some(inner), Some((sgid, _))) => inner.dgid == sgid,
                 _ => ah.dlid == wc.slid,
             }
         }
@@ -51,34 +85,34 @@ impl Agent {
     /// the number of sends sharing the TID and class.
     pub(super) fn find_send(
         &self,
-        g: &AgentInner,
+        inner: &AgentInner,
         hdr: &MadHdr,
         recv: &RecvMad,
     ) -> Option<Arc<SendRecord>> {
         let mut best: Option<((Queue, QKey), Arc<SendRecord>)> = None;
         let key = (hdr.tid, hdr.mgmt_class);
-        let mut next = g.tids.lower_bound(&key);
+        let mut next = inner.tids.lower_bound(&key);
         while let Some((k, rec)) = next {
             if k != key {
                 break;
             }
-            let st = rec.state.access(g);
-            let listed = match st.facts.state {
+            let state = rec.state.access(inner);
+            let listed = match state.facts.state {
                 // A segmented send in flight takes its ACKs (C's ACK timeout is set then).
-                SendState::SendStart => st.facts.timeout_ms != 0 || st.seg().is_some(),
+                SendState::SendStart => state.facts.timeout_ms != 0 || state.seg().is_some(),
                 SendState::WaitResp | SendState::Queued => true,
                 SendState::Canceled(CancelWait::TimeoutWork) => true,
                 _ => false,
             };
-            if let Some(at) = Self::position(g, &rec, st) {
+            if let Some(at) = Self::position(inner, &rec, state) {
                 if listed
                     && best.as_ref().is_none_or(|(b, _)| at < *b)
-                    && self.same_address(st, hdr, recv)
+                    && self.same_address(state, hdr, recv)
                 {
                     best = Some((at, rec.into()));
                 }
             }
-            next = g.tids.next(&rec);
+            next = inner.tids.next(&rec);
         }
         best.map(|(_, r)| r)
     }
@@ -90,86 +124,85 @@ impl Agent {
             return;
         }
         let Some(rh) = self.recv_handler.clone() else {
-            // Dropped, as in C (which logs it); a response is counted and traced with the
-            // other responses nobody takes.
-            if hdr.is_response() {
-                let mut g = self.lock();
-                if !g.dead {
-                    g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
-                    drop(g);
-                    self.trace_dropped(hdr);
-                }
-            }
+            self.drop_unhandled(hdr);
             return;
         };
         // Kernel RMPP first (Documentation/behaviour.md §2.10.1): a segment is taken, answered or
         // dropped there, and the last one comes back as the whole message.
         let (recv, whole) = if self.kernel_rmpp() {
-            {
-                let mut g = self.lock();
-                if g.dead {
-                    return;
-                }
-                g.in_recv = g.in_recv.saturating_add(1);
-            }
-            let r = self.rmpp_receive(hdr, recv);
-            self.recv_done();
-            match r {
-                Some(m) => {
-                    let h = MadHdr::parse(&m.mad).ok();
-                    (m, h)
-                }
-                None => return,
-            }
+            let Some(m) = self.reassemble(hdr, recv) else {
+                return;
+            };
+            let h = MadHdr::parse(&m.mad).ok();
+            (m, h)
         } else {
             (recv, None)
         };
         let hdr = whole.as_ref().unwrap_or(hdr);
+        if hdr.is_response() {
+            self.receive_response(&rh, hdr, recv);
+        } else if self.enter_recv() {
+            self.in_handler_then(
+                || rh.recv(self, None, recv),
+                |inner, ()| self.recv_returned(inner),
+            );
+        }
+    }
+
+    /// A MAD for an agent without a receive handler: dropped, as in C (which logs it); a
+    /// response is counted and traced with the other responses nobody takes.
+    fn drop_unhandled(&self, hdr: &MadHdr) {
         if !hdr.is_response() {
-            {
-                let mut g = self.lock();
-                if g.dead {
-                    return;
-                }
-                g.in_recv = g.in_recv.saturating_add(1);
-            }
-            self.in_handler_then(|| rh.recv(self, None, recv), |g, ()| self.recv_returned(g));
             return;
         }
+        let mut inner = self.lock();
+        if !inner.dead {
+            inner.stats.dropped_responses = inner.stats.dropped_responses.saturating_add(1);
+            drop(inner);
+            self.trace_dropped(hdr);
+        }
+    }
 
+    /// Counts a receive handler (or the kernel RMPP receive) as running; `false` if the agent
+    /// is dead, and nothing runs.
+    fn enter_recv(&self) -> bool {
+        let mut inner = self.lock();
+        if inner.dead {
+            return false;
+        }
+        inner.in_recv = inner.in_recv.saturating_add(1);
+        true
+    }
+
+    /// Kernel RMPP's receive of `recv` (counted as a running receive): the whole message once
+    /// its last segment came, `None` while it is not whole or was taken by RMPP.
+    fn reassemble(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad) -> Option<RecvMad> {
+        if !self.enter_recv() {
+            return None;
+        }
+        let whole = self.rmpp_receive(hdr, recv);
+        self.recv_done();
+        whole
+    }
+
+    /// A response: matched to its send and handed to the receive handler, then the send
+    /// handler; or, matching none, handled by [`Agent::unmatched`].
+    fn receive_response(self: &Arc<Self>, rh: &Arc<dyn RecvHandler>, hdr: &MadHdr, recv: RecvMad) {
         let handle = {
-            let mut g = self.lock();
-            if g.dead {
+            let mut inner = self.lock();
+            if inner.dead {
                 return;
             }
-            let Some(rec) = self.find_send(&g, hdr, &recv) else {
-                return self.unmatched(g, &rh, hdr, recv);
+            let Some(rec) = self.find_send(&inner, hdr, &recv) else {
+                return self.unmatched(inner, rh, hdr, recv);
             };
-            let r = Self::with_state(&mut g, &rec, |g, st| {
-                let was = st.facts.state;
-                let o = self.apply(g, &rec, st, Event::Response).ok()?;
-                if o.frees_fc_slot {
-                    // The backlog moves before this send's handler runs (Documentation/behaviour.md
-                    // §3.3).
-                    self.dispatch_some(g);
-                }
-                if o.recv != Recv::Deliver {
-                    return None;
-                }
-                if was == SendState::SendStart {
-                    g.stats.early_responses = g.stats.early_responses.saturating_add(1);
-                }
-                self.trace_send(trace::Ev::ResponseMatched, st, u32::from(hdr.status));
-                g.stats.responses = g.stats.responses.saturating_add(1);
-                // Until the receive handler returns, a status decided for the send waits for
-                // it (an early response's send completion may come meanwhile).
-                st.in_recv = true;
-                Some(st.gen)
+            let matched = Self::with_state(&mut inner, &rec, |inner, state| {
+                self.match_response(inner, &rec, state, hdr)
             });
-            let Some(gen) = r else {
-                return self.unmatched(g, &rh, hdr, recv);
+            let Some(gen) = matched else {
+                return self.unmatched(inner, rh, hdr, recv);
             };
-            g.in_recv = g.in_recv.saturating_add(1);
+            inner.in_recv = inner.in_recv.saturating_add(1);
             SendHandle { rec, gen }
         };
         // One handler frame for both calls: the receive handler, then, once its send's status
@@ -181,21 +214,52 @@ impl Agent {
                 rh.recv(self, Some(&handle), recv);
                 self.deliver_after_response(&handle.rec, handle.gen)
             },
-            |g, delivered| {
-                self.handlers_returned(g, *delivered);
-                self.recv_returned(g);
+            |inner, delivered| {
+                self.handlers_returned(inner, *delivered);
+                self.recv_returned(inner);
             },
         );
     }
 
-    /// A response that matched no send, with the agent's lock `g` held: dropped and counted,
+    /// Under the agent's lock: the response with header `hdr` matched the send `rec`, whose
+    /// state is `state`. Returns the post it answers, if the state machine delivers it (the
+    /// send then waits for its receive handler to return).
+    fn match_response(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        state: &mut RecordState,
+        hdr: &MadHdr,
+    ) -> Option<u64> {
+        let was = state.facts.state;
+        let outcome = self.apply(inner, rec, state, Event::Response).ok()?;
+        if outcome.frees_fc_slot {
+            // The backlog moves before this send's handler runs (Documentation/behaviour.md
+            // §3.3).
+            self.dispatch_some(inner);
+        }
+        if outcome.recv != Recv::Deliver {
+            return None;
+        }
+        if was == SendState::SendStart {
+            inner.stats.early_responses = inner.stats.early_responses.saturating_add(1);
+        }
+        self.trace_send(trace::Ev::ResponseMatched, state, u32::from(hdr.status));
+        inner.stats.responses = inner.stats.responses.saturating_add(1);
+        // Until the receive handler returns, a status decided for the send waits for it (an
+        // early response's send completion may come meanwhile).
+        state.in_recv = true;
+        Some(state.gen)
+    }
+
+    /// A response that matched no send, with the agent's lock `inner` held: dropped and counted,
     /// or, on a user-RMPP agent (`IB_MAD_USER_RMPP`) for an active RMPP response of an RMPP
     /// class such as segments 2..N of an answer whose first segment completed the request,
     /// handed to the receive handler with no send (Documentation/behaviour.md §2.10.7). Plain
     /// agents (`rmpp_version` 0) drop those too, unlike C (§8.14).
     fn unmatched(
         self: &Arc<Self>,
-        mut g: super::hold::Held<'_>,
+        mut inner: super::hold::Held<'_>,
         rh: &Arc<dyn RecvHandler>,
         hdr: &MadHdr,
         recv: RecvMad,
@@ -205,13 +269,13 @@ impl Agent {
             .and_then(wire::ib_get_rmpp_flags)
             .is_ok_and(|f| f & wire::IB_MGMT_RMPP_FLAG_ACTIVE != 0);
         if !(user_rmpp && active && wire::ib_is_mad_class_rmpp(hdr.mgmt_class)) {
-            g.stats.dropped_responses = g.stats.dropped_responses.saturating_add(1);
+            inner.stats.dropped_responses = inner.stats.dropped_responses.saturating_add(1);
             self.trace_dropped(hdr);
             return;
         }
-        g.stats.user_rmpp_unmatched = g.stats.user_rmpp_unmatched.saturating_add(1);
-        g.in_recv = g.in_recv.saturating_add(1);
-        drop(g);
+        inner.stats.user_rmpp_unmatched = inner.stats.user_rmpp_unmatched.saturating_add(1);
+        inner.in_recv = inner.in_recv.saturating_add(1);
+        drop(inner);
         self.in_handler(|| rh.recv(self, None, recv));
         self.recv_done();
     }
@@ -237,9 +301,9 @@ impl Agent {
         self.recv_returned(&mut self.lock());
     }
 
-    /// A receive handler returned, counted under the lock `g`.
-    pub(super) fn recv_returned(&self, g: &mut AgentInner) {
-        g.in_recv = g.in_recv.saturating_sub(1);
-        self.wake(g);
+    /// A receive handler returned, counted under the lock `inner`.
+    pub(super) fn recv_returned(&self, inner: &mut AgentInner) {
+        inner.in_recv = inner.in_recv.saturating_sub(1);
+        self.wake(inner);
     }
 }

@@ -3,23 +3,74 @@
 //! Posting: `ib_post_send_mad` for one buffer and for a chain, transmission, and the
 //! flow-control backlog (Documentation/behaviour.md §1.6, §3.3).
 
-use super::*;
+use super::{
+    queues::first_in,
+    rmpp_send,
+    Agent,
+    AgentInner,
+    Chain,
+    ChainError,
+    PostError,
+    Q_BACKLOG, //
+};
+use crate::{
+    engine::{
+        send::{
+            RecordState,
+            SegSend,
+            SendBody,
+            SendBuf,
+            SendHandle,
+            SendRecord,
+            SendTrace, //
+        },
+        transport::{
+            Handed,
+            SendWr, //
+        },
+    },
+    mad::{
+        rmpp::send::Window,
+        state::{
+            self,
+            Admission,
+            Event,
+            SendFacts,
+            SendState,
+            WcStatus, //
+        },
+        wire::{
+            self,
+            MadHdr, //
+        },
+        QpType, //
+    },
+    sys::trace, //
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
+};
 
 impl Agent {
     /// Hands the send to the transport, with the agent's lock held (`_g`); `checked` if the
     /// transport's [`Transport::check_send`] passed for it just before the lock was taken.
     /// A segmented send's segment is built into its MAD first ([`rmpp_send::load_segment`]).
+    /// Returns what the transport did with it, for [`Agent::trace_sent`].
     pub(super) fn transmit(
         &self,
         _g: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         checked: bool,
-    ) -> Result {
-        if st.seg().is_some() {
-            rmpp_send::load_segment(st)?;
+    ) -> Result<Handed> {
+        if state.seg().is_some() {
+            rmpp_send::load_segment(state)?;
         }
-        let body = st.body.as_ref().ok_or(EINVAL)?;
+        let body = state.body.as_ref().ok_or(EINVAL)?;
         let ah = body.ah.ok_or(EINVAL)?;
         self.transport.post_send(
             self.port,
@@ -30,21 +81,18 @@ impl Agent {
                 src_qpn: if self.qp_type == QpType::Smi { 0 } else { 1 },
                 pkey_index: body.pkey_index,
                 rec,
-                gen: st.gen,
+                gen: state.gen,
                 checked,
             },
-        )?;
-        if !self.transport.queues_transmissions() {
-            self.transmitted.add(1, Relaxed);
-        }
-        Ok(())
+        )
     }
 
-    /// After a successful [`Agent::transmit`]: traces the hand-over if the transport did it
-    /// at once (otherwise [`Agent::handed_over`] does, later).
-    pub(super) fn trace_sent(&self, st: &RecordState) {
-        if !self.transport.queues_transmissions() {
-            self.trace_send(trace::Ev::SendToDevice, st, 0);
+    /// After a successful [`Agent::transmit`]: counts and traces the hand-over if the transport
+    /// did it at once (otherwise [`Agent::handed_over`] does, when the device gets it).
+    pub(super) fn trace_sent(&self, state: &RecordState, handed: Handed) {
+        if handed == Handed::Device {
+            self.transmitted.add(1, Relaxed);
+            self.trace_send(trace::Ev::SendToDevice, state, 0);
         }
     }
 
@@ -57,9 +105,9 @@ impl Agent {
         self.trace_fields(trace::Ev::SendToDevice, fields, 0);
     }
 
-    /// Fires trace event `ev` for the send whose state is `st`, with `status`.
-    pub(super) fn trace_send(&self, ev: trace::Ev, st: &RecordState, status: u32) {
-        self.trace_fields(ev, &st.trace_fields(), status);
+    /// Fires trace event `ev` for the send whose state is `state`, with `status`.
+    pub(super) fn trace_send(&self, ev: trace::Ev, state: &RecordState, status: u32) {
+        self.trace_fields(ev, &state.trace_fields(), status);
     }
 
     /// Fires trace event `ev` for a send whose traced fields are `f`, with `status`.
@@ -87,20 +135,26 @@ impl Agent {
     /// (`process_backlog_mads`, Documentation/behaviour.md §3.3).
     /// At most `max` sends move; returns whether more could (the caller takes the lock again
     /// for the next batch). A dead agent dispatches nothing: unregistration flushes its backlog.
-    pub(super) fn dispatch_backlog(self: &Arc<Self>, g: &mut AgentInner, max: u32) -> bool {
+    pub(super) fn dispatch_backlog(self: &Arc<Self>, inner: &mut AgentInner, max: u32) -> bool {
         for _ in 0..max {
-            if g.dead || g.backlog == 0 || g.fc_send.saturating_add(g.fc_wait) >= self.sol_fc_max {
+            if inner.dead
+                || inner.backlog == 0
+                || inner.fc_send.saturating_add(inner.fc_wait) >= self.sol_fc_max
+            {
                 return false;
             }
-            let Some(rec) = first_in(g, Q_BACKLOG) else {
+            let Some(rec) = first_in(inner, Q_BACKLOG) else {
                 return false;
             };
-            Self::with_state(g, &rec, |g, st| {
-                if self.apply(g, &rec, st, Event::BacklogDispatch).is_ok() {
-                    match self.transmit(g, &rec, st, false) {
-                        Ok(()) => self.trace_sent(st),
+            Self::with_state(inner, &rec, |inner, state| {
+                if self
+                    .apply(inner, &rec, state, Event::BacklogDispatch)
+                    .is_ok()
+                {
+                    match self.transmit(inner, &rec, state, false) {
+                        Ok(handed) => self.trace_sent(state, handed),
                         Err(e) => {
-                            let _ = self.apply(g, &rec, st, Event::BacklogDispatchFailed);
+                            let _ = self.apply(inner, &rec, state, Event::BacklogDispatchFailed);
                             // A device that went away (between two batches of its removal's
                             // cancels) flushes the send, like the rest of them.
                             let status = if e == ENODEV {
@@ -108,7 +162,7 @@ impl Agent {
                             } else {
                                 WcStatus::LocQpOpErr
                             };
-                            st.status = Some((status, 0));
+                            state.status = Some((status, 0));
                         }
                     }
                 }
@@ -188,23 +242,57 @@ impl Agent {
     }
 
     /// Posts one buffer (`ib_post_send_mad` for one element, Documentation/behaviour.md §1.6):
-    /// the checks of the C layer and of its undefined cases, the transport's check of the
-    /// destination, then, under the agent's lock, the post's state and its transmission or
-    /// place in the backlog. On failure the buffer comes back unchanged but for `retries`.
+    /// the checks of the C layer and of its undefined cases ([`Agent::plan_post`]), the
+    /// transport's check of the destination, then, under the agent's lock, the post's state and
+    /// its transmission or place in the backlog ([`Agent::start_post`]). On failure the buffer
+    /// comes back unchanged but for `retries`.
     pub(super) fn post_one(self: &Arc<Self>, buf: SendBuf) -> Result<SendHandle, PostError> {
         let fail = |err: Error, buf: SendBuf| Err(PostError { err, buf });
-        let Ok(hdr) = MadHdr::parse(buf.mad()) else {
-            return fail(EINVAL, buf);
+        let plan = match self.plan_post(&buf) {
+            Ok(plan) => plan,
+            Err(e) => return fail(e, buf),
         };
-        // Documentation/behaviour.md §1.6 steps 2 and 3, then the cases the C layer leaves
-        // undefined.
+        // The transport's check of the destination, before the agent's lock: it may take the
+        // transport's own locks and read the device's tables, and a post is refused for it as
+        // the C layer's device refuses the work request.
+        let checked = match buf.body.ah {
+            Some(ah) => self
+                .transport
+                .check_send(self.port, &ah, buf.body.pkey_index),
+            None => Err(EINVAL),
+        };
+        if let Err(e) = checked {
+            return fail(e, buf);
+        }
+        let SendBuf { rec, mut body } = buf;
+        body.internal |= plan.control;
+        let mut inner = self.lock();
+        if inner.dead {
+            drop(inner);
+            return fail(ESHUTDOWN, SendBuf { rec, body });
+        }
+        let res = Self::with_state(&mut inner, &rec, |inner, state| {
+            self.start_post(inner, &rec, state, body, plan)
+        });
+        drop(inner);
+        match res {
+            Ok(gen) => Ok(SendHandle { rec, gen }),
+            Err((err, body)) => fail(err, SendBuf { rec, body }),
+        }
+    }
+
+    /// What a post of `buf` will be, from its MAD and the agent: the checks of
+    /// Documentation/behaviour.md §1.6 steps 2 and 3, then those of the cases the C layer
+    /// leaves undefined; `EINVAL` if one fails.
+    fn plan_post(&self, buf: &SendBuf) -> Result<PostPlan> {
+        let hdr = MadHdr::parse(buf.mad()).map_err(|_| EINVAL)?;
         if self.send_handler.is_none()
             || (self.rmpp_version != 0 && !wire::ib_is_mad_class_rmpp(hdr.mgmt_class))
             || buf.body.ah.is_none()
             || buf.body.retries < 0
             || buf.body.timeout_ms < 0
         {
-            return fail(EINVAL, buf);
+            return Err(EINVAL);
         }
         // On a kernel-RMPP agent an active RMPP MAD is the RMPP layer's (`ib_send_rmpp_mad`):
         // DATA is a segmented send, of the segments its buffer was created with (a buffer
@@ -230,110 +318,122 @@ impl Agent {
                 .checked_mul(buf.body.seg_size)
                 .and_then(|b| b.checked_sub(buf.body.data_len))
                 .and_then(|p| u32::try_from(p).ok());
-            let count = u32::try_from(buf.body.seg_count).ok();
+            let count = u32::try_from(buf.body.seg_count).map_err(|_| EINVAL)?;
             let retries = u32::try_from(buf.body.retries).unwrap_or(0);
-            match (count, pad) {
-                (Some(c), Some(p)) => match Window::new(c, p, retries, None) {
-                    Some(w) => Some(w),
-                    None => return fail(EINVAL, buf),
-                },
-                _ => return fail(EINVAL, buf),
+            Some(Window::new(count, pad.ok_or(EINVAL)?, retries, None).ok_or(EINVAL)?)
+        } else {
+            None
+        };
+        // The checks above make both conversions lossless.
+        let timeout_ms = u32::try_from(buf.body.timeout_ms).unwrap_or(0);
+        Ok(PostPlan {
+            hdr,
+            window,
+            control: active_type.is_some() && !rmpp_active,
+            timeout_ms,
+            retries: u32::try_from(buf.body.retries).unwrap_or(0),
+            fc: state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active),
+        })
+    }
+
+    /// Under the agent's lock: the post `plan` of `body` becomes the send's state (a new
+    /// generation), and the send is transmitted or put in the backlog. Returns the post's
+    /// generation; on failure the error and the body, and nothing of the post remains.
+    fn start_post(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        state: &mut RecordState,
+        mut body: KBox<SendBody>,
+        plan: PostPlan,
+    ) -> Result<u64, (Error, KBox<SendBody>)> {
+        if state.facts.state != SendState::Idle {
+            // Only reachable through the C API: the buffer is outstanding already.
+            return Err((EBUSY, body));
+        }
+        body.retries = 0;
+        body.seg = plan.window.map(|mut w| {
+            // Segment 1 goes out with the post.
+            let _ = w.next();
+            SegSend {
+                window: w,
+                clock: Default::default(),
+            }
+        });
+        plan.begin(state, body);
+        Self::track(inner, rec, state);
+        let adm = Admission {
+            limit: self.sol_fc_max,
+            in_use: inner.fc_send.saturating_add(inner.fc_wait),
+            backlog_empty: inner.backlog == 0,
+        };
+        let transmit = self
+            .apply(inner, rec, state, Event::Post(adm))
+            .is_ok_and(|outcome| outcome.transmit);
+        let handed = if transmit {
+            match self.transmit(inner, rec, state, true) {
+                Ok(handed) => Some(handed),
+                Err(e) => {
+                    // T3: the post fails, no handler will run, the client gets the buffer.
+                    let _ = self.apply(inner, rec, state, Event::DispatchFailed);
+                    Self::untrack(inner, rec);
+                    // The body was just put there.
+                    return state.body.take().map_or_else(
+                        || {
+                            pr_err!("failed post lost its buffer\n");
+                            Ok(state.gen)
+                        },
+                        |body| Err((e, body)),
+                    );
+                }
             }
         } else {
             None
         };
-        let control = active_type.is_some() && !rmpp_active;
-        // The checks above make both conversions lossless.
-        let timeout_ms = u32::try_from(buf.body.timeout_ms).unwrap_or(0);
-        let retries = u32::try_from(buf.body.retries).unwrap_or(0);
-        let fc = state::is_solicited_fc(hdr.mgmt_class, timeout_ms, rmpp_active);
+        inner.outstanding = inner.outstanding.saturating_add(1);
+        inner.stats.posted = inner.stats.posted.saturating_add(1);
+        self.trace_send(trace::Ev::Post, state, 0);
+        if let Some(handed) = handed {
+            self.trace_sent(state, handed);
+        }
+        Ok(state.gen)
+    }
+}
 
-        // The transport's check of the destination, before the agent's lock: it may take the
-        // transport's own locks and read the device's tables, and a post is refused for it as
-        // the C layer's device refuses the work request.
-        let checked = match buf.body.ah {
-            Some(ah) => self
-                .transport
-                .check_send(self.port, &ah, buf.body.pkey_index),
-            None => Err(EINVAL),
+/// What [`Agent::plan_post`] found a post to be, before the agent's lock is taken.
+struct PostPlan {
+    /// The MAD's header.
+    hdr: MadHdr,
+    /// A segmented send's window (kernel RMPP, DATA).
+    window: Option<Window>,
+    /// An RMPP ACK, STOP or ABORT of a kernel-RMPP agent: freed with no handler call.
+    control: bool,
+    /// The response timeout and retries the client set (both checked not negative).
+    timeout_ms: u32,
+    retries: u32,
+    /// The send counts against the agent's flow-control limit.
+    fc: bool,
+}
+
+impl PostPlan {
+    /// Makes `state` the start of this post of `body`: a new generation, the MAD's identity
+    /// as the indexes and traces read it, no status, and the state machine's facts.
+    fn begin(&self, state: &mut RecordState, body: KBox<SendBody>) {
+        state.gen = state.gen.wrapping_add(1);
+        state.tid = self.hdr.tid;
+        state.class = self.hdr.mgmt_class;
+        state.method = self.hdr.method;
+        state.attr_id = self.hdr.attr_id;
+        state.is_response = self.hdr.is_response();
+        state.status = None;
+        // Cleared by the receive path before the send handler of the last post could run.
+        state.in_recv = false;
+        state.facts = SendFacts {
+            state: SendState::Idle,
+            fc: self.fc,
+            timeout_ms: self.timeout_ms,
+            retries_left: self.retries,
         };
-        if let Err(e) = checked {
-            return fail(e, buf);
-        }
-        let SendBuf { rec, mut body } = buf;
-        body.internal |= control;
-        let mut g = self.lock();
-        if g.dead {
-            drop(g);
-            return fail(ESHUTDOWN, SendBuf { rec, body });
-        }
-        let res = Self::with_state(&mut g, &rec, |g, st| {
-            if st.facts.state != SendState::Idle {
-                // Only reachable through the C API: the buffer is outstanding already.
-                return Err((EBUSY, body));
-            }
-            body.retries = 0;
-            body.seg = window.map(|mut w| {
-                // Segment 1 goes out with the post.
-                let _ = w.next();
-                SegSend {
-                    window: w,
-                    clock: Default::default(),
-                }
-            });
-            st.gen = st.gen.wrapping_add(1);
-            st.tid = hdr.tid;
-            st.class = hdr.mgmt_class;
-            st.method = hdr.method;
-            st.attr_id = hdr.attr_id;
-            st.is_response = hdr.is_response();
-            st.status = None;
-            // Cleared by the receive path before the send handler of the last post could run.
-            st.in_recv = false;
-            st.facts = SendFacts {
-                state: SendState::Idle,
-                fc,
-                timeout_ms,
-                retries_left: retries,
-            };
-            st.body = Some(body);
-            Self::track(g, &rec, st);
-            let adm = Admission {
-                limit: self.sol_fc_max,
-                in_use: g.fc_send.saturating_add(g.fc_wait),
-                backlog_empty: g.backlog == 0,
-            };
-            let transmit = self
-                .apply(g, &rec, st, Event::Post(adm))
-                .is_ok_and(|o| o.transmit);
-            if transmit {
-                if let Err(e) = self.transmit(g, &rec, st, true) {
-                    // T3: the post fails, no handler will run, the client gets the buffer.
-                    let _ = self.apply(g, &rec, st, Event::DispatchFailed);
-                    Self::untrack(g, &rec);
-                    return match st.body.take() {
-                        Some(body) => Err((e, body)),
-                        None => Ok(None),
-                    };
-                }
-            }
-            g.outstanding = g.outstanding.saturating_add(1);
-            g.stats.posted = g.stats.posted.saturating_add(1);
-            self.trace_send(trace::Ev::Post, st, 0);
-            if transmit {
-                self.trace_sent(st);
-            }
-            Ok(Some(st.gen))
-        });
-        drop(g);
-        match res {
-            Ok(Some(gen)) => Ok(SendHandle { rec, gen }),
-            // The body is always recovered above; this arm only keeps the types honest.
-            Ok(None) => {
-                pr_err!("failed post lost its buffer\n");
-                Ok(SendHandle { rec, gen: 0 })
-            }
-            Err((err, body)) => fail(err, SendBuf { rec, body }),
-        }
+        state.body = Some(body);
     }
 }

@@ -12,8 +12,46 @@
 //! is allocated.
 
 use super::{
+    add_delta,
     complete::no_due,
-    *, //
+    hold,
+    ms_to_ns,
+    Agent,
+    AgentInner,
+    BATCH,
+    Q_BACKLOG,
+    Q_CANCEL,
+    Q_DONE,
+    Q_FLIGHT,
+    Q_WAIT, //
+};
+use crate::{
+    engine::send::{
+        QKey,
+        RecordState,
+        SendRecord,
+        QUEUE_LINKS, //
+    },
+    mad::state::{
+        self,
+        Event,
+        Outcome,
+        Place,
+        Recv,
+        Reject,
+        SendState,
+        WcStatus, //
+    },
+    sys::{
+        rbtree::Tree,
+        sched,
+        workqueue, //
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::msecs_to_jiffies, //
 };
 
 /// The queues of an agent's sends. Their order (the derived `Ord`) is the order in which the
@@ -83,6 +121,18 @@ impl Queues {
     }
 }
 
+/// Where [`Agent::apply_to`] puts a send whose final status it decides (unless a receive
+/// handler of its response runs: the receive path takes it once that returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settle {
+    /// The delivery queue, whose sends the agent's work delivers.
+    Queue,
+    /// Nowhere, when no status decided earlier waits in the delivery queue: the caller takes it
+    /// before it drops the lock ([`Agent::left_to_caller`]), into the batch it delivers after
+    /// the hold.
+    Caller,
+}
+
 impl Agent {
     /// Applies `ev` once to every send in the queues `qs`, queue by queue in the order given
     /// and in key order within each; refusals are ignored. Each send present when its queue is
@@ -98,29 +148,34 @@ impl Agent {
             while more {
                 let mut due = no_due();
                 let mut taken = 0u32;
-                let mut g = self.lock();
-                g.direct = deliver;
+                let mut inner = self.lock();
+                let settle = if deliver {
+                    Settle::Caller
+                } else {
+                    Settle::Queue
+                };
                 let mut n = 0u32;
                 more = false;
-                let mut next = first_entry_from(&g, q, bound);
+                let mut next = first_entry_from(&inner, q, bound);
                 while let Some((k, rec)) = next {
                     if n == BATCH {
                         more = true;
                         break;
                     }
                     // The send after this one, before `ev` moves this one: no search per send.
-                    next = g.queues.get(q).next(&rec).map(|(k, r)| (k, r.into()));
-                    Self::with_state(&mut g, &rec, |g, st| {
-                        if self.apply(g, &rec, st, ev).is_ok() && Self::left_to_caller(st) {
-                            self.take_into(g, &rec, st, &mut due, &mut taken);
+                    next = inner.queues.get(q).next(&rec).map(|(k, r)| (k, r.into()));
+                    Self::with_state(&mut inner, &rec, |inner, state| {
+                        if self.apply_to(inner, &rec, state, ev, settle).is_ok()
+                            && Self::left_to_caller(state)
+                        {
+                            self.take_into(inner, &rec, state, &mut due, &mut taken);
                         }
                     });
                     bound = (k.0, k.1.saturating_add(1));
                     n = n.saturating_add(1);
                 }
-                g.direct = false;
                 hold::note_batch(n);
-                drop(g);
+                drop(inner);
                 self.deliver_batch(&mut due, taken);
                 if more {
                     sched::cond_resched();
@@ -131,88 +186,92 @@ impl Agent {
 
     /// Runs `f` on the state of `rec` while giving it the rest of the agent's state too.
     pub(super) fn with_state<R>(
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &SendRecord,
         f: impl FnOnce(&mut AgentInner, &mut RecordState) -> R,
     ) -> R {
-        let mut st = core::mem::take(rec.state.access_mut(g));
-        let r = f(g, &mut st);
-        *rec.state.access_mut(g) = st;
+        let mut state = core::mem::take(rec.state.access_mut(inner));
+        let r = f(inner, &mut state);
+        *rec.state.access_mut(inner) = state;
         r
     }
 
     /// A fresh secondary key.
-    pub(super) fn next_seq(g: &mut AgentInner) -> u64 {
-        g.seq = g.seq.wrapping_add(1);
-        g.seq
+    pub(super) fn next_seq(inner: &mut AgentInner) -> u64 {
+        inner.seq = inner.seq.wrapping_add(1);
+        inner.seq
     }
 
     /// Takes `rec` out of its queue, if it is in one.
-    pub(super) fn unqueue(g: &mut AgentInner, rec: &SendRecord, st: &mut RecordState) {
-        if let Some(q) = st.queue.take() {
+    pub(super) fn unqueue(inner: &mut AgentInner, rec: &SendRecord, state: &mut RecordState) {
+        if let Some(q) = state.queue.take() {
             // The caller holds a reference of its own: this one is never the last.
-            drop(g.queues.get_mut(q).remove(rec));
+            drop(inner.queues.get_mut(q).remove(rec));
         }
     }
 
     /// Puts `rec` at `key` in queue `q`, moving it from where it was.
     pub(super) fn enqueue(
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         q: Queue,
         key: QKey,
     ) {
         // The reference the old queue held moves to the new one.
-        let held = st
+        let held = state
             .queue
             .take()
-            .and_then(|old| g.queues.get_mut(old).remove(rec))
+            .and_then(|old| inner.queues.get_mut(old).remove(rec))
             .unwrap_or_else(|| rec.clone());
-        match g.queues.get_mut(q).insert(held, key) {
-            // INVARIANT: The send is in queue `q`, which `st.queue` names.
-            Ok(()) => st.queue = Some(q),
+        match inner.queues.get_mut(q).insert(held, key) {
+            // INVARIANT: The send is in queue `q`, which `state.queue` names.
+            Ok(()) => state.queue = Some(q),
             // Only reachable if the invariant is broken: the send is in a queue that
-            // `st.queue` does not name.
+            // `state.queue` does not name.
             Err(_) => pr_err!("send is in a queue already\n"),
         }
     }
 
     /// Puts `rec` in the TID index (at its post).
-    pub(super) fn track(g: &mut AgentInner, rec: &Arc<SendRecord>, st: &RecordState) {
-        if g.tids.insert(rec.clone(), (st.tid, st.class)).is_err() {
+    pub(super) fn track(inner: &mut AgentInner, rec: &Arc<SendRecord>, state: &RecordState) {
+        if inner
+            .tids
+            .insert(rec.clone(), (state.tid, state.class))
+            .is_err()
+        {
             // Only reachable if the invariant is broken: a send is posted once at a time.
             pr_err!("send is in the TID index already\n");
         }
     }
 
     /// Removes `rec` from the TID index, if it is in it.
-    pub(super) fn untrack(g: &mut AgentInner, rec: &SendRecord) {
+    pub(super) fn untrack(inner: &mut AgentInner, rec: &SendRecord) {
         // The caller holds a reference of its own: this one is never the last.
-        drop(g.tids.remove(rec));
+        drop(inner.tids.remove(rec));
     }
 
     /// Where `rec` is in the C layer's list order: its queue and its key there.
     pub(super) fn position(
-        g: &AgentInner,
+        inner: &AgentInner,
         rec: &SendRecord,
-        st: &RecordState,
+        state: &RecordState,
     ) -> Option<(Queue, QKey)> {
-        let q = st.queue?;
-        Some((q, g.queues.get(q).key_of(rec)?))
+        let q = state.queue?;
+        Some((q, inner.queues.get(q).key_of(rec)?))
     }
 
     /// Makes sure the agent's work runs no later than `due_ns`.
-    pub(super) fn arm(self: &Arc<Self>, g: &mut AgentInner, due_ns: i64) {
-        if g.dead {
+    pub(super) fn arm(self: &Arc<Self>, inner: &mut AgentInner, due_ns: i64) {
+        if inner.dead {
             // Unregistration delivers what is due itself.
-            self.wake(g);
+            self.wake(inner);
             return;
         }
-        if g.armed_ns.is_some_and(|a| a <= due_ns) {
+        if inner.armed_ns.is_some_and(|a| a <= due_ns) {
             return;
         }
-        g.armed_ns = Some(due_ns);
+        inner.armed_ns = Some(due_ns);
         let delay_ms = due_ns
             .saturating_sub(self.now_ns())
             .max(0)
@@ -222,146 +281,195 @@ impl Agent {
         workqueue::rearm::<Agent, 0>(&self.engine.wq, self, delay);
     }
 
-    /// Makes sure the agent's work runs as soon as it can. Cheaper than `arm(g, now)` when the
+    /// Makes sure the agent's work runs as soon as it can. Cheaper than `arm(inner, now)` when the
     /// work is queued already to run immediately, as it is for every send after the first
     /// of a batch of cancels or completions: no clock read then.
-    pub(super) fn arm_now(self: &Arc<Self>, g: &mut AgentInner) {
-        if g.dead {
+    pub(super) fn arm_now(self: &Arc<Self>, inner: &mut AgentInner) {
+        if inner.dead {
             // Unregistration delivers what is due itself.
-            self.wake(g);
+            self.wake(inner);
             return;
         }
-        if g.armed_ns == Some(i64::MIN) {
+        if inner.armed_ns == Some(i64::MIN) {
             return;
         }
         // `i64::MIN` is before every due time: `arm` then leaves the work to run at once.
-        g.armed_ns = Some(i64::MIN);
+        inner.armed_ns = Some(i64::MIN);
         workqueue::rearm::<Agent, 0>(&self.engine.wq, self, 0);
     }
 
     /// Keeps the timer no later than the head of the wait queue (Documentation/behaviour.md §3.2).
-    pub(super) fn arm_head(self: &Arc<Self>, g: &mut AgentInner) {
-        let head = g.queues.get(Q_WAIT).first().map(|(k, _)| k);
+    pub(super) fn arm_head(self: &Arc<Self>, inner: &mut AgentInner) {
+        let head = inner.queues.get(Q_WAIT).first().map(|(k, _)| k);
         if let Some(k) = head {
-            self.arm(g, k.0);
+            self.arm(inner, k.0);
         }
     }
 
-    /// Applies `ev` to the send `rec`: the one place where a send's state changes.
+    /// Applies `ev` to the send `rec`, a send whose final status this decides going to the
+    /// delivery queue ([`Settle::Queue`]).
     pub(super) fn apply(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         ev: Event,
     ) -> Result<Outcome, Reject> {
-        let o = state::step(st.facts, ev)?;
-        let was = st.facts.state;
-        g.fc_send = add_delta(g.fc_send, o.fc_send);
-        g.fc_wait = add_delta(g.fc_wait, o.fc_wait);
-        if was == SendState::Queued && o.next != SendState::Queued {
-            g.backlog = g.backlog.saturating_sub(1);
+        self.apply_to(inner, rec, state, ev, Settle::Queue)
+    }
+
+    /// Applies `ev` to the send `rec`: the one place where a send's state changes. A send whose
+    /// final status this decides goes where `settle` says.
+    pub(super) fn apply_to(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        state: &mut RecordState,
+        ev: Event,
+        settle: Settle,
+    ) -> Result<Outcome, Reject> {
+        let outcome = state::step(state.facts, ev)?;
+        Self::count_step(inner, state, &outcome);
+        self.move_to(inner, rec, state, outcome.place);
+        if outcome.next == SendState::Done || outcome.next == SendState::Idle {
+            Self::untrack(inner, rec);
         }
-        if o.next == SendState::Queued && was != SendState::Queued {
-            g.backlog = g.backlog.saturating_add(1);
-            g.stats.backlogged = g.stats.backlogged.saturating_add(1);
+        if let Some(status) = outcome.complete {
+            self.settle(inner, rec, state, status, outcome.recv, settle);
         }
-        if o.retry {
-            st.facts.retries_left = st.facts.retries_left.saturating_sub(1);
-            if let Some(b) = st.body.as_mut() {
+        Ok(outcome)
+    }
+
+    /// The counters and facts that the step `outcome` of the send whose state is `state` changes:
+    /// flow control, the backlog, retries, a stored timeout, and the new state.
+    fn count_step(inner: &mut AgentInner, state: &mut RecordState, outcome: &Outcome) {
+        let was = state.facts.state;
+        inner.fc_send = add_delta(inner.fc_send, outcome.fc_send);
+        inner.fc_wait = add_delta(inner.fc_wait, outcome.fc_wait);
+        if was == SendState::Queued && outcome.next != SendState::Queued {
+            inner.backlog = inner.backlog.saturating_sub(1);
+        }
+        if outcome.next == SendState::Queued && was != SendState::Queued {
+            inner.backlog = inner.backlog.saturating_add(1);
+            inner.stats.backlogged = inner.stats.backlogged.saturating_add(1);
+        }
+        if outcome.retry {
+            state.facts.retries_left = state.facts.retries_left.saturating_sub(1);
+            if let Some(b) = state.body.as_mut() {
                 b.retries = b.retries.saturating_add(1);
             }
-            g.stats.retried = g.stats.retried.saturating_add(1);
+            inner.stats.retried = inner.stats.retried.saturating_add(1);
         }
-        if let Some(t) = o.store_timeout {
-            st.facts.timeout_ms = t;
-            if let Some(b) = st.body.as_mut() {
+        if let Some(t) = outcome.store_timeout {
+            state.facts.timeout_ms = t;
+            if let Some(b) = state.body.as_mut() {
                 b.timeout_ms = i32::try_from(t).unwrap_or(i32::MAX);
             }
         }
-        st.facts.state = o.next;
-        if matches!(o.next, SendState::Canceled(_)) && !matches!(was, SendState::Canceled(_)) {
+        state.facts.state = outcome.next;
+        if matches!(outcome.next, SendState::Canceled(_)) && !matches!(was, SendState::Canceled(_))
+        {
             // A cancel wins over a status decided before the completion it waits for (an RMPP
             // abort during a segment in flight): the send reports the flush.
-            st.status = None;
+            state.status = None;
         }
+    }
 
+    /// Moves the send `rec` to the queue `place` names, at the end of its key order.
+    fn move_to(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        state: &mut RecordState,
+        place: Place,
+    ) {
         // The clock is read only where a due time needs it: a post, a send completion and a
         // delivery need none, and a clock read is not free (under emulation least of all).
-        match o.place {
+        match place {
             Place::Unchanged => {}
-            Place::Nowhere => Self::unqueue(g, rec, st),
+            Place::Nowhere => Self::unqueue(inner, rec, state),
             Place::InFlight => {
-                let k = (0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, Q_FLIGHT, k);
+                let k = (0, Self::next_seq(inner));
+                Self::enqueue(inner, rec, state, Q_FLIGHT, k);
             }
             Place::Waiting { ms } => {
                 let due = self.now_ns().saturating_add(ms_to_ns(ms));
-                let k = (due, u64::MAX - Self::next_seq(g));
-                Self::enqueue(g, rec, st, Q_WAIT, k);
-                self.arm_head(g);
+                let k = (due, u64::MAX - Self::next_seq(inner));
+                Self::enqueue(inner, rec, state, Q_WAIT, k);
+                self.arm_head(inner);
             }
             Place::Backlog => {
-                let k = (0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, Q_BACKLOG, k);
+                let k = (0, Self::next_seq(inner));
+                Self::enqueue(inner, rec, state, Q_BACKLOG, k);
             }
             Place::CancelQueue => {
-                let k = (0, Self::next_seq(g));
-                Self::enqueue(g, rec, st, Q_CANCEL, k);
-                self.arm_now(g);
+                let k = (0, Self::next_seq(inner));
+                Self::enqueue(inner, rec, state, Q_CANCEL, k);
+                self.arm_now(inner);
             }
         }
-        if o.next == SendState::Done || o.next == SendState::Idle {
-            Self::untrack(g, rec);
+    }
+
+    /// The send `rec`'s final status is `status`: counted, and the send put where its send
+    /// handler will be called from. A matched response delivers inline, after the receive
+    /// handler (`recv`); a send decided in a hold that delivers what it decides goes to that
+    /// hold's batch if nothing decided earlier waits ([`Settle::Caller`]); everything else
+    /// through the delivery queue.
+    fn settle(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &Arc<SendRecord>,
+        state: &mut RecordState,
+        status: WcStatus,
+        recv: Recv,
+        settle: Settle,
+    ) {
+        if state.status.is_none() {
+            state.status = Some((status, 0));
         }
-        if let Some(status) = o.complete {
-            if st.status.is_none() {
-                st.status = Some((status, 0));
+        match status {
+            WcStatus::RespTimeoutErr => {
+                inner.stats.timed_out = inner.stats.timed_out.saturating_add(1)
             }
-            match status {
-                WcStatus::RespTimeoutErr => g.stats.timed_out = g.stats.timed_out.saturating_add(1),
-                WcStatus::WrFlushErr => g.stats.cancelled = g.stats.cancelled.saturating_add(1),
-                _ => {}
-            }
-            // A matched response delivers inline, after the receive handler; a send decided in
-            // a hold that delivers what it decides goes to that hold's batch if nothing decided
-            // earlier waits (`AgentInner::direct`); everything else through the delivery queue.
-            if o.recv != Recv::Deliver {
-                if st.in_recv {
-                    // INVARIANT: The receive path takes it once its receive handler returned
-                    // (`Agent::deliver_after_response`).
-                    Self::unqueue(g, rec, st);
-                } else if g.direct && g.queues.get(Q_DONE).is_empty() {
-                    // INVARIANT: The caller takes it before it drops the lock.
-                    Self::unqueue(g, rec, st);
-                } else {
-                    let k = (0, Self::next_seq(g));
-                    Self::enqueue(g, rec, st, Q_DONE, k);
-                    self.arm_now(g);
-                }
-            }
+            WcStatus::WrFlushErr => inner.stats.cancelled = inner.stats.cancelled.saturating_add(1),
+            _ => {}
         }
-        Ok(o)
+        if recv == Recv::Deliver {
+            return;
+        }
+        if state.in_recv {
+            // INVARIANT: The receive path takes it once its receive handler returned
+            // (`Agent::deliver_after_response`).
+            Self::unqueue(inner, rec, state);
+        } else if settle == Settle::Caller && inner.queues.get(Q_DONE).is_empty() {
+            // INVARIANT: The caller takes it before it drops the lock.
+            Self::unqueue(inner, rec, state);
+        } else {
+            let k = (0, Self::next_seq(inner));
+            Self::enqueue(inner, rec, state, Q_DONE, k);
+            self.arm_now(inner);
+        }
     }
 }
 
 /// The first send of queue `q`.
-pub(super) fn first_in(g: &AgentInner, q: Queue) -> Option<Arc<SendRecord>> {
-    g.queues.get(q).first().map(|(_, r)| r.into())
+pub(super) fn first_in(inner: &AgentInner, q: Queue) -> Option<Arc<SendRecord>> {
+    inner.queues.get(q).first().map(|(_, r)| r.into())
 }
 
 /// The first key and send of queue `q`.
-pub(super) fn first_entry(g: &AgentInner, q: Queue) -> Option<(QKey, Arc<SendRecord>)> {
-    g.queues.get(q).first().map(|(k, r)| (k, r.into()))
+pub(super) fn first_entry(inner: &AgentInner, q: Queue) -> Option<(QKey, Arc<SendRecord>)> {
+    inner.queues.get(q).first().map(|(k, r)| (k, r.into()))
 }
 
 /// The first key and send of queue `q` at or after `bound`.
 pub(super) fn first_entry_from(
-    g: &AgentInner,
+    inner: &AgentInner,
     q: Queue,
     bound: QKey,
 ) -> Option<(QKey, Arc<SendRecord>)> {
-    g.queues
+    inner
+        .queues
         .get(q)
         .lower_bound(&bound)
         .map(|(k, r)| (k, r.into()))

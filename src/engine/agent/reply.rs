@@ -2,7 +2,7 @@
 
 //! Answering a request: the address back to its sender (`ib_create_ah_from_wc`).
 
-use super::*;
+use super::Agent;
 use crate::{
     engine::transport::RecvWc,
     mad::{
@@ -10,6 +10,7 @@ use crate::{
         GrhAttr, //
     },
 };
+use kernel::prelude::*;
 
 impl Agent {
     /// Prepares `ah` for sends from this agent's port (`rdma_create_ah`'s resolution): on

@@ -17,11 +17,18 @@
 //! [`MAX_BYTES`] bytes of them, and the agents of a port together at most the port's bound
 //! ([`PortBudget`]), beyond which a new transfer is refused with STOP(RESX).
 
-use super::*;
+use super::{
+    Agent,
+    SendSpec,
+    RECV_QUEUE_SIZE, //
+};
 use crate::{
     engine::{
         rmpp_budget::PortBudget,
-        transport::RecvWc, //
+        transport::{
+            RecvMad,
+            RecvWc, //
+        },
     },
     mad::{
         rmpp::{
@@ -33,12 +40,17 @@ use crate::{
                 Kind,
                 Phase,
                 Transfer,
-                Verdict, //
-                MAX_SEGMENTS,
+                Verdict,
+                MAX_SEGMENTS, //
             },
             Ack,
             RmppHdr,
             Status, //
+        },
+        state::SendState,
+        wire::{
+            self,
+            MadHdr, //
         },
         Address,
         Gid, //
@@ -46,10 +58,12 @@ use crate::{
 };
 use kernel::{
     page::PAGE_SIZE,
+    prelude::*,
     rbtree::{
         RBTree,
         RBTreeNode, //
     },
+    sync::Arc, //
 };
 
 /// The window W of every transfer: C's, an eighth of the receive queue (64).
@@ -297,6 +311,17 @@ struct After {
     deadline: Option<i64>,
 }
 
+/// What a storing verdict asks ([`Verdict::Store`], [`Verdict::StoreAndAck`],
+/// [`Verdict::Complete`]).
+struct Stored {
+    /// The segment number.
+    n: u32,
+    /// The ACK to send back, if any.
+    ack: Option<Ack>,
+    /// The message length, once the transfer is complete.
+    len: Option<usize>,
+}
+
 /// A control message to send back: its RMPP header, built from which segment's header.
 pub(super) struct Control {
     hdr: RmppHdr,
@@ -338,12 +363,12 @@ impl Agent {
         }
         if hdr.is_response() && h.rmpp_type == wire::IB_MGMT_RMPP_TYPE_DATA {
             // Every segment of a response needs its request outstanding.
-            let g = self.lock();
-            let matched = !g.dead
-                && self.find_send(&g, hdr, &recv).is_some_and(|rec| {
-                    !matches!(rec.state.access(&g).facts.state, SendState::Canceled(_))
+            let inner = self.lock();
+            let matched = !inner.dead
+                && self.find_send(&inner, hdr, &recv).is_some_and(|rec| {
+                    !matches!(rec.state.access(&inner).facts.state, SendState::Canceled(_))
                 });
-            drop(g);
+            drop(inner);
             if !matched {
                 // Unless it is a retransmission of a response reassembled already, whose
                 // sender missed the final ACK.
@@ -424,9 +449,9 @@ impl Agent {
         };
         drop(r);
         if let Some(d) = after.deadline {
-            let mut g = self.lock();
-            if !g.dead {
-                self.arm(&mut g, d);
+            let mut inner = self.lock();
+            if !inner.dead {
+                self.arm(&mut inner, d);
             }
         }
         if let Some(c) = after.control {
@@ -523,10 +548,22 @@ impl Agent {
         recv: RecvMad,
         now: i64,
     ) -> After {
-        let (n, ack, len) = match v {
-            Verdict::Store { n } => (n, None, None),
-            Verdict::StoreAndAck { n, ack } => (n, Some(ack), None),
-            Verdict::Complete { n, ack, len } => (n, Some(ack), Some(len)),
+        let stored = match v {
+            Verdict::Store { n } => Stored {
+                n,
+                ack: None,
+                len: None,
+            },
+            Verdict::StoreAndAck { n, ack } => Stored {
+                n,
+                ack: Some(ack),
+                len: None,
+            },
+            Verdict::Complete { n, ack, len } => Stored {
+                n,
+                ack: Some(ack),
+                len: Some(len),
+            },
             Verdict::Ack(ack) => {
                 bump(&mut r.stats.acks);
                 return After {
@@ -538,31 +575,48 @@ impl Agent {
                 bump(&mut r.stats.dropped);
                 return After::default();
             }
-            Verdict::Reject(s) => {
-                // To the address of the MAD it answers, as C's `nack_recv`.
-                let reply = None;
-                if r.map
-                    .get(&key)
-                    .is_some_and(|rx| rx.transfer.phase() == Phase::Ended)
-                {
-                    r.remove(&key);
-                }
-                if s == Status::Resx {
-                    bump(&mut r.stats.refused);
-                }
-                return After {
-                    control: Some(Self::reject(s, &recv, reply)),
-                    ..After::default()
-                };
-            }
+            Verdict::Reject(s) => return Self::rejected(r, &key, s, &recv),
         };
-        if Self::store(r, &key, hdr_len, n, &recv.mad).is_err() {
+        Self::carry_store(r, key, hdr_len, stored, &recv, now)
+    }
+
+    /// The verdict [`Verdict::Reject`] with status `s` on the segment `recv` of the transfer
+    /// under `key`: STOP or ABORT to the address of the MAD it answers, as C's `nack_recv`; an
+    /// ended transfer goes.
+    fn rejected(r: &mut Recvs, key: &Key, s: Status, recv: &RecvMad) -> After {
+        if r.map
+            .get(key)
+            .is_some_and(|rx| rx.transfer.phase() == Phase::Ended)
+        {
+            r.remove(key);
+        }
+        if s == Status::Resx {
+            bump(&mut r.stats.refused);
+        }
+        After {
+            control: Some(Self::reject(s, recv, None)),
+            ..After::default()
+        }
+    }
+
+    /// A verdict that stores segment `stored.n` of `recv` in the transfer under `key`: the
+    /// segment copied in (or the transfer ended with STOP(RESX) when its bounds leave no room),
+    /// the transfer's deadline moved, the ACK it calls for, and a completed message handed on.
+    fn carry_store(
+        r: &mut Recvs,
+        key: Key,
+        hdr_len: usize,
+        stored: Stored,
+        recv: &RecvMad,
+        now: i64,
+    ) -> After {
+        if Self::store(r, &key, hdr_len, stored.n, &recv.mad).is_err() {
             // No room within the bounds (or no memory): the transfer ends with STOP(RESX).
             let reply = r.map.get(&key).map(|rx| rx.reply);
             r.remove(&key);
             bump(&mut r.stats.refused);
             return After {
-                control: Some(Self::reject(Status::Resx, &recv, reply)),
+                control: Some(Self::reject(Status::Resx, recv, reply)),
                 ..After::default()
             };
         }
@@ -578,50 +632,56 @@ impl Agent {
             return after;
         };
         rx.deadline_ns = deadline;
-        if let Some(a) = ack {
+        if let Some(a) = stored.ack {
             // The final ACK is built from segment 1, as C's `complete_rmpp` does.
-            after.control = Some(if len.is_some() {
+            after.control = Some(if stored.len.is_some() {
                 Self::ack_from_first(a, hdr_len, rx)
             } else {
-                Self::ack(a, &recv, hdr_len, rx)
+                Self::ack(a, recv, hdr_len, rx)
             });
-        }
-        let mut uncharge = 0;
-        if let Some(len) = len {
-            let mut mad = core::mem::replace(&mut rx.buf, KVVec::new());
-            // A message of one segment stays a whole 256-byte MAD, as every MAD handed to a
-            // receive handler is (`mad_len` 256); C reports its shorter length.
-            mad.truncate(len.max(wire::IB_MGMT_MAD_SIZE));
-            uncharge = core::mem::replace(&mut rx.charged, 0);
-            rx.counted = false;
-            if core::mem::replace(&mut rx.port_counted, false) {
-                r.port.put_transfer();
-            }
-            let linger = now.saturating_add(LINGER_MS.saturating_mul(1_000_000));
-            rx.deadline_ns = linger;
-            after.deadline = Some(linger);
-            after.done = Some(RecvMad { mad, wc: rx.wc });
-        }
-        if ack.is_some() {
             bump(&mut r.stats.acks);
         }
-        if after.done.is_some() {
-            // INVARIANT: the completed transfer holds nothing and is no longer counted.
-            r.bytes = r.bytes.saturating_sub(uncharge);
-            r.port.put_bytes(uncharge);
-            r.active = r.active.saturating_sub(1);
-            bump(&mut r.stats.completed);
-            // A response lingers too, although its request completes with it: if the final
-            // ACK is lost, the sender's retransmissions draw it again (C drops them without
-            // a word, and its sender retries until it gives up).
-            r.evict_lingering();
-            if let Some(rx) = r.map.get_mut(&key) {
-                rx.lingering = true;
-                // INVARIANT: counted, within MAX_LINGERING after the eviction.
-                r.lingering = r.lingering.saturating_add(1);
-            }
+        if let Some(len) = stored.len {
+            Self::complete(r, &key, len, now, &mut after);
         }
         after
+    }
+
+    /// The transfer under `key` completed with a message of `len` bytes: the message goes to
+    /// `after.done`, the transfer holds nothing and is no longer counted, and it lingers (its
+    /// deadline in `after`) to answer a sender that missed the final ACK.
+    fn complete(r: &mut Recvs, key: &Key, len: usize, now: i64, after: &mut After) {
+        let Some(rx) = r.map.get_mut(key) else {
+            return;
+        };
+        let mut mad = core::mem::replace(&mut rx.buf, KVVec::new());
+        // A message of one segment stays a whole 256-byte MAD, as every MAD handed to a
+        // receive handler is (`mad_len` 256); C reports its shorter length.
+        mad.truncate(len.max(wire::IB_MGMT_MAD_SIZE));
+        let uncharge = core::mem::replace(&mut rx.charged, 0);
+        rx.counted = false;
+        let port_counted = core::mem::replace(&mut rx.port_counted, false);
+        let linger = now.saturating_add(LINGER_MS.saturating_mul(1_000_000));
+        rx.deadline_ns = linger;
+        after.deadline = Some(linger);
+        after.done = Some(RecvMad { mad, wc: rx.wc });
+        if port_counted {
+            r.port.put_transfer();
+        }
+        // INVARIANT: the completed transfer holds nothing and is no longer counted.
+        r.bytes = r.bytes.saturating_sub(uncharge);
+        r.port.put_bytes(uncharge);
+        r.active = r.active.saturating_sub(1);
+        bump(&mut r.stats.completed);
+        // A response lingers too, although its request completes with it: if the final ACK is
+        // lost, the sender's retransmissions draw it again (C drops them without a word, and
+        // its sender retries until it gives up).
+        r.evict_lingering();
+        if let Some(rx) = r.map.get_mut(key) {
+            rx.lingering = true;
+            // INVARIANT: counted, within MAX_LINGERING after the eviction.
+            r.lingering = r.lingering.saturating_add(1);
+        }
     }
 
     /// Copies segment `n` of `mad` into its transfer's buffer, growing the buffer within the
@@ -873,9 +933,9 @@ impl Agent {
             self.send_control(c);
         }
         if let Some(d) = next {
-            let mut g = self.lock();
-            if !g.dead {
-                self.arm(&mut g, d);
+            let mut inner = self.lock();
+            if !inner.dead {
+                self.arm(&mut inner, d);
             }
         }
     }

@@ -20,32 +20,54 @@
 //! SUCCESS); the first window of a response is 1 (C may take the window a double-sided peer
 //! announced; Linux peers announce 1).
 
-use super::*;
-use crate::mad::{
-    rmpp::{
-        self,
+use super::{
+    Agent,
+    AgentInner, //
+};
+use crate::{
+    engine::{
         send::{
-            AckClock,
-            AckVerdict,
-            AfterSend,
-            Timeout,
-            Window, //
+            RecordState,
+            SegSend,
+            SendBody,
+            SendRecord, //
         },
-        Ack,
-        RmppHdr,
-        Status, //
+        transport::RecvMad, //
     },
-    state::{
-        SegTimeout,
-        Segment, //
+    mad::{
+        rmpp::{
+            self,
+            send::{
+                AckClock,
+                AckVerdict,
+                AfterSend,
+                Timeout,
+                Window, //
+            },
+            Ack,
+            RmppHdr,
+            Status, //
+        },
+        state::{
+            Event,
+            SegTimeout,
+            Segment,
+            SendState,
+            WcStatus, //
+        },
+        wire::MadHdr, //
     },
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
 };
 
 /// Writes the segment the window sends now (`sent`) into the send's MAD: its data after the
 /// headers, and the RMPP fields `send_next_seg` sets (flags ACTIVE, FIRST and LAST, the
 /// SegmentNumber, the PayloadLength), keeping the response time the client set.
-pub(super) fn load_segment(st: &mut RecordState) -> Result {
-    let Some(body) = st.body.as_mut() else {
+pub(super) fn load_segment(state: &mut RecordState) -> Result {
+    let Some(body) = state.body.as_mut() else {
         return Err(EINVAL);
     };
     let w = &body.seg.as_ref().ok_or(EINVAL)?.window;
@@ -80,12 +102,12 @@ pub(super) fn load_segment(st: &mut RecordState) -> Result {
 /// `now_ns`: an error is recovered by the ACK wait and a retry, as in C (which swallows it).
 /// A wait for an ACK starts the send's [`AckClock`].
 pub(super) fn after_segment(
-    st: &mut RecordState,
+    state: &mut RecordState,
     status: WcStatus,
     now_ns: i64,
 ) -> Option<Segment> {
-    let timeout_ms = st.facts.timeout_ms;
-    let SegSend { window: w, clock } = st.seg_mut()?;
+    let timeout_ms = state.facts.timeout_ms;
+    let SegSend { window: w, clock } = state.seg_mut()?;
     let next = if status != WcStatus::Success {
         if w.all_acked() {
             AfterSend::AwaitResponse
@@ -132,8 +154,11 @@ enum Reply {
 impl Agent {
     /// Whether `rec` is a segmented send that the peer's ACK, STOP or ABORT still concerns:
     /// in flight or waiting, and not fully ACKed.
-    fn rmpp_open(st: &RecordState) -> bool {
-        matches!(st.facts.state, SendState::SendStart | SendState::WaitResp) && st.seg().is_some()
+    fn rmpp_open(state: &RecordState) -> bool {
+        matches!(
+            state.facts.state,
+            SendState::SendStart | SendState::WaitResp
+        ) && state.seg().is_some()
     }
 
     /// An ACK that reached this kernel-RMPP agent (`process_rmpp_ack`): matched like a response
@@ -141,15 +166,17 @@ impl Agent {
     /// not.
     pub(super) fn rmpp_ack(self: &Arc<Self>, hdr: &MadHdr, h: &RmppHdr, recv: &RecvMad) {
         let reply = {
-            let mut g = self.lock();
-            if g.dead {
+            let mut inner = self.lock();
+            if inner.dead {
                 return;
             }
             let rec = self
-                .find_send(&g, hdr, recv)
-                .filter(|rec| Self::rmpp_open(rec.state.access(&g)));
+                .find_send(&inner, hdr, recv)
+                .filter(|rec| Self::rmpp_open(rec.state.access(&inner)));
             match rec {
-                Some(rec) => Self::with_state(&mut g, &rec, |g, st| self.ack_send(g, &rec, st, h)),
+                Some(rec) => Self::with_state(&mut inner, &rec, |inner, state| {
+                    self.ack_send(inner, &rec, state, h)
+                }),
                 // C's checks before it looks for the send.
                 None if h.status != 0 => Reply::Abort(Status::BadStatus),
                 None if rmpp::signed(h.paylen_newwin) < rmpp::signed(h.seg_num) => {
@@ -161,16 +188,16 @@ impl Agent {
         self.send_reply(reply, recv);
     }
 
-    /// Applies the ACK `h` to the segmented send `rec` (state `st`), under the agent's lock.
+    /// Applies the ACK `h` to the segmented send `rec` (state `state`), under the agent's lock.
     fn ack_send(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         h: &RmppHdr,
     ) -> Reply {
-        let timeout_ms = st.facts.timeout_ms;
-        let Some(SegSend { window: w, clock }) = st.seg_mut() else {
+        let timeout_ms = state.facts.timeout_ms;
+        let Some(SegSend { window: w, clock }) = state.seg_mut() else {
             return Reply::None;
         };
         let was_acked = w.all_acked();
@@ -181,26 +208,26 @@ impl Agent {
         match verdict {
             AckVerdict::Abort(s) => {
                 if !was_acked {
-                    self.abort_send(g, rec, st, s.code());
+                    self.abort_send(inner, rec, state, s.code());
                 }
                 Reply::Abort(s)
             }
             AckVerdict::AlreadyAcked
-                if st.facts.state == SendState::WaitResp && timeout_ms != 0 =>
+                if state.facts.state == SendState::WaitResp && timeout_ms != 0 =>
             {
                 Reply::Turnaround
             }
             AckVerdict::AlreadyAcked | AckVerdict::Ignore => Reply::None,
             AckVerdict::Progress { .. } => {
-                let opens = st.facts.state == SendState::WaitResp
-                    && st.seg_mut().is_some_and(|s| s.window.next().is_some());
-                if opens && self.apply(g, rec, st, Event::WindowOpened).is_ok() {
-                    self.send_segment(g, rec, st);
+                let opens = state.facts.state == SendState::WaitResp
+                    && state.seg_mut().is_some_and(|s| s.window.next().is_some());
+                if opens && self.apply(inner, rec, state, Event::WindowOpened).is_ok() {
+                    self.send_segment(inner, rec, state);
                 }
                 Reply::None
             }
             AckVerdict::AllAcked => {
-                let _ = self.apply(g, rec, st, Event::AllAcked);
+                let _ = self.apply(inner, rec, state, Event::AllAcked);
                 if timeout_ms != 0 {
                     Reply::Turnaround
                 } else {
@@ -215,15 +242,15 @@ impl Agent {
     /// is waiting, at its segment's completion if one is in flight.
     fn abort_send(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
         code: u8,
     ) {
-        let was = st.facts.state;
-        if let Ok(o) = self.apply(g, rec, st, Event::RmppAborted) {
-            if o.next != was {
-                st.status = Some((WcStatus::RemAbortErr, u32::from(code)));
+        let was = state.facts.state;
+        if let Ok(outcome) = self.apply(inner, rec, state, Event::RmppAborted) {
+            if outcome.next != was {
+                state.status = Some((WcStatus::RemAbortErr, u32::from(code)));
             }
         }
     }
@@ -233,17 +260,17 @@ impl Agent {
     /// RMPP status its send ends with: the segmented send it matches, if still open and not
     /// fully ACKed, ends with `REM_ABORT_ERR`.
     pub(super) fn rmpp_stopped(self: &Arc<Self>, hdr: &MadHdr, recv: &RecvMad, code: u8) {
-        let mut g = self.lock();
-        if g.dead {
+        let mut inner = self.lock();
+        if inner.dead {
             return;
         }
-        let Some(rec) = self.find_send(&g, hdr, recv) else {
+        let Some(rec) = self.find_send(&inner, hdr, recv) else {
             return;
         };
-        Self::with_state(&mut g, &rec, |g, st| {
-            let acked = st.seg().is_none_or(|s| s.window.all_acked());
-            if Self::rmpp_open(st) && !acked {
-                self.abort_send(g, &rec, st, code);
+        Self::with_state(&mut inner, &rec, |inner, state| {
+            let acked = state.seg().is_none_or(|s| s.window.all_acked());
+            if Self::rmpp_open(state) && !acked {
+                self.abort_send(inner, &rec, state, code);
             }
         });
     }
@@ -253,19 +280,19 @@ impl Agent {
     /// timeout and its retry (C's "send failure will just result in a timeout/retry").
     pub(super) fn send_segment(
         self: &Arc<Self>,
-        g: &mut AgentInner,
+        inner: &mut AgentInner,
         rec: &Arc<SendRecord>,
-        st: &mut RecordState,
+        state: &mut RecordState,
     ) {
-        match self.transmit(g, rec, st, false) {
-            Ok(()) => self.trace_sent(st),
+        match self.transmit(inner, rec, state, false) {
+            Ok(handed) => self.trace_sent(state, handed),
             Err(_) => {
-                let timeout_ms = st.facts.timeout_ms;
-                let ms = match st.seg_mut() {
+                let timeout_ms = state.facts.timeout_ms;
+                let ms = match state.seg_mut() {
                     Some(SegSend { window, clock }) => clock.arm(timeout_ms, window.retries_left()),
                     None => AckClock::default().arm(timeout_ms, 0),
                 };
-                let _ = self.apply(g, rec, st, Event::SegmentDispatchFailed(ms));
+                let _ = self.apply(inner, rec, state, Event::SegmentDispatchFailed(ms));
             }
         }
     }

@@ -2,7 +2,29 @@
 
 //! Unregistration: `ib_unregister_mad_agent` (Documentation/behaviour.md §1.4).
 
-use super::*;
+use super::{
+    frames,
+    Agent,
+    Q_BACKLOG,
+    Q_CANCEL,
+    Q_DONE,
+    Q_FLIGHT,
+    Q_WAIT, //
+};
+use crate::{
+    mad::state::Event,
+    sys::workqueue, //
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{
+            Full,
+            Relaxed, //
+        },
+        Arc, //
+    },
+};
 
 impl Agent {
     /// `ib_unregister_mad_agent` (Documentation/behaviour.md §1.4): flushes every outstanding send,
@@ -25,16 +47,19 @@ impl Agent {
     pub(crate) fn unregister_with(self: &Arc<Self>, wait_buffers: bool) -> Result {
         let me = frames::current_task();
         {
-            let mut g = self.lock();
-            if g.frames.contains(me) {
-                drop(g);
+            let mut inner = self.lock();
+            if inner.frames.contains(me) {
+                drop(inner);
                 pr_warn!("unregister called from a handler of the same agent\n");
                 return Err(EDEADLK);
             }
-            if g.dead {
+            if inner.dead {
                 return Err(EINVAL);
             }
-            g.dead = true;
+            inner.dead = true;
+            // Full: a buffer created from now on sees it and gives its count back, or the
+            // count read below sees the buffer (`create_send` orders the two the other way).
+            self.dying.xchg(true, Full);
         }
         // Sends in flight are marked and flushed at their send completion (T24); waiting,
         // cancelled and queued sends are flushed now (T25), in the C layer's list order. In
@@ -54,14 +79,14 @@ impl Agent {
         workqueue::disable_sync::<Agent, 0>(self);
         loop {
             self.deliver_due();
-            let mut g = self.lock();
-            if !g.queues.get(Q_DONE).is_empty() {
+            let mut inner = self.lock();
+            if !inner.queues.get(Q_DONE).is_empty() {
                 continue;
             }
             // A send cancelled between two batches lands in the cancel queue, which the timer
             // no longer serves: flush it here.
-            if !g.queues.get(Q_CANCEL).is_empty() || !g.queues.get(Q_WAIT).is_empty() {
-                drop(g);
+            if !inner.queues.get(Q_CANCEL).is_empty() || !inner.queues.get(Q_WAIT).is_empty() {
+                drop(inner);
                 self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister, true);
                 continue;
             }
@@ -69,13 +94,13 @@ impl Agent {
             // the count read next sees it gone (`buffer_freed` orders the two the other way).
             self.sleeping.xchg(true, Full);
             let buffers = self.buffers.load(Relaxed);
-            if g.outstanding == 0 && (buffers == 0 || !wait_buffers) && g.in_recv == 0 {
+            if inner.outstanding == 0 && (buffers == 0 || !wait_buffers) && inner.in_recv == 0 {
                 self.sleeping.store(false, Relaxed);
-                drop(g);
+                drop(inner);
                 self.rmpp_clear();
                 return Ok(());
             }
-            g.wait(&self.idle);
+            inner.wait(&self.idle);
             self.sleeping.store(false, Relaxed);
         }
     }

@@ -275,6 +275,56 @@ mod tests {
     type Setup = Option<(Arc<VerbsPort>, Arc<Agent>, Arc<Recorder>)>;
 
     /// The rxe0 port, and an agent on it whose handlers record.
+    #[test]
+    fn rxe_posts_reach_the_device_from_the_caller() -> Result {
+        // Once the port has the destination's address handle, a post hands its MAD to the
+        // device from the caller's context, as ib_post_send_mad does; the first transmission to
+        // a destination, whose handle is made sleepably, goes through the port's transmit work.
+        // A flow label no other case uses makes the destination new to the port.
+        let s = setup()?;
+        assert!(s.is_some());
+        let Some((port, a, rec)) = s else {
+            return Ok(());
+        };
+        let get = |tag: usize| -> Result<SendBuf> {
+            let mut buf = rxe_request(&port, &a, tag, wire::IB_MGMT_METHOD_GET, 5000, 2)?;
+            let mut ah = buf.ah().ok_or(EINVAL)?;
+            if let Some(g) = ah.grh.as_mut() {
+                g.flow_label = 0x5_a5a5;
+            }
+            buf.set_ah(Some(ah));
+            Ok(buf)
+        };
+        let (now0, queued0) = port.transmissions();
+        let first = post(get(1)?).is_ok();
+        let first_done = rec.wait_sends(1);
+        let (now1, queued1) = port.transmissions();
+        let mut posted = 0;
+        for tag in 2..=9 {
+            if post(get(tag)?).is_ok() {
+                posted += 1;
+            }
+        }
+        let done = rec.wait_sends(9);
+        let (now2, queued2) = port.transmissions();
+        let sends = rec.sends()?;
+        a.unregister()?;
+        assert!(first);
+        assert!(first_done);
+        // The first: by the transmit work, which made the handle.
+        assert_eq!(now1.wrapping_sub(now0), 0);
+        assert_eq!(queued1.wrapping_sub(queued0), 1);
+        assert_eq!(posted, 8);
+        assert!(done);
+        // The eight after it: from the caller. (A run slower than the handle's freshness, 5 s,
+        // sends one of them through the work, which checks the destination again.)
+        assert!(now2.wrapping_sub(now1) >= 7);
+        assert_eq!(now2.wrapping_sub(now1) + queued2.wrapping_sub(queued1), 8);
+        let answered = sends.iter().filter(|s| s.1 == WcStatus::Success).count();
+        assert_eq!(answered, 9);
+        Ok(())
+    }
+
     fn setup() -> Result<Setup> {
         let rec = Recorder::new(Behaviour::default())?;
         Ok(rxe_agent(&rec)?.map(|(p, a)| (p, a, rec)))
