@@ -332,11 +332,7 @@ impl RustBench {
         kind: usize,
     ) -> Result<SendHandle> {
         let lo = self.next_lo();
-        let a = if gate {
-            &self.gate_agent
-        } else {
-            &self.agent
-        };
+        let a = if gate { &self.gate_agent } else { &self.agent };
         let buf = self.buf(a.as_ref().ok_or(EINVAL)?, lo, method, timeout_ms, kind)?;
         Agent::post(buf).map_err(|e| e.err)
     }

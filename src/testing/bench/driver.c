@@ -282,8 +282,8 @@ static void holds_emit(const struct bench_ops *ops, struct bench_cfg *cfg)
 	bench_emit(ops->name, "irqoff_hold_p99", cfg->n, cfg->rep, h[BENCH_HOLDS_P99], "ns");
 	bench_emit(ops->name, "irqoff_hold_p999", cfg->n, cfg->rep, h[BENCH_HOLDS_P999], "ns");
 	bench_emit(ops->name, "irqoff_hold_max", cfg->n, cfg->rep, h[BENCH_HOLDS_MAX], "ns");
-	bench_emit(ops->name, "irqoff_holds_over_100us", cfg->n, cfg->rep, h[BENCH_HOLDS_OVER_100US],
-	     "holds");
+	bench_emit(ops->name, "irqoff_holds_over_100us", cfg->n, cfg->rep,
+		   h[BENCH_HOLDS_OVER_100US], "holds");
 }
 
 u64 bench_slab_bytes(void)
@@ -420,7 +420,7 @@ out_threads:
 	}
 	if (!ret)
 		bench_emit(ops->name, scale_op[mode], n, cfg->rep,
-		     div64_u64((u64)n * NSEC_PER_SEC, max(end - t0, 1ull)), "sends/s");
+			   div64_u64((u64)n * NSEC_PER_SEC, max(end - t0, 1ull)), "sends/s");
 out:
 	/* The second state may have its sends on the first's agent: it closes first. */
 	if (threads == 2)
@@ -606,7 +606,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32
 				if (mode == SCALE_1CPU || (cpu_online(0) && cpu_online(1)))
 					round_scale(ops[x], priv[x], priv2[x], &cfg, mode);
 			if (cfg.irqoff_max >= 0)
-				bench_emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max, "ns");
+				bench_emit(ops[x]->name, "irqoff_max", n, rep, cfg.irqoff_max,
+					   "ns");
 			holds_emit(ops[x], &cfg);
 		}
 		for (k = 0; !bench_irqsoff_pass && k < ARRAY_SIZE(floor_ops); k++) {

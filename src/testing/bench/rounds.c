@@ -375,14 +375,16 @@ static int post_all(const struct bench_ops *ops, void *p, u32 n)
 #define BENCH_AGAIN_WAIT_MS 8
 
 /*
- * Round B times a tenth of what the other figures do when it repeats: 1 000
- * timeouts by default (100 passes at N = 10, 10 at N = 100). Each pass waits
- * for its sends to expire and costs about 20 ms under emulation, so 10 000
- * timeouts at N = 10 took 22-27 s per implementation and repetition, half of
- * the whole bench at that N; the 1 000 passes agreed within 1.3x and fewer do
- * too.
+ * Round B times a tenth of what the other figures do when it repeats, and at
+ * least BENCH_TIMEOUTS_PASSES passes: 1 000 timeouts by default at N = 10
+ * (100 passes), 2 000 at N = 100 (20 passes). Each pass waits for its sends
+ * to expire and costs about 25 ms under emulation: 10 000 timeouts at N = 10
+ * took 22-27 s per implementation and repetition, half of the bench at that
+ * N. On a quiet host 100 passes agreed within 1.14x from one repetition to
+ * the next, and 10 passes (N = 100) within 1.93x.
  */
 #define BENCH_TIMEOUTS_SHARE 10
+#define BENCH_TIMEOUTS_PASSES 20
 
 /* The sends of round B that did not end timed out, over its passes. */
 struct timeouts_tally {
@@ -456,8 +458,11 @@ int bench_round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg 
 	struct timeouts_tally tally = {};
 	struct rmad_bench_round *r;
 	struct bench_sum sum = {};
-	u32 n = cfg->n, count = max(n, bench_target(cfg, n) / BENCH_TIMEOUTS_SHARE);
+	u32 n = cfg->n, count = bench_target(cfg, n);
 	bool again = count > n;
+
+	if (again)
+		count = max(count / BENCH_TIMEOUTS_SHARE, n * BENCH_TIMEOUTS_PASSES);
 	int ret;
 
 	r = kzalloc_obj(*r);
@@ -469,7 +474,8 @@ int bench_round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg 
 		goto out_free;
 	while (!ret && sum.ops < count)
 		ret = timeouts_once(ops, p, r, cfg, again ? BENCH_AGAIN_MS : BENCH_SHORT_MS,
-				    again ? BENCH_AGAIN_WAIT_MS : BENCH_SHORT_WAIT_MS, &sum, &tally);
+				    again ? BENCH_AGAIN_WAIT_MS : BENCH_SHORT_WAIT_MS, &sum,
+				    &tally);
 	/* A time for n timeouts delivered: the mean of the passes. */
 	sum_emit(ops, cfg, "timeouts", &sum, true);
 	if (sum.passes)
