@@ -177,14 +177,15 @@ impl TxFrame {
 
 /// What [`VerbsPort::check_send`] found valid last: the P_Key index, the source GID index
 /// (if the address has a GRH) and the generation of the port's tables then, in one word, so
-/// that a post reads it without a lock. Never 0 (the bit 24 is set), the value of `checked`
-/// before any check passed.
+/// that a post reads it without a lock: bits 0–15 the P_Key index, 16–23 the source GID index,
+/// 24 whether there is a GRH, 25 always set (the word is never 0, the value of `checked`
+/// before any check passed), 32–63 the generation.
 pub(super) struct CheckedKey(u64);
 
 impl CheckedKey {
     fn new(ah: &Address, pkey_index: u16, gen: u32) -> Self {
         let grh = ah.grh.map_or(0, |g| 0x100 | u64::from(g.sgid_index));
-        Self(u64::from(pkey_index) | grh << 16 | 1 << 24 | u64::from(gen) << 32)
+        Self(u64::from(pkey_index) | grh << 16 | 1 << 25 | u64::from(gen) << 32)
     }
 }
 
