@@ -50,13 +50,7 @@ impl RmadAh {
 
     /// The attributes of `a`.
     pub(crate) fn from_address(a: &Address) -> Self {
-        let g = a.grh.unwrap_or(GrhAttr {
-            dgid: [0; 16],
-            sgid_index: 0,
-            hop_limit: 0,
-            traffic_class: 0,
-            flow_label: 0,
-        });
+        let g = a.grh.unwrap_or_default();
         Self {
             dlid: a.dlid,
             src_path_bits: a.src_path_bits,

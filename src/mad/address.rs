@@ -6,7 +6,7 @@
 pub(crate) type Gid = [u8; 16];
 
 /// The global route of an address handle (`rdma_ah_attr` with a GRH).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct GrhAttr {
     /// Destination GID.
     pub(crate) dgid: Gid,

@@ -45,8 +45,7 @@ use crate::{
     },
     mad::{
         state::WcStatus,
-        Address,
-        GrhAttr, //
+        Address, //
     },
 };
 use kernel::{
@@ -146,13 +145,7 @@ impl TxFrame {
         dmac: [u8; 6],
         wr_id: *const SendRecord,
     ) -> Self {
-        let grh = ah.grh.unwrap_or(GrhAttr {
-            dgid: [0; 16],
-            sgid_index: 0,
-            hop_limit: 0,
-            traffic_class: 0,
-            flow_label: 0,
-        });
+        let grh = ah.grh.unwrap_or_default();
         Self {
             mad: mad.as_ptr(),
             // A pointer always fits the 64-bit work-request id.

@@ -467,10 +467,10 @@ int bench_round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg 
 	struct bench_sum sum = {};
 	u32 n = cfg->n, count = bench_target(cfg, n);
 	bool again = count > n;
+	int ret;
 
 	if (again)
 		count = max(count / BENCH_TIMEOUTS_SHARE, n * BENCH_TIMEOUTS_PASSES);
-	int ret;
 
 	r = kzalloc_obj(*r);
 	if (!r)
