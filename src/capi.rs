@@ -99,10 +99,10 @@ use crate::{
     engine::{
         agent::Agent,
         send::{
-            SendBody,
-            SendRecord, //
+            BodyBox,
+            SendRef, //
         },
-        transport::Transport,
+        transport::Transport, //
     },
     mad::wire,
     sys::workqueue::OwnedQueue,
@@ -122,7 +122,7 @@ use kernel::{
             Atomic,
             Release, //
         },
-        Arc,
+        Arc, //
     },
 };
 
@@ -159,8 +159,8 @@ pub(crate) struct CAgent {
 /// outstanding (or being posted, or its completion is on its way back) and the engine owns the
 /// body. `rec` is the buffer's record for its whole life.
 pub(crate) struct CBuf {
-    rec: Arc<SendRecord>,
-    body: Option<KBox<SendBody>>,
+    rec: SendRef,
+    body: Option<BodyBox>,
     context: usize,
 }
 

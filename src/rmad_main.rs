@@ -91,6 +91,8 @@ struct Rmad {
     _testing: testing::Flavour,
     /// `/sys/kernel/debug/rmad`.
     _debugfs: debugfs::Debugfs,
+    /// The slab cache of send records, which everything above may have held.
+    _records: sys::slab::Cache,
     /// Logs the unload once everything else has gone.
     _farewell: Farewell,
 }
@@ -107,6 +109,9 @@ impl Drop for Farewell {
 impl kernel::Module for Rmad {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Built in load order; should a step fail, the guards built so far drop in reverse.
+        // SAFETY: Called once, here, before any send is created; dropped last but one, once
+        // every agent (whose unregistration waits for its buffers) and handle has gone.
+        let records = unsafe { sys::slab::Cache::create(engine::send::SendRecord::layout()) }?;
         // SAFETY: Called once, here, before any other use of the C API.
         let capi = unsafe { capi::Api::new() }?;
         // SAFETY: Called once, here, before any other use of the verbs transport: debugfs's
@@ -123,6 +128,7 @@ impl kernel::Module for Rmad {
             #[cfg(rmad_test)]
             _testing: flavour,
             _debugfs: debugfs,
+            _records: records,
             _farewell: Farewell,
         })
     }

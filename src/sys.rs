@@ -7,11 +7,13 @@
 //! - [`trace`] fires rmad's tracepoints (defined in C, where the trace macros expand);
 //! - [`sched`] has `cond_resched`;
 //! - [`memalloc`] has allocation scopes, for a C caller's `GFP_NOIO` and `GFP_NOFS`;
+//! - [`slab`] has the slab cache that send records come from;
 //! - [`rbtree`] has intrusive red-black trees, whose nodes live in their items (the kernel
 //!   crate's allocate one per entry).
 
 pub(crate) mod memalloc;
 pub(crate) mod rbtree;
 pub(crate) mod sched;
+pub(crate) mod slab;
 pub(crate) mod trace;
 pub(crate) mod workqueue;

@@ -22,6 +22,7 @@ mod tx;
 use crate::{
     engine::{
         rmpp_budget::PortBudget,
+        send::TxQueue,
         transport::{
             GrhFields,
             Handed,
@@ -198,7 +199,7 @@ pub(crate) struct VerbsPort {
     /// the C layer's QP overflow list, Documentation/behaviour.md §2.4.2. Lock order: `vp`, then
     /// `txq`.
     #[pin]
-    txq: SpinLockIrq<tx::TxQueue>,
+    txq: SpinLockIrq<TxQueue>,
     /// The transmit work holds a transmission it took from `txq` and has not handed to the
     /// device or put back yet: a post does not overtake it. Read and written under `txq`'s lock.
     tx_in_hand: Atomic<bool>,
@@ -217,7 +218,7 @@ pub(crate) struct VerbsPort {
     tx_work: Work<VerbsPort>,
     /// Transmissions whose destination is being resolved, oldest first (see `verbs/neigh.rs`).
     #[pin]
-    parked: Mutex<tx::TxQueue>,
+    parked: Mutex<TxQueue>,
     /// Runs the port's resolutions, several at once; flushed when the port closes.
     resolve_wq: OwnedQueue,
     /// The ib_core agents that forward requests to rmad's agents (see `verbs/forward.rs`).
@@ -363,7 +364,7 @@ impl VerbsPort {
                 name <- name,
                 engine: engine.clone(),
                 vp <- new_spinlock_irq!(core::ptr::null_mut(), "VerbsPort::vp"),
-                txq <- new_spinlock_irq!(kernel::list::List::new(), "VerbsPort::txq"),
+                txq <- new_spinlock_irq!(TxQueue::new(), "VerbsPort::txq"),
                 tx_work <- new_work!("VerbsPort::tx_work"),
                 tx_in_hand: Atomic::new(false),
                 tx_parked: Atomic::new(0),
@@ -371,7 +372,7 @@ impl VerbsPort {
                 tables_gen: Atomic::new(0),
                 sent_now: Atomic::new(0),
                 sent_queued: Atomic::new(0),
-                parked <- new_mutex!(kernel::list::List::new(), "VerbsPort::parked"),
+                parked <- new_mutex!(TxQueue::new(), "VerbsPort::parked"),
                 resolve_wq: OwnedQueue::new_concurrent(c"rmad_resolve")?,
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
                 neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),

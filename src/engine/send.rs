@@ -41,19 +41,28 @@ use crate::{
         TreeItem, //
     },
 };
+use core::{
+    cell::UnsafeCell,
+    mem::MaybeUninit, //
+};
 use kernel::{
     alloc::Flags,
-    list::{
-        AtomicTracker,
-        ListLinks,
-        TryNewListArc, //
-    },
     prelude::*,
     sync::{
         atomic::Atomic,
         Arc,
-        LockedBy, //
+        LockedBy,
+        Refcount, //
     },
+};
+
+mod refs;
+
+pub(crate) use refs::{
+    BodyBox,
+    SendRef,
+    TxQueue,
+    TxRef, //
 };
 
 /// Key of a send in the queue its agent keeps it in: (primary order, secondary order).
@@ -263,8 +272,7 @@ pub(crate) struct SegSend {
     pub(crate) clock: AckClock,
 }
 
-// A body with its inline MAD fits the 512-byte slab bucket: one allocation of at most 512
-// bytes where the body and a separate 256-byte MAD took two.
+// A body with its inline MAD takes at most 512 bytes of its record.
 const _: () = assert!(core::mem::size_of::<SendBody>() <= 512);
 
 /// What the engine knows about an outstanding send, under its agent's lock.
@@ -275,7 +283,7 @@ pub(crate) struct RecordState {
     /// State and the facts the state machine reads.
     pub(crate) facts: SendFacts,
     /// The body while the engine owns the send.
-    pub(crate) body: Option<KBox<SendBody>>,
+    pub(crate) body: Option<BodyBox>,
     /// The agent's queue the send is in, if any (its key there is in [`SendRecord::qlinks`]).
     pub(crate) queue: Option<Queue>,
     /// The status decided for the send handler, and its vendor error.
@@ -358,15 +366,18 @@ impl Default for SendFacts {
     }
 }
 
-/// The record of one send buffer, shared by the buffer, its handles and the agent's indexes.
+/// The record of one send buffer, shared by the buffer, its handles and the agent's indexes,
+/// with the buffer's body: the one object of rmad's slab cache a send takes ([`SendRef`]).
 ///
 /// It carries the links of every index a send is in, so that posting, moving between queues,
 /// completing and cancelling allocate nothing: its agent's queues and TID index (intrusive
-/// trees, [`crate::sys::rbtree`]) and a transport's transmit queue (the verbs port's). A send
-/// has at most one transmission queued or on the device at a time (a retry starts only after
-/// the previous send completion), and the tracker refuses a second one.
+/// trees, [`crate::sys::rbtree`]) and a transport's transmit queue ([`TxQueue`]). A send has at
+/// most one transmission queued or on the device at a time (a retry starts only after the
+/// previous send completion), and [`TxRef::take`] refuses a second one.
 #[pin_data]
 pub(crate) struct SendRecord {
+    /// The references of the record ([`SendRef`]).
+    refs: Refcount,
     /// The agent the buffer was created on; it never changes.
     pub(crate) agent: Arc<Agent>,
     /// Mutable state, protected by the agent's lock.
@@ -380,32 +391,47 @@ pub(crate) struct SendRecord {
     /// Links in the agent's TID index, only ever linked into `agent`'s, under its lock.
     #[pin]
     pub(crate) tlinks: Links<TidKey>,
-    /// Links in a transmit queue.
-    #[pin]
-    tx_links: ListLinks<0>,
-    /// Whether a `ListArc` of the record exists (it is queued or on the device).
-    #[pin]
-    tx_track: AtomicTracker<0>,
+    /// Links in a transmit queue (previous, next), touched only by the holder of the
+    /// record's [`TxRef`].
+    tx_links: UnsafeCell<[*const SendRecord; 2]>,
+    /// Whether a [`TxRef`] of the record exists (it is queued or on the device).
+    tx_taken: Atomic<bool>,
+    /// The buffer's body, owned by its one [`BodyBox`] (which drops it in place).
+    body: UnsafeCell<MaybeUninit<SendBody>>,
 }
 
-// The record and its `Arc`'s count fit the 256-byte slab bucket: with the body's 512, a send
-// buffer takes 768 bytes in two allocations (the C layer's takes 1 KiB in one).
-const _: () = assert!(core::mem::size_of::<SendRecord>() <= 248);
+// SAFETY: The record's shared parts are atomic or locked (`state` by its agent's lock); the
+// transmit links are touched only by the one holder of the `TxRef`, the body only by its one
+// `BodyBox`, each of which may move between threads.
+unsafe impl Send for SendRecord {}
+// SAFETY: As above.
+unsafe impl Sync for SendRecord {}
+
+// A send buffer is one object of at most 768 bytes (the C layer's `ib_mad_send_wr_private`
+// with its MAD takes a 1 KiB kmalloc object).
+const _: () = assert!(core::mem::size_of::<SendRecord>() <= 768);
 
 impl SendRecord {
-    /// A new record of a buffer of `agent`.
-    pub(crate) fn new(agent: &Arc<Agent>) -> impl PinInit<Self> {
+    /// A new record of a buffer of `agent`, with `body` (only [`SendRef::new`] makes one).
+    fn new(agent: &Arc<Agent>, body: SendBody) -> impl PinInit<Self> {
         let state = LockedBy::new(&agent.inner, RecordState::default());
         let agent = agent.clone();
         pin_init!(SendRecord {
+            refs: Refcount::new(1),
             agent,
             state,
             tx_gen: Atomic::new(0),
             qlinks <- Links::new(),
             tlinks <- Links::new(),
-            tx_links <- ListLinks::new(),
-            tx_track <- AtomicTracker::new(),
+            tx_links: UnsafeCell::new([core::ptr::null(); 2]),
+            tx_taken: Atomic::new(false),
+            body: UnsafeCell::new(MaybeUninit::new(body)),
         })
+    }
+
+    /// The layout of a record: what rmad's slab cache is made for.
+    pub(crate) fn layout() -> core::alloc::Layout {
+        core::alloc::Layout::new::<Self>()
     }
 }
 
@@ -413,6 +439,7 @@ impl SendRecord {
 // its `container_of`.
 unsafe impl TreeItem<QUEUE_LINKS> for SendRecord {
     type Key = QKey;
+    type Ref = SendRef;
 
     fn links(&self) -> &Links<QKey> {
         &self.qlinks
@@ -428,6 +455,7 @@ unsafe impl TreeItem<QUEUE_LINKS> for SendRecord {
 // its `container_of`.
 unsafe impl TreeItem<TID_LINKS> for SendRecord {
     type Key = TidKey;
+    type Ref = SendRef;
 
     fn links(&self) -> &Links<TidKey> {
         &self.tlinks
@@ -439,14 +467,6 @@ unsafe impl TreeItem<TID_LINKS> for SendRecord {
     }
 }
 
-kernel::list::impl_list_arc_safe! {
-    impl ListArcSafe<0> for SendRecord { tracked_by tx_track: AtomicTracker<0>; }
-}
-
-kernel::list::impl_list_item! {
-    impl ListItem<0> for SendRecord { using ListLinks { self.tx_links }; }
-}
-
 /// A send buffer owned by the client (`struct ib_mad_send_buf`).
 ///
 /// Create one with [`Agent::create_send`](crate::engine::agent::Agent::create_send), fill in the
@@ -455,8 +475,8 @@ kernel::list::impl_list_item! {
 /// an agent's unregistration waits until every buffer created on it has been dropped. Never drop
 /// one while holding a lock that a handler of the same agent takes.
 pub(crate) struct SendBuf {
-    pub(crate) rec: Arc<SendRecord>,
-    pub(crate) body: KBox<SendBody>,
+    pub(crate) rec: SendRef,
+    pub(crate) body: BodyBox,
 }
 
 #[cfg_attr(
@@ -551,7 +571,7 @@ impl SendBuf {
 /// after that every operation returns `EINVAL`.
 #[derive(Clone)]
 pub(crate) struct SendHandle {
-    pub(crate) rec: Arc<SendRecord>,
+    pub(crate) rec: SendRef,
     pub(crate) gen: u64,
 }
 

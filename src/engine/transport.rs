@@ -13,7 +13,7 @@
 use crate::{
     engine::{
         rmpp_budget::PortBudget,
-        send::SendRecord, //
+        send::SendRef, //
     },
     mad::{
         Address,
@@ -58,7 +58,7 @@ pub(crate) struct SendWr<'a> {
     /// P_Key index: its entry of the port's P_Key table must be valid.
     pub(crate) pkey_index: u16,
     /// The send, to name in the completion.
-    pub(crate) rec: &'a Arc<SendRecord>,
+    pub(crate) rec: &'a SendRef,
     /// The post of the send, to name in the completion.
     pub(crate) gen: u64,
     /// [`Transport::check_send`] passed for this destination and P_Key index just before the

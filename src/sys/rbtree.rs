@@ -27,6 +27,7 @@
 //! // SAFETY: `links` returns the field `links`, `from_links` is its inverse.
 //! unsafe impl TreeItem<0> for Item {
 //!     type Key = u64;
+//!     type Ref = Arc<Item>;
 //!     fn links(&self) -> &Links<u64> {
 //!         &self.links
 //!     }
@@ -44,6 +45,7 @@ use core::{
     cell::UnsafeCell,
     marker::PhantomData,
     mem::MaybeUninit,
+    ops::Deref,
     ptr, //
 };
 use kernel::{
@@ -61,6 +63,10 @@ use kernel::{
     },
     types::Opaque,
 };
+
+/// A borrow of an item of a tree of `T`s of kind `ID`.
+pub(crate) type Borrowed<'a, T, const ID: u64> =
+    <<T as TreeItem<ID>>::Ref as TreeRef>::Borrowed<'a>;
 
 /// Source of tree ids; 0 means "in no tree".
 static NEXT_ID: Atomic<u64> = Atomic::new(1);
@@ -106,16 +112,79 @@ impl<K> Links<K> {
     }
 }
 
-/// A type whose `Arc`s can be in a [`Tree`] of kind `ID`, through one of its [`Links`].
+/// A counted reference that a [`Tree`] can hold as a raw pointer: `Arc<T>`, or a type of
+/// rmad's own (a send's record, [`crate::engine::send::SendRef`]).
+///
+/// # Safety
+///
+/// `into_raw` gives up one reference for a pointer to the item, `from_raw` takes back one that
+/// `into_raw` gave up; `borrow` makes a value that derefs to the item for as long as a
+/// reference of it is held elsewhere, and converts into a reference of its own.
+pub(crate) unsafe trait TreeRef: Deref + Sized {
+    /// A borrow of an item whose reference the tree holds.
+    type Borrowed<'a>: Deref<Target = Self::Target> + Into<Self>
+    where
+        Self: 'a;
+
+    /// Gives up this reference for a pointer to the item.
+    fn into_raw(self) -> *const Self::Target;
+
+    /// Takes back a reference that [`TreeRef::into_raw`] gave up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and is taken back once.
+    unsafe fn from_raw(ptr: *const Self::Target) -> Self;
+
+    /// A borrow of the item at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// A reference of the item is held, elsewhere, for `'a`.
+    unsafe fn borrow<'a>(ptr: *const Self::Target) -> Self::Borrowed<'a>
+    where
+        Self: 'a;
+}
+
+// SAFETY: `Arc`'s own raw conversions and borrow, which keep its count as the trait requires.
+unsafe impl<T> TreeRef for Arc<T> {
+    type Borrowed<'a>
+        = ArcBorrow<'a, T>
+    where
+        T: 'a;
+
+    fn into_raw(self) -> *const T {
+        Arc::into_raw(self)
+    }
+
+    unsafe fn from_raw(ptr: *const T) -> Self {
+        // SAFETY: The caller's promise is `Arc::from_raw`'s.
+        unsafe { Arc::from_raw(ptr) }
+    }
+
+    unsafe fn borrow<'a>(ptr: *const T) -> ArcBorrow<'a, T>
+    where
+        T: 'a,
+    {
+        // SAFETY: `ptr` came from `Arc::into_raw` and a reference is held for `'a` (the
+        // caller's promise).
+        unsafe { ArcBorrow::from_raw(ptr) }
+    }
+}
+
+/// A type whose references can be in a [`Tree`] of kind `ID`, through one of its [`Links`].
 ///
 /// # Safety
 ///
 /// `links` returns the same field of `self` every time, a field that never moves while the item
-/// is in an `Arc` (it is structurally pinned); `from_links` is its inverse: given a pointer to
+/// is referenced (it is structurally pinned); `from_links` is its inverse: given a pointer to
 /// that field of an item, it returns a pointer to the item.
 pub(crate) unsafe trait TreeItem<const ID: u64>: Sized {
     /// The key the tree orders its items by.
     type Key: Ord + Copy;
+
+    /// The counted reference the tree holds of each item.
+    type Ref: TreeRef<Target = Self>;
 
     /// The links of kind `ID`.
     fn links(&self) -> &Links<Self::Key>;
@@ -128,13 +197,13 @@ pub(crate) unsafe trait TreeItem<const ID: u64>: Sized {
     unsafe fn from_links(links: *const Links<Self::Key>) -> *const Self;
 }
 
-/// An ordered set of `Arc<T>`, linked through `T`'s links of kind `ID`.
+/// An ordered set of references of `T`s, linked through `T`'s links of kind `ID`.
 ///
 /// # Invariants
 ///
 /// - `id` is unique among trees and not 0.
 /// - Every node in `root` is the `node` of the links of kind `ID` of an item whose `owner` is
-///   `id`, and the tree owns one reference of that item (from [`Arc::into_raw`]); `len` counts
+///   `id`, and the tree owns one reference of that item (from [`TreeRef::into_raw`]); `len` counts
 ///   them.
 /// - In-order, the keys are non-decreasing, and items of equal keys are in insertion order.
 /// - `first` and `last` are the leftmost and rightmost nodes (null when empty).
@@ -144,10 +213,10 @@ pub(crate) struct Tree<T: TreeItem<ID>, const ID: u64> {
     last: *mut bindings::rb_node,
     len: usize,
     id: u64,
-    _p: PhantomData<Arc<T>>,
+    _p: PhantomData<T::Ref>,
 }
 
-// SAFETY: The tree owns `Arc<T>`s; sending it sends them.
+// SAFETY: The tree owns references of `T`s; sending it sends them.
 unsafe impl<T: TreeItem<ID> + Send + Sync, const ID: u64> Send for Tree<T, ID> {}
 // SAFETY: Through `&Tree` the items are only read.
 unsafe impl<T: TreeItem<ID> + Send + Sync, const ID: u64> Sync for Tree<T, ID> {}
@@ -214,15 +283,15 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     /// # Safety
     ///
     /// `node` is a node of this tree.
-    unsafe fn borrow(&self, node: *mut bindings::rb_node) -> ArcBorrow<'_, T> {
+    unsafe fn borrow(&self, node: *mut bindings::rb_node) -> Borrowed<'_, T, ID> {
         // SAFETY: The tree owns a reference of the item (type invariant), which it gives up
         // only through `&mut self`: the item lives as long as this borrow of the tree.
-        unsafe { ArcBorrow::from_raw(Self::item(node)) }
+        unsafe { T::Ref::borrow(Self::item(node)) }
     }
 
     /// Inserts `item` under `key`, after the items of equal keys. Fails, giving `item` back,
     /// if it is in a tree of this kind already.
-    pub(crate) fn insert(&mut self, item: Arc<T>, key: T::Key) -> Result<(), Arc<T>> {
+    pub(crate) fn insert(&mut self, item: T::Ref, key: T::Key) -> Result<(), T::Ref> {
         let links = item.links();
         if links.owner.cmpxchg(0, self.id, Acquire).is_err() {
             return Err(item);
@@ -273,13 +342,13 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
         self.len = self.len.saturating_add(1);
         // INVARIANT: The tree owns the reference given up here; the owner is this tree; the
         // key's place keeps the order, after equal keys.
-        let _ = Arc::into_raw(item);
+        let _ = item.into_raw();
         Ok(())
     }
 
     /// Removes `item` and returns the tree's reference of it; `None` if this tree does not
     /// hold it.
-    pub(crate) fn remove(&mut self, item: &T) -> Option<Arc<T>> {
+    pub(crate) fn remove(&mut self, item: &T) -> Option<T::Ref> {
         let links = item.links();
         // Only this tree, through `&mut self`, changes an owner that is its id.
         if links.owner.load(Relaxed) != self.id {
@@ -299,8 +368,8 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
         self.len = self.len.saturating_sub(1);
         // INVARIANT: Out of the tree: owner 0, and the tree's reference goes to the caller.
         links.owner.store(0, Release);
-        // SAFETY: The tree owned one reference of `item`, from `Arc::into_raw`.
-        Some(unsafe { Arc::from_raw(ptr::from_ref(item)) })
+        // SAFETY: The tree owned one reference of `item`, from `TreeRef::into_raw`.
+        Some(unsafe { T::Ref::from_raw(ptr::from_ref(item)) })
     }
 
     /// The key of `item` in this tree; `None` if this tree does not hold it.
@@ -315,7 +384,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     }
 
     /// The first item and its key.
-    pub(crate) fn first(&self) -> Option<(T::Key, ArcBorrow<'_, T>)> {
+    pub(crate) fn first(&self) -> Option<(T::Key, Borrowed<'_, T, ID>)> {
         if self.first.is_null() {
             return None;
         }
@@ -324,7 +393,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     }
 
     /// The first item whose key is not below `key`, and its key.
-    pub(crate) fn lower_bound(&self, key: &T::Key) -> Option<(T::Key, ArcBorrow<'_, T>)> {
+    pub(crate) fn lower_bound(&self, key: &T::Key) -> Option<(T::Key, Borrowed<'_, T, ID>)> {
         let mut node = self.root.rb_node;
         let mut best = ptr::null_mut();
         while !node.is_null() {
@@ -347,7 +416,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
 
     /// The item after `item`, and its key; `None` at the end or if this tree does not hold
     /// `item`.
-    pub(crate) fn next(&self, item: &T) -> Option<(T::Key, ArcBorrow<'_, T>)> {
+    pub(crate) fn next(&self, item: &T) -> Option<(T::Key, Borrowed<'_, T, ID>)> {
         self.key_of(item)?;
         // SAFETY: `item` is in this tree (just checked), so its node is.
         let next = unsafe { bindings::rb_next(item.links().node.get()) };
@@ -380,9 +449,9 @@ impl<T: TreeItem<ID>, const ID: u64> Drop for Tree<T, ID> {
             let item = unsafe { Self::item(node) };
             // SAFETY: `item` is live: the tree holds a reference of it.
             unsafe { (*item).links().owner.store(0, Release) };
-            // SAFETY: The tree owned one reference of the item, from `Arc::into_raw`; nothing
-            // reads the tree's nodes after this loop.
-            drop(unsafe { Arc::from_raw(item) });
+            // SAFETY: The tree owned one reference of the item, from `TreeRef::into_raw`;
+            // nothing reads the tree's nodes after this loop.
+            drop(unsafe { T::Ref::from_raw(item) });
         }
     }
 }

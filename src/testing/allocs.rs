@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What a piece of code costs the slab allocator, counted exactly: the kmalloc allocations and
-//! kfree frees the current task makes while it runs (`allocs.c` probes the kmem tracepoints;
-//! every allocation of Rust code is a kmalloc).
+//! kfree frees the current task makes while it runs, and those of rmad's slab cache of send
+//! records (`allocs.c` probes the kmem tracepoints; every other allocation of Rust code is a
+//! kmalloc).
 
 use kernel::{
     ffi::{
@@ -21,6 +22,7 @@ struct RawAllocs {
     allocs: c_long,
     bytes: c_long,
     frees: c_long,
+    from_cache: c_long,
 }
 
 extern "C" {
@@ -31,13 +33,15 @@ extern "C" {
 /// What the current task allocated and freed while a closure ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Allocs {
-    /// kmalloc allocations, whatever the caller.
+    /// kmalloc allocations, whatever the caller, and allocations from rmad's cache.
     pub(crate) allocs: usize,
-    /// The sizes of the objects they got, in bytes: each request's kmalloc bucket (what it
-    /// takes on a kernel without debugging metadata).
+    /// The sizes of the objects they got, in bytes: each request's kmalloc bucket, or the
+    /// cache's object size (what it takes on a kernel without debugging metadata).
     pub(crate) bytes: usize,
-    /// Objects freed with kfree.
+    /// Objects freed with kfree, or to rmad's cache.
     pub(crate) frees: usize,
+    /// Of `allocs`, those from rmad's cache of send records.
+    pub(crate) from_cache: usize,
 }
 
 /// Runs `f` and counts the kmalloc allocations and kfree frees of the current task meanwhile (not
@@ -49,6 +53,7 @@ pub(crate) fn count<R>(f: impl FnOnce() -> R) -> Result<(R, Allocs)> {
         allocs: 0,
         bytes: 0,
         frees: 0,
+        from_cache: 0,
     };
     // SAFETY: `raw` is valid for writes and stays in place until the stop below (or the
     // start failed, and then no probe holds it).
@@ -66,6 +71,7 @@ pub(crate) fn count<R>(f: impl FnOnce() -> R) -> Result<(R, Allocs)> {
             allocs: n(raw.allocs),
             bytes: n(raw.bytes),
             frees: n(raw.frees),
+            from_cache: n(raw.from_cache),
         },
     ))
 }

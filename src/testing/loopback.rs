@@ -20,7 +20,7 @@ use crate::{
     engine::{
         agent::Agent,
         rmpp_budget::PortBudget,
-        send::SendRecord,
+        send::SendRef,
         transport::{
             GrhFields,
             Handed,
@@ -94,7 +94,7 @@ pub(crate) struct Knobs {
 enum CqEvent {
     /// A transmission completed.
     SendDone {
-        rec: Arc<SendRecord>,
+        rec: SendRef,
         gen: u64,
         status: WcStatus,
         vendor_err: u32,

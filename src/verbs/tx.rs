@@ -36,7 +36,9 @@ use crate::{
         agent::Agent,
         send::{
             SendRecord,
-            SendTrace, //
+            SendTrace,
+            TxQueue,
+            TxRef, //
         },
         transport::{
             Handed,
@@ -51,10 +53,6 @@ use crate::{
 use kernel::{
     ffi::c_int,
     impl_has_work,
-    list::{
-        List,
-        ListArc, //
-    },
     prelude::*,
     sync::{
         atomic::{
@@ -85,16 +83,15 @@ impl WorkItem for VerbsPort {
     }
 }
 
-/// The queue of sends whose transmission waits for the device, oldest first. The links are in
-/// the send's record, so queueing allocates nothing. While the device holds a transmission,
-/// the work-request id is the pointer of the record's `ListArc`, taken back exactly once by
-/// the send completion; the record's `tx_gen` names the post being transmitted.
-pub(super) type TxQueue = List<SendRecord>;
+// The queue of sends whose transmission waits for the device is a `TxQueue`, oldest first: the
+// links are in the send's record, so queueing allocates nothing. While the device holds a
+// transmission, the work-request id is the pointer of the record's `TxRef`, taken back exactly
+// once by the send completion; the record's `tx_gen` names the post being transmitted.
 
 /// Completes the transmission `tx` with `WR_FLUSH_ERR`: its port closed.
-fn flushed(tx: ListArc<SendRecord>) {
+fn flushed(tx: TxRef) {
     let gen = tx.tx_gen.load(Relaxed);
-    let rec = tx.into_arc();
+    let rec = tx.into_ref();
     Agent::send_completed(&rec, gen, WcStatus::WrFlushErr, 0);
 }
 
@@ -203,8 +200,8 @@ impl VerbsPort {
         if wr.mad.len() > MAD_MAX {
             return Err(EINVAL);
         }
-        let tx = ListArc::try_from_arc(wr.rec.clone()).map_err(|_| EBUSY)?;
-        // The `ListArc` is unique: nobody else reads or writes `tx_gen` now.
+        let tx = TxRef::take(wr.rec).ok_or(EBUSY)?;
+        // The `TxRef` is unique: nobody else reads or writes `tx_gen` now.
         tx.tx_gen.store(wr.gen, Relaxed);
         let kick = {
             // One hold of the port's lock for the check and the transmission: a closing port
@@ -228,7 +225,7 @@ impl VerbsPort {
             // parked for a resolution, so this transmission overtakes none.
             let idle = kick && !self.tx_in_hand.load(Relaxed) && self.tx_parked.load(Relaxed) == 0;
             let tx = if idle {
-                let wr_id = ListArc::into_raw(tx);
+                let wr_id = tx.into_raw();
                 let frame =
                     TxFrame::new(wr.mad, wr.remote_qpn, wr.pkey_index, &wr.ah, [0; 6], wr_id);
                 // SAFETY: The port is open and its lock held, so the shim's port is; `frame`'s
@@ -245,7 +242,7 @@ impl VerbsPort {
                     kick = false;
                 }
                 // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
-                unsafe { ListArc::from_raw(wr_id) }
+                unsafe { TxRef::from_raw(wr_id) }
             } else {
                 tx
             };
@@ -388,7 +385,7 @@ impl VerbsPort {
             let gen = tx.tx_gen.load(Relaxed);
             let Some(frame) = Self::frame(&tx, gen) else {
                 pr_warn!("verbs: {}: a queued send lost its MAD\n", self.port);
-                let rec = tx.into_arc();
+                let rec = tx.into_ref();
                 Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
                 continue;
             };
@@ -398,7 +395,7 @@ impl VerbsPort {
             // Once the device has the transmission, its send completion may end the send (and
             // free the record) at any time: the hand-over is reported through the agent.
             let agent = tx.agent.clone();
-            let wr_id = ListArc::into_raw(tx);
+            let wr_id = tx.into_raw();
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
             // this work before it closes the shim's port. `wr_id` comes from `into_raw`.
             let r = unsafe { self.send_raw(vp, &frame, &dmac, wr_id) };
@@ -408,7 +405,7 @@ impl VerbsPort {
                 continue;
             }
             // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
-            let tx = unsafe { ListArc::from_raw(wr_id) };
+            let tx = unsafe { TxRef::from_raw(wr_id) };
             if r == SQ_FULL {
                 // It waits at the head; every send completion kicks the work again (see
                 // `tx_done`), including one that freed a slot since this attempt.
@@ -418,7 +415,7 @@ impl VerbsPort {
             // A transmission the device refuses completes with `LOC_QP_OP_ERR`
             // (Documentation/behaviour.md §2.4.3 step 5).
             pr_warn!("verbs: {}: transmission refused ({})\n", self.port, r);
-            let rec = tx.into_arc();
+            let rec = tx.into_ref();
             Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
         }
     }
@@ -430,10 +427,10 @@ impl VerbsPort {
     /// way `None`: the transmit work goes on with the next.
     fn dmac_or_park(
         self: &Arc<Self>,
-        tx: ListArc<SendRecord>,
+        tx: TxRef,
         frame: &Frame,
         own: &mut Option<OwnGids>,
-    ) -> Option<(ListArc<SendRecord>, [u8; 6])> {
+    ) -> Option<(TxRef, [u8; 6])> {
         let g = match frame.ah.grh {
             Some(g) if self.is_roce() => g,
             _ => return Some((tx, [0; 6])),
@@ -456,7 +453,7 @@ impl VerbsPort {
             }
             Dest::Unreachable => {
                 let gen = tx.tx_gen.load(Relaxed);
-                let rec = tx.into_arc();
+                let rec = tx.into_ref();
                 Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
                 None
             }
@@ -465,7 +462,7 @@ impl VerbsPort {
 
     /// The transmit work takes the oldest queued transmission, and holds it (`tx_in_hand`)
     /// until it takes the next or puts it back: a post meanwhile queues behind it.
-    fn take_next(&self) -> Option<ListArc<SendRecord>> {
+    fn take_next(&self) -> Option<TxRef> {
         let mut q = self.txq.lock();
         let tx = q.pop_front();
         self.tx_in_hand.store(tx.is_some(), Relaxed);
@@ -473,7 +470,7 @@ impl VerbsPort {
     }
 
     /// The transmit work puts `tx` back at the head of the queue, and holds nothing.
-    fn put_back(&self, tx: ListArc<SendRecord>) {
+    fn put_back(&self, tx: TxRef) {
         let mut q = self.txq.lock();
         q.push_front(tx);
         self.tx_in_hand.store(false, Relaxed);
@@ -484,7 +481,7 @@ impl VerbsPort {
     /// # Safety
     ///
     /// `vp` must be this port's open shim port, kept open for the duration of the call;
-    /// `wr_id` must come from `ListArc::into_raw`.
+    /// `wr_id` must come from `TxRef::into_raw`.
     unsafe fn send_raw(
         &self,
         vp: *mut Vport,
@@ -513,7 +510,7 @@ impl VerbsPort {
     /// Completes every parked transmission with `WR_FLUSH_ERR` (the port is closing, and
     /// neither its transmit work nor a resolution runs any more).
     pub(super) fn flush_parked(&self) {
-        let mut parked = core::mem::replace(&mut *self.parked.lock(), List::new());
+        let mut parked = core::mem::replace(&mut *self.parked.lock(), TxQueue::new());
         while let Some(tx) = parked.pop_front() {
             self.tx_parked.fetch_sub(1, Relaxed);
             flushed(tx);
@@ -524,7 +521,7 @@ impl VerbsPort {
     /// queue, in order (those whose destination is still being resolved are parked again),
     /// or is flushed if the port has closed meanwhile.
     pub(super) fn requeue_parked(&self) {
-        let mut parked = core::mem::replace(&mut *self.parked.lock(), List::new());
+        let mut parked = core::mem::replace(&mut *self.parked.lock(), TxQueue::new());
         {
             // Under the port's lock, as in `queue_tx`: a closing port flushes the transmit
             // queue only after it nulled `vp`.
@@ -557,12 +554,12 @@ impl VerbsPort {
         // The id holds a pointer that `transmit_pending` exposed, so it fits a `usize`.
         let ptr =
             core::ptr::with_exposed_provenance::<SendRecord>(usize::try_from(wr_id).unwrap_or(0));
-        // SAFETY: Caller's promise; the pointer came from `ListArc::into_raw`, and the tracker
-        // still counts that `ListArc`.
-        let tx = unsafe { ListArc::from_raw(ptr) };
+        // SAFETY: Caller's promise; the pointer came from `TxRef::into_raw`, and its hold is
+        // still taken.
+        let tx = unsafe { TxRef::from_raw(ptr) };
         let gen = tx.tx_gen.load(Relaxed);
         // The record may be queued again (a retry) once this completion is reported.
-        let rec = tx.into_arc();
+        let rec = tx.into_ref();
         Agent::send_completed(&rec, gen, status, vendor_err);
         drop(rec);
         // Always, even with the queue seen empty: the transmit work may have taken the last

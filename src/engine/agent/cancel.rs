@@ -18,7 +18,7 @@ use crate::{
     engine::send::{
         RecordState,
         SendHandle,
-        SendRecord, //
+        SendRef, //
     },
     mad::state::{
         Event,
@@ -48,7 +48,7 @@ impl Agent {
     fn modify_locked(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         t: u32,
     ) -> Result {
@@ -65,11 +65,7 @@ impl Agent {
 
     /// `ib_modify_mad` on whatever post of `rec` is outstanding (the C API, where a buffer
     /// names its current post): `EINVAL` if none is.
-    pub(crate) fn modify_current(
-        self: &Arc<Self>,
-        rec: &Arc<SendRecord>,
-        timeout_ms: i32,
-    ) -> Result {
+    pub(crate) fn modify_current(self: &Arc<Self>, rec: &SendRef, timeout_ms: i32) -> Result {
         let t = u32::try_from(timeout_ms).map_err(|_| EINVAL)?;
         let mut inner = self.lock();
         Self::with_state(&mut inner, rec, |inner, state| {

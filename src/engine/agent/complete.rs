@@ -25,11 +25,11 @@ use super::{
 };
 use crate::{
     engine::send::{
+        BodyBox,
         RecordState,
-        SendBody,
         SendBuf,
         SendCompletion,
-        SendRecord, //
+        SendRef, //
     },
     mad::state::{
         Event,
@@ -47,7 +47,7 @@ use kernel::{
 };
 
 /// A send taken out for its handler: its record, its body, and what the handler learns.
-pub(super) type Due = Option<(Arc<SendRecord>, KBox<SendBody>, SendCompletion)>;
+pub(super) type Due = Option<(SendRef, BodyBox, SendCompletion)>;
 
 /// Room for one hold's worth of sends to deliver.
 pub(super) fn no_due() -> [Due; BATCH_USIZE] {
@@ -56,12 +56,7 @@ pub(super) fn no_due() -> [Due; BATCH_USIZE] {
 
 impl Agent {
     /// The transport's report that transmission `gen` of `rec` completed with `status`.
-    pub(crate) fn send_completed(
-        rec: &Arc<SendRecord>,
-        gen: u64,
-        status: WcStatus,
-        vendor_err: u32,
-    ) {
+    pub(crate) fn send_completed(rec: &SendRef, gen: u64, status: WcStatus, vendor_err: u32) {
         let this = &rec.agent;
         let mut inner = this.lock();
         Self::with_state(&mut inner, rec, |inner, state| {
@@ -104,8 +99,8 @@ impl Agent {
     fn take_due(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
-    ) -> Option<(KBox<SendBody>, SendCompletion)> {
+        rec: &SendRef,
+    ) -> Option<(BodyBox, SendCompletion)> {
         Self::with_state(inner, rec, |inner, state| {
             self.take_decided(inner, rec, state)
         })
@@ -115,9 +110,9 @@ impl Agent {
     pub(super) fn take_decided(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
-    ) -> Option<(KBox<SendBody>, SendCompletion)> {
+    ) -> Option<(BodyBox, SendCompletion)> {
         Self::unqueue(inner, rec, state);
         Self::untrack(inner, rec);
         self.apply(inner, rec, state, Event::Delivered).ok()?;
@@ -148,7 +143,7 @@ impl Agent {
     pub(super) fn take_into(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         due: &mut [Due],
         taken: &mut u32,
@@ -183,12 +178,7 @@ impl Agent {
     }
 
     /// Calls the send handler (no lock held): the buffer goes back to the client.
-    fn call_send_handler(
-        self: &Arc<Self>,
-        rec: Arc<SendRecord>,
-        body: KBox<SendBody>,
-        wc: SendCompletion,
-    ) {
+    fn call_send_handler(self: &Arc<Self>, rec: SendRef, body: BodyBox, wc: SendCompletion) {
         let buf = SendBuf { rec, body };
         if buf.body.internal {
             // An RMPP ACK, STOP or ABORT of the agent's own (§2.10.8): nobody is told.
@@ -212,7 +202,7 @@ impl Agent {
     /// from inside the same handler frame ([`Agent::in_handler`]); returns how many handlers
     /// it called (0 or 1), for the caller to count as returned. Otherwise the send's
     /// completion delivers it as usual.
-    pub(super) fn deliver_after_response(self: &Arc<Self>, rec: &Arc<SendRecord>, gen: u64) -> u32 {
+    pub(super) fn deliver_after_response(self: &Arc<Self>, rec: &SendRef, gen: u64) -> u32 {
         let taken = {
             let mut inner = self.lock();
             Self::with_state(&mut inner, rec, |inner, state| {

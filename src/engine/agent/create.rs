@@ -11,7 +11,7 @@ use crate::{
         Segments,
         SendBody,
         SendBuf,
-        SendRecord, //
+        SendRef, //
     },
     mad::wire, //
 };
@@ -187,18 +187,19 @@ impl Agent {
                 let _ = wire::ib_set_rmpp_flags(r, wire::IB_MGMT_RMPP_FLAG_ACTIVE);
             }
         }
-        let rec = Arc::pin_init(SendRecord::new(self), gfp)?;
-        // Count the buffer last, once nothing can fail, without the lock. Full: unregistration
-        // sets `dying` and then reads the count (both Full as well), so either it sees this
-        // buffer counted, or this sees `dying` and gives the count back (waking it if it
-        // sleeps, as a dropped buffer does).
+        // Count the buffer without the lock. Full: unregistration sets `dying` and then reads
+        // the count (both Full as well), so either it sees this buffer counted, or this sees
+        // `dying` and gives the count back (waking it if it sleeps, as a dropped buffer does);
+        // so does a failed allocation below, which drops the token with the body.
         self.buffers.fetch_add(1, Full);
         let token = BufToken(self.clone());
         if self.dying.load(Relaxed) {
             drop(token);
             return Err(ESHUTDOWN);
         }
-        let body = KBox::new(
+        // The record and its body: one object of rmad's slab cache.
+        let body = SendRef::new(
+            self,
             SendBody {
                 mad,
                 segments,
@@ -218,6 +219,9 @@ impl Agent {
             },
             gfp,
         )?;
-        Ok(SendBuf { rec, body })
+        Ok(SendBuf {
+            rec: body.rec().clone(),
+            body,
+        })
     }
 }

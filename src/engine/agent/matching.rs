@@ -15,7 +15,7 @@ use crate::{
             QKey,
             RecordState,
             SendHandle,
-            SendRecord, //
+            SendRef, //
         },
         transport::RecvMad, //
     },
@@ -88,8 +88,8 @@ impl Agent {
         inner: &AgentInner,
         hdr: &MadHdr,
         recv: &RecvMad,
-    ) -> Option<Arc<SendRecord>> {
-        let mut best: Option<((Queue, QKey), Arc<SendRecord>)> = None;
+    ) -> Option<SendRef> {
+        let mut best: Option<((Queue, QKey), SendRef)> = None;
         let key = (hdr.tid, hdr.mgmt_class);
         let mut next = inner.tids.lower_bound(&key);
         while let Some((k, rec)) = next {
@@ -227,7 +227,7 @@ impl Agent {
     fn match_response(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         hdr: &MadHdr,
     ) -> Option<u64> {

@@ -16,12 +16,12 @@ use super::{
 use crate::{
     engine::{
         send::{
+            BodyBox,
             RecordState,
             SegSend,
-            SendBody,
             SendBuf,
             SendHandle,
-            SendRecord,
+            SendRef,
             SendTrace, //
         },
         transport::{
@@ -63,7 +63,7 @@ impl Agent {
     pub(super) fn transmit(
         &self,
         _g: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         checked: bool,
     ) -> Result<Handed> {
@@ -342,11 +342,11 @@ impl Agent {
     fn start_post(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
-        mut body: KBox<SendBody>,
+        mut body: BodyBox,
         plan: PostPlan,
-    ) -> Result<u64, (Error, KBox<SendBody>)> {
+    ) -> Result<u64, (Error, BodyBox)> {
         if state.facts.state != SendState::Idle {
             // Only reachable through the C API: the buffer is outstanding already.
             return Err((EBUSY, body));
@@ -418,7 +418,7 @@ struct PostPlan {
 impl PostPlan {
     /// Makes `state` the start of this post of `body`: a new generation, the MAD's identity
     /// as the indexes and traces read it, no status, and the state machine's facts.
-    fn begin(&self, state: &mut RecordState, body: KBox<SendBody>) {
+    fn begin(&self, state: &mut RecordState, body: BodyBox) {
         state.gen = state.gen.wrapping_add(1);
         state.tid = self.hdr.tid;
         state.class = self.hdr.mgmt_class;

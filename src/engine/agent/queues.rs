@@ -30,6 +30,7 @@ use crate::{
         QKey,
         RecordState,
         SendRecord,
+        SendRef,
         QUEUE_LINKS, //
     },
     mad::state::{
@@ -213,7 +214,7 @@ impl Agent {
     /// Puts `rec` at `key` in queue `q`, moving it from where it was.
     pub(super) fn enqueue(
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         q: Queue,
         key: QKey,
@@ -234,7 +235,7 @@ impl Agent {
     }
 
     /// Puts `rec` in the TID index (at its post).
-    pub(super) fn track(inner: &mut AgentInner, rec: &Arc<SendRecord>, state: &RecordState) {
+    pub(super) fn track(inner: &mut AgentInner, rec: &SendRef, state: &RecordState) {
         if inner
             .tids
             .insert(rec.clone(), (state.tid, state.class))
@@ -311,7 +312,7 @@ impl Agent {
     pub(super) fn apply(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         ev: Event,
     ) -> Result<Outcome, Reject> {
@@ -323,7 +324,7 @@ impl Agent {
     pub(super) fn apply_to(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         ev: Event,
         settle: Settle,
@@ -379,7 +380,7 @@ impl Agent {
     fn move_to(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         place: Place,
     ) {
@@ -418,7 +419,7 @@ impl Agent {
     fn settle(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         status: WcStatus,
         recv: Recv,
@@ -453,12 +454,12 @@ impl Agent {
 }
 
 /// The first send of queue `q`.
-pub(super) fn first_in(inner: &AgentInner, q: Queue) -> Option<Arc<SendRecord>> {
+pub(super) fn first_in(inner: &AgentInner, q: Queue) -> Option<SendRef> {
     inner.queues.get(q).first().map(|(_, r)| r.into())
 }
 
 /// The first key and send of queue `q`.
-pub(super) fn first_entry(inner: &AgentInner, q: Queue) -> Option<(QKey, Arc<SendRecord>)> {
+pub(super) fn first_entry(inner: &AgentInner, q: Queue) -> Option<(QKey, SendRef)> {
     inner.queues.get(q).first().map(|(k, r)| (k, r.into()))
 }
 
@@ -467,7 +468,7 @@ pub(super) fn first_entry_from(
     inner: &AgentInner,
     q: Queue,
     bound: QKey,
-) -> Option<(QKey, Arc<SendRecord>)> {
+) -> Option<(QKey, SendRef)> {
     inner
         .queues
         .get(q)

@@ -30,7 +30,7 @@ use crate::{
             RecordState,
             SegSend,
             SendBody,
-            SendRecord, //
+            SendRef, //
         },
         transport::RecvMad, //
     },
@@ -192,7 +192,7 @@ impl Agent {
     fn ack_send(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         h: &RmppHdr,
     ) -> Reply {
@@ -243,7 +243,7 @@ impl Agent {
     fn abort_send(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
         code: u8,
     ) {
@@ -281,7 +281,7 @@ impl Agent {
     pub(super) fn send_segment(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &Arc<SendRecord>,
+        rec: &SendRef,
         state: &mut RecordState,
     ) {
         match self.transmit(inner, rec, state, false) {

@@ -27,6 +27,7 @@ mod tests {
     // `container_of`.
     unsafe impl TreeItem<0> for Item {
         type Key = u32;
+        type Ref = Arc<Item>;
 
         fn links(&self) -> &Links<u32> {
             &self.links

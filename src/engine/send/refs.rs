@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pointers to a send's record, which lives in one object of rmad's slab cache
+//! ([`crate::sys::slab`]) with its 256-byte MAD: one allocation per send, as the C layer's
+//! `ib_mad_send_wr_private` is.
+//!
+//! - [`SendRef`] counts a reference of the record, as an `Arc` would (the kernel crate's
+//!   `Arc` allocates with `krealloc`, from the kmalloc buckets);
+//! - [`BodyBox`] owns the record's body, which moves between the client and the engine as a
+//!   `KBox` would, and drops it in place when dropped;
+//! - [`TxRef`] and [`TxQueue`] are a transport's hold of a send's one transmission and its
+//!   intrusive queue of them, as the kernel crate's `ListArc` and `List` are for an `Arc`.
+
+use super::{
+    SendBody,
+    SendRecord, //
+};
+use crate::{
+    engine::agent::Agent,
+    sys::{
+        rbtree::TreeRef,
+        slab, //
+    },
+};
+use core::{
+    marker::PhantomData,
+    ops::{
+        Deref,
+        DerefMut, //
+    },
+    ptr::{
+        self,
+        NonNull, //
+    },
+};
+use kernel::{
+    alloc::Flags,
+    prelude::*,
+    sync::{
+        atomic::{
+            Acquire,
+            Release, //
+        },
+        Arc,
+    },
+};
+
+/// A counted reference of a send's record.
+///
+/// # Invariants
+///
+/// `ptr` points at a live record in an object of [`slab`], initialised by [`SendRef::new`],
+/// and this value owns one count of its `refs`; the object is freed when the count drops to 0.
+pub(crate) struct SendRef {
+    ptr: NonNull<SendRecord>,
+}
+
+// SAFETY: A `SendRef` gives shared access to a `SendRecord`, which is `Send + Sync` (its
+// mutable parts are locked or atomic); dropping the last one from any thread frees it,
+// which any context but NMI may do.
+unsafe impl Send for SendRef {}
+// SAFETY: As above.
+unsafe impl Sync for SendRef {}
+
+impl SendRef {
+    /// A new record of `agent` holding `body`, in one object of rmad's slab cache, and the
+    /// [`BodyBox`] that owns the body. Allocates with `gfp` only. On failure `body` is
+    /// dropped (which gives its buffer's count back to the agent).
+    pub(crate) fn new(agent: &Arc<Agent>, body: SendBody, gfp: Flags) -> Result<BodyBox> {
+        let ptr = slab::alloc(gfp)?.cast::<SendRecord>();
+        let init = SendRecord::new(agent, body);
+        // SAFETY: `ptr` is an object of the cache, whose objects have the size and alignment
+        // of a `SendRecord` (the cache is made for it, `slab::Cache::create`); it never moves
+        // until freed, so the record is pinned. The initialiser cannot fail.
+        let Ok(()) = unsafe { init.__init(ptr.as_ptr()) };
+        // INVARIANT: Initialised just above with one count, which this value owns.
+        let rec = SendRef { ptr };
+        // INVARIANT: The record was made with its body; this is its only `BodyBox`.
+        Ok(BodyBox { rec })
+    }
+
+    /// Gives up this reference for a raw pointer; [`SendRef::from_raw`] takes it back.
+    pub(crate) fn into_raw(self) -> *const SendRecord {
+        let ptr = self.ptr.as_ptr();
+        core::mem::forget(self);
+        ptr
+    }
+
+    /// Takes back a reference that [`SendRef::into_raw`] gave up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`SendRef::into_raw`], and its reference is taken back once.
+    pub(crate) unsafe fn from_raw(ptr: *const SendRecord) -> Self {
+        // INVARIANT: The caller gives back the count `into_raw` gave up.
+        // SAFETY: `into_raw` returned a non-null pointer.
+        SendRef {
+            ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) },
+        }
+    }
+}
+
+impl Deref for SendRef {
+    type Target = SendRecord;
+
+    fn deref(&self) -> &SendRecord {
+        // SAFETY: The record is live while this reference is counted (type invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Clone for SendRef {
+    fn clone(&self) -> Self {
+        // INVARIANT: The new value owns the count taken here (`Refcount` saturates rather
+        // than wrapping to 0).
+        self.refs.inc();
+        SendRef { ptr: self.ptr }
+    }
+}
+
+impl Drop for SendRef {
+    fn drop(&mut self) {
+        if !self.refs.dec_and_test() {
+            return;
+        }
+        // SAFETY: The count reached 0: this was the last reference, nothing else reads the
+        // record. Its body is not dropped here: the `BodyBox` that owned it held a reference,
+        // so it dropped the body before this. The object came from `slab::alloc`.
+        unsafe {
+            ptr::drop_in_place(self.ptr.as_ptr());
+            slab::free(self.ptr.cast());
+        }
+    }
+}
+
+/// A reference of a record borrowed from a tree that holds one, for as long as the tree is
+/// borrowed.
+#[derive(Clone, Copy)]
+pub(crate) struct SendBorrow<'a> {
+    ptr: NonNull<SendRecord>,
+    _p: PhantomData<&'a SendRecord>,
+}
+
+impl Deref for SendBorrow<'_> {
+    type Target = SendRecord;
+
+    fn deref(&self) -> &SendRecord {
+        // SAFETY: The tree this was borrowed from holds a reference for `'a`.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl From<SendBorrow<'_>> for SendRef {
+    fn from(b: SendBorrow<'_>) -> Self {
+        // INVARIANT: The count taken here is the new value's.
+        b.refs.inc();
+        SendRef { ptr: b.ptr }
+    }
+}
+
+// SAFETY: `into_raw` gives up one count, `from_raw` takes one back; a borrow derefs to a
+// record whose count a tree holds.
+unsafe impl TreeRef for SendRef {
+    type Borrowed<'a> = SendBorrow<'a>;
+
+    fn into_raw(self) -> *const SendRecord {
+        SendRef::into_raw(self)
+    }
+
+    unsafe fn from_raw(ptr: *const SendRecord) -> Self {
+        // SAFETY: The caller's promise is `SendRef::from_raw`'s.
+        unsafe { SendRef::from_raw(ptr) }
+    }
+
+    unsafe fn borrow<'a>(ptr: *const SendRecord) -> SendBorrow<'a> {
+        SendBorrow {
+            // SAFETY: The caller gives a pointer of a live record, not null.
+            ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) },
+            _p: PhantomData,
+        }
+    }
+}
+
+/// The owner of a send's body: the client's (in its [`super::SendBuf`]) or the engine's (in
+/// the record's state), moved between them as a `KBox` would be.
+///
+/// # Invariants
+///
+/// For each record at most one `BodyBox` exists, and while it does the record's body is
+/// initialised and reached only through it.
+pub(crate) struct BodyBox {
+    rec: SendRef,
+}
+
+impl BodyBox {
+    /// The record whose body this is.
+    pub(crate) fn rec(&self) -> &SendRef {
+        &self.rec
+    }
+}
+
+impl Deref for BodyBox {
+    type Target = SendBody;
+
+    fn deref(&self) -> &SendBody {
+        // SAFETY: The body is initialised and reached only through this box (type invariant).
+        unsafe { (*self.rec.body.get()).assume_init_ref() }
+    }
+}
+
+impl DerefMut for BodyBox {
+    fn deref_mut(&mut self) -> &mut SendBody {
+        // SAFETY: As above; `&mut self` makes this the only access.
+        unsafe { (*self.rec.body.get()).assume_init_mut() }
+    }
+}
+
+impl Drop for BodyBox {
+    /// Drops the body in place (`ib_free_send_mad`'s part); the record's memory goes with its
+    /// last reference.
+    fn drop(&mut self) {
+        // SAFETY: The body is initialised and this box is its only owner (type invariant); it
+        // is not reached again: the box is going.
+        unsafe { (*self.rec.body.get()).assume_init_drop() };
+    }
+}
+
+/// A transport's hold of a send's transmission (queued or on the device): at most one exists
+/// per record, so the holder alone reads and writes the record's `tx_gen` and `tx_links`.
+///
+/// # Invariants
+///
+/// The record's `tx_taken` is set while this value exists (and only then).
+pub(crate) struct TxRef {
+    rec: SendRef,
+}
+
+impl TxRef {
+    /// The hold of `rec`'s transmission; `None` if another exists.
+    pub(crate) fn take(rec: &SendRef) -> Option<Self> {
+        // Acquire: what the last holder wrote (`tx_gen`, the links) is seen.
+        rec.tx_taken.cmpxchg(false, true, Acquire).ok()?;
+        // INVARIANT: Set just above.
+        Some(TxRef { rec: rec.clone() })
+    }
+
+    /// Gives the hold up and returns the reference it kept.
+    pub(crate) fn into_ref(self) -> SendRef {
+        let me = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is not dropped, so its `rec` is read out once.
+        let rec = unsafe { ptr::read(&me.rec) };
+        // Release: what this holder wrote is seen by the next (see `take`).
+        rec.tx_taken.store(false, Release);
+        rec
+    }
+
+    /// Gives the hold up for a raw pointer (a work-request id); [`TxRef::from_raw`] takes it
+    /// back.
+    pub(crate) fn into_raw(self) -> *const SendRecord {
+        let me = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is not dropped, so its `rec` is read out once; the hold stays taken.
+        SendRef::into_raw(unsafe { ptr::read(&me.rec) })
+    }
+
+    /// Takes back a hold that [`TxRef::into_raw`] gave up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`TxRef::into_raw`], and is taken back once.
+    pub(crate) unsafe fn from_raw(ptr: *const SendRecord) -> Self {
+        // INVARIANT: `tx_taken` stayed set while the raw pointer stood for the hold.
+        // SAFETY: The caller's promise: the pointer carries the reference `into_raw` gave up.
+        TxRef {
+            rec: unsafe { SendRef::from_raw(ptr) },
+        }
+    }
+}
+
+impl Deref for TxRef {
+    type Target = SendRecord;
+
+    fn deref(&self) -> &SendRecord {
+        &self.rec
+    }
+}
+
+impl Drop for TxRef {
+    fn drop(&mut self) {
+        // Release: as in `into_ref`.
+        self.rec.tx_taken.store(false, Release);
+    }
+}
+
+/// A queue of transmissions, oldest first, linked through their records: queueing allocates
+/// nothing.
+///
+/// # Invariants
+///
+/// `head` and `tail` are the ends of a doubly-linked list (through the records' `tx_links`)
+/// of records whose [`TxRef`]s this queue owns (each given up with [`TxRef::into_raw`]); both
+/// are null when it is empty.
+pub(crate) struct TxQueue {
+    head: *const SendRecord,
+    tail: *const SendRecord,
+}
+
+// SAFETY: The queue owns `TxRef`s, which may be sent (they hold `SendRef`s).
+unsafe impl Send for TxQueue {}
+// SAFETY: Through `&TxQueue` only `is_empty` reads the queue.
+unsafe impl Sync for TxQueue {}
+
+impl TxQueue {
+    /// An empty queue.
+    pub(crate) const fn new() -> Self {
+        // INVARIANT: Empty.
+        Self {
+            head: ptr::null(),
+            tail: ptr::null(),
+        }
+    }
+
+    /// Whether the queue holds nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// The links of `rec`, which this queue holds or is about to.
+    ///
+    /// # Safety
+    ///
+    /// `rec` is a live record whose `TxRef` this queue owns or is about to own.
+    unsafe fn links<'a>(rec: *const SendRecord) -> &'a mut [*const SendRecord; 2] {
+        // SAFETY: The caller's promise: the `TxRef`'s holder (this queue, through `&mut self`)
+        // alone touches the links.
+        unsafe { &mut *(*rec).tx_links.get() }
+    }
+
+    /// Queues `tx` last.
+    pub(crate) fn push_back(&mut self, tx: TxRef) {
+        let rec = tx.into_raw();
+        // SAFETY: This queue owns `rec`'s hold from now on, and `tail` when not null.
+        unsafe {
+            *Self::links(rec) = [self.tail, ptr::null()];
+            match self.tail.is_null() {
+                true => self.head = rec,
+                false => Self::links(self.tail)[1] = rec,
+            }
+        }
+        // INVARIANT: `rec` is linked after the old tail.
+        self.tail = rec;
+    }
+
+    /// Queues `tx` first.
+    pub(crate) fn push_front(&mut self, tx: TxRef) {
+        let rec = tx.into_raw();
+        // SAFETY: As in `push_back`.
+        unsafe {
+            *Self::links(rec) = [ptr::null(), self.head];
+            match self.head.is_null() {
+                true => self.tail = rec,
+                false => Self::links(self.head)[0] = rec,
+            }
+        }
+        // INVARIANT: `rec` is linked before the old head.
+        self.head = rec;
+    }
+
+    /// Takes the oldest transmission.
+    pub(crate) fn pop_front(&mut self) -> Option<TxRef> {
+        if self.head.is_null() {
+            return None;
+        }
+        let rec = self.head;
+        // SAFETY: `rec` is in this queue; so is its successor when not null.
+        unsafe {
+            self.head = Self::links(rec)[1];
+            match self.head.is_null() {
+                true => self.tail = ptr::null(),
+                false => Self::links(self.head)[0] = ptr::null(),
+            }
+        }
+        // INVARIANT: `rec` is unlinked; its hold goes to the caller.
+        // SAFETY: The queue owned the hold, from `TxRef::into_raw`.
+        Some(unsafe { TxRef::from_raw(rec) })
+    }
+
+    /// Takes the newest transmission.
+    pub(crate) fn pop_back(&mut self) -> Option<TxRef> {
+        if self.tail.is_null() {
+            return None;
+        }
+        let rec = self.tail;
+        // SAFETY: As in `pop_front`.
+        unsafe {
+            self.tail = Self::links(rec)[0];
+            match self.tail.is_null() {
+                true => self.head = ptr::null(),
+                false => Self::links(self.tail)[1] = ptr::null(),
+            }
+        }
+        // INVARIANT: As in `pop_front`.
+        // SAFETY: As in `pop_front`.
+        Some(unsafe { TxRef::from_raw(rec) })
+    }
+}
+
+impl Default for TxQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TxQueue {
+    fn drop(&mut self) {
+        while self.pop_front().is_some() {}
+    }
+}
