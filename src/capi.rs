@@ -225,9 +225,9 @@ fn init() -> Result {
     let t = KBox::pin_init(
         try_pin_init!(Tables {
             unregistering: OwnedQueue::new_concurrent(c"rmad_unregister")?,
-            agents <- HandleTable::new(KIND_AGENT, static_lock_class!(), static_lock_class!()),
-            bufs <- HandleTable::new(KIND_BUF, static_lock_class!(), static_lock_class!()),
-            recvs <- HandleTable::new(KIND_RECV, static_lock_class!(), static_lock_class!()),
+            agents <- HandleTable::new(KIND_AGENT, static_lock_class!()),
+            bufs <- HandleTable::new(KIND_BUF, static_lock_class!()),
+            recvs <- HandleTable::new(KIND_RECV, static_lock_class!()),
         }),
         GFP_KERNEL,
     )?;

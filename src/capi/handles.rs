@@ -25,9 +25,11 @@
 //!
 //! Slots live in leaves of [`LEAF`] slots, reached through a two-level directory of atomic
 //! pointers that only ever grows: a lookup is two acquire loads and the slot's own lock. No
-//! lock is shared between objects, so operations on different objects never contend; only
-//! taking a slot for a new object and giving it back go through the table's free list.
-//! Every lock here disables interrupts, so lookups work in any context.
+//! lock is shared between objects, so operations on different objects never contend; taking
+//! a slot for a new object and giving it back go through the table's free list, a lock-free
+//! stack (one compare-and-swap each). Every lock here disables interrupts, so lookups work in
+//! any context; a create or a free of an object holds one slot lock once, as turning
+//! interrupts off and on again is what a lock costs most under emulation.
 
 use core::marker::PhantomData;
 use kernel::{
@@ -115,12 +117,17 @@ struct Mid<T> {
     leaves: [Atomic<*mut Leaf<T>>; MID],
 }
 
-/// The free list and the count of slots ever used.
-struct Alloc {
-    /// First free slot, or [`NONE`].
-    free_head: u32,
-    /// Slots below this index have been used at least once.
-    fresh: u32,
+/// The head of the free list in one word, for a compare-and-swap: the first free slot (or
+/// [`NONE`]) in the low 32 bits, and a count of the changes of the head in the high 32, so
+/// that a head that was popped and pushed back between a read and a swap (ABA) fails the
+/// swap.
+fn free_word(tag: u64, index: u32) -> u64 {
+    (tag << 32) | u64::from(index)
+}
+
+/// The first free slot of a free-list word: its low 32 bits.
+fn free_index(word: u64) -> u32 {
+    u32::try_from(word & u64::from(u32::MAX)).unwrap_or(NONE)
 }
 
 /// A table of handles to objects of type `T`.
@@ -129,39 +136,32 @@ struct Alloc {
 ///
 /// - A non-null entry of `top` points to a [`Mid`] that lives until the table is dropped;
 ///   entries go from null to non-null once and never change again.
-/// - A slot is on the free list if and only if its content is `Free` and its generation is
-///   below [`GEN_MAX`]; every slot below `alloc.fresh` is on the free list, reserved, live or
-///   retired.
+/// - A slot is on the free list (a stack from `free`, linked through `next_free`) if and
+///   only if its content is `Free` and its generation is below [`GEN_MAX`]; every slot below
+///   `fresh` is on the free list, reserved, live or retired (or being taken or given back, by
+///   the thread that swaps `free`).
 #[pin_data(PinnedDrop)]
 pub(crate) struct HandleTable<T: Send + Unpin> {
     kind: u64,
     /// Lock class of the slots of this table.
     key: Pin<&'static LockClassKey>,
     top: [Atomic<*mut Mid<T>>; TOP],
-    #[pin]
-    alloc: SpinLockIrq<Alloc>,
+    /// The free list's head ([`free_word`]).
+    free: Atomic<u64>,
+    /// Slots below this index have been used at least once.
+    fresh: Atomic<u32>,
     _t: PhantomData<T>,
 }
 
 impl<T: Send + Unpin> HandleTable<T> {
     /// An empty table of handles of `kind`, whose slot locks are of class `key`.
-    pub(crate) fn new(
-        kind: u64,
-        key: Pin<&'static LockClassKey>,
-        alloc_key: Pin<&'static LockClassKey>,
-    ) -> impl PinInit<Self> {
+    pub(crate) fn new(kind: u64, key: Pin<&'static LockClassKey>) -> impl PinInit<Self> {
         pin_init!(Self {
             kind,
             key,
             top: [const { Atomic::new(core::ptr::null_mut()) }; TOP],
-            alloc <- SpinLockIrq::new(
-                Alloc {
-                    free_head: NONE,
-                    fresh: 0,
-                },
-                c"rmad::HandleTable::alloc",
-                alloc_key
-            ),
+            free: Atomic::new(free_word(0, NONE)),
+            fresh: Atomic::new(0),
             _t: PhantomData,
         })
     }
@@ -269,28 +269,40 @@ impl<T: Send + Unpin> HandleTable<T> {
     }
 
     /// Takes a slot off the free list, or a slot never used before.
-    fn take_index(&self, gfp: Flags) -> Result<u32> {
+    fn take_index(&self, gfp: Flags) -> Result<(u32, &Slot<T>)> {
         loop {
-            let want = {
-                let mut a = self.alloc.lock();
-                if a.free_head != NONE {
-                    let i = a.free_head;
-                    a.free_head = self.slot(i).map_or(NONE, |s| s.next_free.load(Relaxed));
-                    return Ok(i);
+            let head = self.free.load(Acquire);
+            let index = free_index(head);
+            if index != NONE {
+                // A slot of the list is never freed (leaves live as long as the table), so its
+                // link can be read even if another thread takes it meanwhile: then the head has
+                // changed, its count with it, and the swap fails.
+                let next = self.slot(index).map_or(NONE, |s| s.next_free.load(Relaxed));
+                let word = free_word((head >> 32).wrapping_add(1) & u64::from(u32::MAX), next);
+                // INVARIANT: The slot leaves the list; its taker reserves or fills it.
+                if self.free.cmpxchg(head, word, Acquire).is_ok() {
+                    // Only existing slots are ever pushed.
+                    return self.slot(index).map(|s| (index, s)).ok_or(ENOSPC);
                 }
-                if a.fresh >= SLOTS {
-                    return Err(ENOSPC);
-                }
-                let i = a.fresh;
-                if self.slot(i).is_some() {
-                    // INVARIANT: The slot is handed out now: it becomes reserved.
-                    a.fresh = i.saturating_add(1);
-                    return Ok(i);
-                }
-                i
+                continue;
+            }
+            let fresh = self.fresh.load(Relaxed);
+            if fresh >= SLOTS {
+                return Err(ENOSPC);
+            }
+            let Some(slot) = self.slot(fresh) else {
+                // Its leaf does not exist yet: allocate it, then try again.
+                self.grow(fresh, gfp)?;
+                continue;
             };
-            // Its leaf does not exist yet: allocate it without the lock, then try again.
-            self.grow(want, gfp)?;
+            // INVARIANT: The slot is handed out now: its taker reserves or fills it.
+            if self
+                .fresh
+                .cmpxchg(fresh, fresh.saturating_add(1), Relaxed)
+                .is_ok()
+            {
+                return Ok((fresh, slot));
+            }
         }
     }
 
@@ -299,16 +311,22 @@ impl<T: Send + Unpin> HandleTable<T> {
         let Some(slot) = self.slot(index) else {
             return;
         };
-        let mut a = self.alloc.lock();
-        slot.next_free.store(a.free_head, Relaxed);
-        a.free_head = index;
+        let mut head = self.free.load(Relaxed);
+        loop {
+            slot.next_free.store(free_index(head), Relaxed);
+            let word = free_word((head >> 32).wrapping_add(1) & u64::from(u32::MAX), index);
+            // Release: the slot's link (and its emptied state) are seen by its next taker.
+            match self.free.cmpxchg(head, word, Release) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
     }
 
     /// Takes a slot for an object that is about to be made and returns its handle. Lookups of
     /// the handle fail until [`HandleTable::fill`] puts the object in.
     pub(crate) fn reserve(&self, gfp: Flags) -> Result<u64> {
-        let index = self.take_index(gfp)?;
-        let slot = self.slot(index).ok_or(ENOSPC)?;
+        let (index, slot) = self.take_index(gfp)?;
         let mut g = slot.state.lock();
         g.content = Content::Reserved;
         Ok(self.encode(index, g.gen))
@@ -332,13 +350,30 @@ impl<T: Send + Unpin> HandleTable<T> {
     }
 
     /// Allocates a handle for `value`.
+    #[cfg_attr(not(rmad_test), allow(dead_code, reason = "the tests use it"))]
     pub(crate) fn insert(&self, value: T, gfp: Flags) -> Result<u64, (Error, T)> {
-        let h = match self.reserve(gfp) {
-            Ok(h) => h,
-            Err(e) => return Err((e, value)),
-        };
-        self.fill(h, value).map_err(|v| (EINVAL, v))?;
-        Ok(h)
+        match self.take_index(gfp) {
+            Ok((index, slot)) => Ok(self.fill_taken(index, slot, |_| value)),
+            Err(e) => Err((e, value)),
+        }
+    }
+
+    /// Allocates a handle for the object that `make` makes, given the handle, under the slot's
+    /// lock (it must not sleep): one hold of the lock, where [`HandleTable::reserve`] and
+    /// [`HandleTable::fill`] take two. `make` is not called if no slot is left.
+    pub(crate) fn insert_with(&self, gfp: Flags, make: impl FnOnce(u64) -> T) -> Result<u64> {
+        let (index, slot) = self.take_index(gfp)?;
+        Ok(self.fill_taken(index, slot, make))
+    }
+
+    /// Puts the object that `make` makes in slot `index` (`slot`), just taken off the free
+    /// list, and returns its handle.
+    fn fill_taken(&self, index: u32, slot: &Slot<T>, make: impl FnOnce(u64) -> T) -> u64 {
+        let mut g = slot.state.lock();
+        let h = self.encode(index, g.gen);
+        // INVARIANT: The taken slot holds a live object.
+        g.content = Content::Live(make(h));
+        h
     }
 
     /// Runs `f` on the live object that `h` names, under its slot's lock. `EINVAL` if `h` names
@@ -371,7 +406,7 @@ impl<T: Send + Unpin> HandleTable<T> {
     /// `f` runs under each object's slot lock in turn. A scan of every slot ever used: for
     /// rare events (a client module's unload), not for lookups.
     pub(crate) fn find_map<R>(&self, mut f: impl FnMut(u64, &mut T) -> Option<R>) -> Option<R> {
-        let used = self.alloc.lock().fresh;
+        let used = self.fresh.load(Relaxed);
         for index in 0..used {
             let Some(slot) = self.slot(index) else {
                 continue;

@@ -98,8 +98,7 @@ impl SendHandler for CHandlers {
     fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
         let post_id = wc.post;
         let bh = u64::try_from(buf.context()[0]).unwrap_or(0);
-        let SendBuf { rec, body } = buf;
-        let mut body = Some(body);
+        let mut body = Some(buf.body);
         let back = tables().and_then(|t| {
             t.bufs.with(bh, |b| {
                 // INVARIANT: The client owns the buffer again.
@@ -108,7 +107,6 @@ impl SendHandler for CHandlers {
                 }
             })
         });
-        drop(rec);
         if back.is_err() || body.is_some() {
             // Only reachable if the slot invariant were broken: drop the buffer, call nobody.
             pr_err!("capi: a completed send has no buffer slot\n");

@@ -98,26 +98,17 @@ pub(crate) extern "C" fn rmad_create_send_mad(
             kernel::sync::atomic::Relaxed,
         );
         let mut buf = a.create_send(spec, gfp)?;
-        let h = t.bufs.reserve(gfp)?;
-        // The buffer names its handle, so that its send handler can find its slot.
-        let Ok(word) = usize::try_from(h) else {
-            let _ = t.bufs.release(h);
-            return Err(EINVAL);
-        };
-        buf.set_context([word, 0]);
-        let SendBuf { rec, body } = buf;
-        let cbuf = CBuf {
-            rec,
-            body: Some(body),
-            context: 0,
-        };
-        match t.bufs.fill(h, cbuf) {
-            Ok(()) => Ok(h),
-            Err(c) => {
-                drop(c);
-                Err(EINVAL)
+        let rec = buf.rec().clone();
+        // One hold of the slot's lock: the buffer names its handle (so that its send handler
+        // can find its slot) before it goes in. A handle always fits a pointer.
+        t.bufs.insert_with(gfp, |h| {
+            buf.set_context([usize::try_from(h).unwrap_or(0), 0]);
+            CBuf {
+                rec,
+                body: Some(buf.body),
+                context: 0,
             }
-        }
+        })
     })()
     .map_or_else(err_ptr, to_ptr)
 }
@@ -255,15 +246,11 @@ pub(crate) extern "C" fn rmad_send_buf_retries(send_buf: *mut c_void) -> c_int {
 fn post_impl(h: *mut c_void) -> Result<u64> {
     with_buf(h, |b| {
         let body = b.body.take().ok_or(EBUSY)?;
-        match Agent::post(SendBuf {
-            rec: b.rec.clone(),
-            body,
-        }) {
+        match Agent::post(SendBuf { body }) {
             Ok(posted) => Ok(posted.gen),
             Err(e) => {
                 // INVARIANT: A failed post hands the body back: the client owns it again.
-                let SendBuf { rec: _, body } = e.buf;
-                b.body = Some(body);
+                b.body = Some(e.buf.body);
                 Err(e.err)
             }
         }

@@ -76,17 +76,6 @@ pub(crate) const QUEUE_LINKS: u64 = 0;
 /// The kind of tree a send's [`SendRecord::tlinks`] link it into: its agent's TID index.
 pub(crate) const TID_LINKS: u64 = 1;
 
-/// Token that counts a send buffer against its agent until the buffer is dropped. Only
-/// [`Agent::create_send`](crate::engine::agent::Agent::create_send) makes one, right after it
-/// counted the buffer.
-pub(crate) struct BufToken(pub(in crate::engine) Arc<Agent>);
-
-impl Drop for BufToken {
-    fn drop(&mut self) {
-        self.0.buffer_freed();
-    }
-}
-
 /// The bytes of a send's MAD: inline up to [`wire::IB_MGMT_MAD_SIZE`] bytes (every IB MAD:
 /// no allocation of its own), on the heap beyond (OPA's larger MADs).
 ///
@@ -247,8 +236,6 @@ pub(crate) struct SendBody {
     /// engine's state of the post, kept here (the engine owns the body meanwhile) so that the
     /// record of every send stays small.
     pub(crate) seg: Option<SegSend>,
-    /// Counts the buffer against its agent until the body is dropped (`ib_free_send_mad`).
-    pub(crate) _token: BufToken,
 }
 
 impl SendBody {
@@ -412,7 +399,7 @@ unsafe impl Sync for SendRecord {}
 const _: () = assert!(core::mem::size_of::<SendRecord>() <= 768);
 
 impl SendRecord {
-    /// A new record of a buffer of `agent`, with `body` (only [`SendRef::new`] makes one).
+    /// A new record of a buffer of `agent`, with `body` (only [`BodyBox::new`] makes one).
     fn new(agent: &Arc<Agent>, body: SendBody) -> impl PinInit<Self> {
         let state = LockedBy::new(&agent.inner, RecordState::default());
         let agent = agent.clone();
@@ -475,7 +462,7 @@ unsafe impl TreeItem<TID_LINKS> for SendRecord {
 /// an agent's unregistration waits until every buffer created on it has been dropped. Never drop
 /// one while holding a lock that a handler of the same agent takes.
 pub(crate) struct SendBuf {
-    pub(crate) rec: SendRef,
+    /// The body, which holds the record.
     pub(crate) body: BodyBox,
 }
 
@@ -561,7 +548,12 @@ impl SendBuf {
 
     /// The agent the buffer belongs to.
     pub(crate) fn agent(&self) -> &Arc<Agent> {
-        &self.rec.agent
+        &self.body.rec().agent
+    }
+
+    /// The buffer's record.
+    pub(crate) fn rec(&self) -> &SendRef {
+        self.body.rec()
     }
 }
 

@@ -23,6 +23,7 @@ use crate::{
     },
 };
 use kernel::{
+    interrupt::LocalInterruptDisabled,
     prelude::*,
     sync::Arc, //
 };
@@ -64,6 +65,10 @@ pub(crate) struct SendWr<'a> {
     /// [`Transport::check_send`] passed for this destination and P_Key index just before the
     /// agent's lock was taken (a post's own transmission): the transport need not check again.
     pub(crate) checked: bool,
+    /// Local interrupts are off (the agent's lock is held): the transport's own interrupt-safe
+    /// locks are taken without turning them off again, which costs a post as much as the rest
+    /// of its locking on an emulated CPU.
+    pub(crate) irqs_off: &'a LocalInterruptDisabled,
 }
 
 /// What [`Transport::post_send`] did with a transmission.

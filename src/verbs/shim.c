@@ -643,8 +643,9 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const struct rmad_tx *tx)
 
 /*
  * Sends one MAD as rmad_shim_vport_send does, from the caller's context (any
- * context, rmad's locks held): the C MAD layer's ib_post_send_mad posts to the
- * QP from its caller too. Only when nothing needs the transmit work: a ready
+ * context, rmad's locks held, so local interrupts are off: the port's lock is
+ * taken without turning them off again): the C MAD layer's ib_post_send_mad
+ * posts to the QP from its caller too. Only when nothing needs the transmit work: a ready
  * cached address handle for the destination (tx->dmac is not read), a free
  * slot, and a QP that no failed send may have left in the error state (a
  * failed send, or a recovery under way, sends everything through the
@@ -660,8 +661,8 @@ int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
 	struct rdma_ah_attr key;
 	struct rmad_ah_entry *e;
 	struct rmad_slot *s;
-	unsigned long flags;
 
+	lockdep_assert_irqs_disabled();
 	if (tx->len > RMAD_MAD_SIZE)
 		return -EINVAL;
 	/*
@@ -672,19 +673,19 @@ int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
 	if (!READ_ONCE(vp->nfree))
 		return -EBUSY;
 	rmad_tx_attr(vp, tx, false, &key);
-	spin_lock_irqsave(&vp->lock, flags);
+	spin_lock(&vp->lock);
 	if (!vp->nfree) {
-		spin_unlock_irqrestore(&vp->lock, flags);
+		spin_unlock(&vp->lock);
 		return -EBUSY;
 	}
 	e = NULL;
 	if (!atomic_read(&vp->send_failed) && !atomic_read(&vp->recovering))
 		e = rmad_ah_find_ready(vp, &key);
 	if (!e) {
-		spin_unlock_irqrestore(&vp->lock, flags);
+		spin_unlock(&vp->lock);
 		return -EAGAIN;
 	}
 	s = &vp->send[vp->free_send[--vp->nfree]];
-	spin_unlock_irqrestore(&vp->lock, flags);
+	spin_unlock(&vp->lock);
 	return rmad_tx_post(vp, s, e, tx);
 }

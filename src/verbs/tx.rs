@@ -37,7 +37,6 @@ use crate::{
         send::{
             SendRecord,
             SendTrace,
-            TxQueue,
             TxRef, //
         },
         transport::{
@@ -209,7 +208,7 @@ impl VerbsPort {
             // for its completion), or refused it, and while the port is open the device's
             // tables can be read without a reference of their own (the type invariant),
             // which saves a reference and two more holds per post.
-            let vp = self.vp.lock();
+            let vp = self.vp.lock_with(wr.irqs_off);
             if vp.is_null() {
                 return Err(ENODEV);
             }
@@ -217,7 +216,7 @@ impl VerbsPort {
                 // SAFETY: The port's lock is held and the port is open.
                 unsafe { self.check_tx_address(&wr.ah, wr.pkey_index) }?;
             }
-            let mut q = self.txq.lock();
+            let mut q = self.txq.lock_with(wr.irqs_off);
             // A non-empty queue has the transmit work on its way already: it is queued or
             // running, or the send queue is full and each send completion runs it.
             let mut kick = q.is_empty();
@@ -510,7 +509,7 @@ impl VerbsPort {
     /// Completes every parked transmission with `WR_FLUSH_ERR` (the port is closing, and
     /// neither its transmit work nor a resolution runs any more).
     pub(super) fn flush_parked(&self) {
-        let mut parked = core::mem::replace(&mut *self.parked.lock(), TxQueue::new());
+        let mut parked = core::mem::take(&mut *self.parked.lock());
         while let Some(tx) = parked.pop_front() {
             self.tx_parked.fetch_sub(1, Relaxed);
             flushed(tx);
@@ -521,7 +520,7 @@ impl VerbsPort {
     /// queue, in order (those whose destination is still being resolved are parked again),
     /// or is flushed if the port has closed meanwhile.
     pub(super) fn requeue_parked(&self) {
-        let mut parked = core::mem::replace(&mut *self.parked.lock(), TxQueue::new());
+        let mut parked = core::mem::take(&mut *self.parked.lock());
         {
             // Under the port's lock, as in `queue_tx`: a closing port flushes the transmit
             // queue only after it nulled `vp`.
@@ -562,11 +561,19 @@ impl VerbsPort {
         let rec = tx.into_ref();
         Agent::send_completed(&rec, gen, status, vendor_err);
         drop(rec);
-        // Always, even with the queue seen empty: the transmit work may have taken the last
-        // queued send and be about to put it back because the send queue was full when it
-        // tried. A work item queued while it runs runs again after it, so the slot this
-        // completion freed is always used; checking the queue here instead would strand that
-        // send until some unrelated post.
-        self.kick();
+        // The slot this completion freed is for a transmission that waits, if any: queued, or
+        // in the transmit work's hands (it may be about to put it back because the send queue
+        // was full when it tried; a work item queued while it runs runs again after it). Seen
+        // under the queue's lock, so a put-back is seen either way. A failed transmission may
+        // have left the QP in the error state, which the work recovers from at once (its
+        // receives are flushed meanwhile). Otherwise, with nothing waiting, as when every post
+        // went to the device from its caller, nothing is woken.
+        let waiting = {
+            let q = self.txq.lock();
+            !q.is_empty() || self.tx_in_hand.load(Relaxed)
+        };
+        if waiting || status != WcStatus::Success {
+            self.kick();
+        }
     }
 }

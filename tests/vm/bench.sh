@@ -102,6 +102,11 @@ bench_profile_report() {
 			--percent-limit 0.5 2>&1 | grep -v '^#' | grep -v '^$' | head -n 80 |
 			sed 's/^/bench-profile: /'
 	done
+	# A sample taken with interrupts off lands where they come back on: who re-enabled them.
+	echo "bench-profile: == n=$1 interrupts back on, by caller"
+	HOME=/tmp /bin/perf report -i "/tmp/perf-$1.data" --stdio --no-children --sort sym \
+		-g graph,0.5,callee --symbols _raw_spin_unlock_irqrestore,_raw_spin_unlock_irq_enable \
+		2>&1 | grep -v '^#' | grep -v '^$' | head -n 160 | sed 's/^/bench-profile: /'
 	rm -f "/tmp/perf-$1.data"
 }
 

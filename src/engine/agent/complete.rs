@@ -46,8 +46,9 @@ use kernel::{
     sync::Arc, //
 };
 
-/// A send taken out for its handler: its record, its body, and what the handler learns.
-pub(super) type Due = Option<(SendRef, BodyBox, SendCompletion)>;
+/// A send taken out for its handler: its body (which holds its record), and what the handler
+/// learns.
+pub(super) type Due = Option<(BodyBox, SendCompletion)>;
 
 /// Room for one hold's worth of sends to deliver.
 pub(super) fn no_due() -> [Due; BATCH_USIZE] {
@@ -156,7 +157,7 @@ impl Agent {
             return;
         };
         if let Some((body, wc)) = self.take_decided(inner, rec, state) {
-            *slot = Some((rec.clone(), body, wc));
+            *slot = Some((body, wc));
             *taken = taken.saturating_add(1);
         }
     }
@@ -169,8 +170,8 @@ impl Agent {
         }
         self.in_handler_then(
             || {
-                for (rec, body, wc) in due.iter_mut().filter_map(Option::take) {
-                    self.call_send_handler(rec, body, wc);
+                for (body, wc) in due.iter_mut().filter_map(Option::take) {
+                    self.call_send_handler(body, wc);
                 }
             },
             |inner, ()| self.handlers_returned(inner, n),
@@ -178,8 +179,8 @@ impl Agent {
     }
 
     /// Calls the send handler (no lock held): the buffer goes back to the client.
-    fn call_send_handler(self: &Arc<Self>, rec: SendRef, body: BodyBox, wc: SendCompletion) {
-        let buf = SendBuf { rec, body };
+    fn call_send_handler(self: &Arc<Self>, body: BodyBox, wc: SendCompletion) {
+        let buf = SendBuf { body };
         if buf.body.internal {
             // An RMPP ACK, STOP or ABORT of the agent's own (§2.10.8): nobody is told.
             drop(buf);
@@ -219,7 +220,7 @@ impl Agent {
         let Some((body, wc)) = taken else {
             return 0;
         };
-        self.call_send_handler(rec.clone(), body, wc);
+        self.call_send_handler(body, wc);
         1
     }
 
@@ -237,7 +238,7 @@ impl Agent {
                     };
                     match self.take_due(&mut inner, &rec) {
                         Some((body, wc)) => {
-                            *slot = Some((rec, body, wc));
+                            *slot = Some((body, wc));
                             n = n.saturating_add(1);
                         }
                         // Not reachable: a send in the delivery queue is due. Stop rather than

@@ -6,12 +6,11 @@
 use super::Agent;
 use crate::{
     engine::send::{
-        BufToken,
+        BodyBox, //
         MadBytes,
         Segments,
         SendBody,
         SendBuf,
-        SendRef, //
     },
     mad::wire, //
 };
@@ -190,15 +189,14 @@ impl Agent {
         // Count the buffer without the lock. Full: unregistration sets `dying` and then reads
         // the count (both Full as well), so either it sees this buffer counted, or this sees
         // `dying` and gives the count back (waking it if it sleeps, as a dropped buffer does);
-        // so does a failed allocation below, which drops the token with the body.
+        // so does a failed allocation below.
         self.buffers.fetch_add(1, Full);
-        let token = BufToken(self.clone());
         if self.dying.load(Relaxed) {
-            drop(token);
+            self.buffer_freed();
             return Err(ESHUTDOWN);
         }
         // The record and its body: one object of rmad's slab cache.
-        let body = SendRef::new(
+        let body = BodyBox::new(
             self,
             SendBody {
                 mad,
@@ -215,13 +213,9 @@ impl Agent {
                 ah: None,
                 context: [0; 2],
                 seg: None,
-                _token: token,
             },
             gfp,
         )?;
-        Ok(SendBuf {
-            rec: body.rec().clone(),
-            body,
-        })
+        Ok(SendBuf { body })
     }
 }

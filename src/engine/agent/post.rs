@@ -48,6 +48,7 @@ use crate::{
     sys::trace, //
 };
 use kernel::{
+    interrupt::LocalInterruptDisabled,
     prelude::*,
     sync::{
         atomic::Relaxed,
@@ -72,6 +73,10 @@ impl Agent {
         }
         let body = state.body.as_ref().ok_or(EINVAL)?;
         let ah = body.ah.ok_or(EINVAL)?;
+        // SAFETY: `_g` is the agent's state, which is only ever reached through the guard of
+        // its interrupt-disabling lock (`Agent::inner`): local interrupts stay disabled for as
+        // long as `_g` is borrowed, which outlives this call.
+        let irqs_off = unsafe { LocalInterruptDisabled::assume_disabled() };
         self.transport.post_send(
             self.port,
             SendWr {
@@ -83,6 +88,7 @@ impl Agent {
                 rec,
                 gen: state.gen,
                 checked,
+                irqs_off,
             },
         )
     }
@@ -175,7 +181,7 @@ impl Agent {
     /// handler gets it back; on failure the buffer comes back with the error and no handler
     /// will run. Never sleeps, never calls a handler; usable with interrupts disabled.
     pub(crate) fn post(buf: SendBuf) -> Result<SendHandle, PostError> {
-        let agent = buf.rec.agent.clone();
+        let agent = buf.agent().clone();
         agent.post_one(buf)
     }
 
@@ -264,12 +270,14 @@ impl Agent {
         if let Err(e) = checked {
             return fail(e, buf);
         }
-        let SendBuf { rec, mut body } = buf;
+        let mut body = buf.body;
         body.internal |= plan.control;
+        // The handle's reference; the body keeps one of its own.
+        let rec = body.rec().clone();
         let mut inner = self.lock();
         if inner.dead {
             drop(inner);
-            return fail(ESHUTDOWN, SendBuf { rec, body });
+            return fail(ESHUTDOWN, SendBuf { body });
         }
         let res = Self::with_state(&mut inner, &rec, |inner, state| {
             self.start_post(inner, &rec, state, body, plan)
@@ -277,7 +285,7 @@ impl Agent {
         drop(inner);
         match res {
             Ok(gen) => Ok(SendHandle { rec, gen }),
-            Err((err, body)) => fail(err, SendBuf { rec, body }),
+            Err((err, body)) => fail(err, SendBuf { body }),
         }
     }
 

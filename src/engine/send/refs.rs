@@ -49,7 +49,7 @@ use kernel::{
 ///
 /// # Invariants
 ///
-/// `ptr` points at a live record in an object of [`slab`], initialised by [`SendRef::new`],
+/// `ptr` points at a live record in an object of [`slab`], initialised by [`BodyBox::new`],
 /// and this value owns one count of its `refs`; the object is freed when the count drops to 0.
 pub(crate) struct SendRef {
     ptr: NonNull<SendRecord>,
@@ -63,22 +63,6 @@ unsafe impl Send for SendRef {}
 unsafe impl Sync for SendRef {}
 
 impl SendRef {
-    /// A new record of `agent` holding `body`, in one object of rmad's slab cache, and the
-    /// [`BodyBox`] that owns the body. Allocates with `gfp` only. On failure `body` is
-    /// dropped (which gives its buffer's count back to the agent).
-    pub(crate) fn new(agent: &Arc<Agent>, body: SendBody, gfp: Flags) -> Result<BodyBox> {
-        let ptr = slab::alloc(gfp)?.cast::<SendRecord>();
-        let init = SendRecord::new(agent, body);
-        // SAFETY: `ptr` is an object of the cache, whose objects have the size and alignment
-        // of a `SendRecord` (the cache is made for it, `slab::Cache::create`); it never moves
-        // until freed, so the record is pinned. The initialiser cannot fail.
-        let Ok(()) = unsafe { init.__init(ptr.as_ptr()) };
-        // INVARIANT: Initialised just above with one count, which this value owns.
-        let rec = SendRef { ptr };
-        // INVARIANT: The record was made with its body; this is its only `BodyBox`.
-        Ok(BodyBox { rec })
-    }
-
     /// Gives up this reference for a raw pointer; [`SendRef::from_raw`] takes it back.
     pub(crate) fn into_raw(self) -> *const SendRecord {
         let ptr = self.ptr.as_ptr();
@@ -92,11 +76,10 @@ impl SendRef {
     ///
     /// `ptr` came from [`SendRef::into_raw`], and its reference is taken back once.
     pub(crate) unsafe fn from_raw(ptr: *const SendRecord) -> Self {
-        // INVARIANT: The caller gives back the count `into_raw` gave up.
         // SAFETY: `into_raw` returned a non-null pointer.
-        SendRef {
-            ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) },
-        }
+        let ptr = unsafe { NonNull::new_unchecked(ptr.cast_mut()) };
+        // INVARIANT: The caller gives back the count `into_raw` gave up.
+        SendRef { ptr }
     }
 }
 
@@ -182,17 +165,42 @@ unsafe impl TreeRef for SendRef {
 }
 
 /// The owner of a send's body: the client's (in its [`super::SendBuf`]) or the engine's (in
-/// the record's state), moved between them as a `KBox` would be.
+/// the record's state), moved between them as a `KBox` would be. It counts the buffer against
+/// its agent until it is dropped (`ib_free_send_mad`): the agent's unregistration waits for
+/// that.
 ///
 /// # Invariants
 ///
 /// For each record at most one `BodyBox` exists, and while it does the record's body is
-/// initialised and reached only through it.
+/// initialised and reached only through it; the record's agent counts it among its buffers
+/// (`Agent::create_send` counted it before making the record).
 pub(crate) struct BodyBox {
     rec: SendRef,
 }
 
 impl BodyBox {
+    /// A new record of `agent` holding `body`, in one object of rmad's slab cache, and the
+    /// box that owns the body. Allocates with `gfp` only. The caller counted the
+    /// buffer against `agent`; on failure its count is given back.
+    pub(crate) fn new(agent: &Arc<Agent>, body: SendBody, gfp: Flags) -> Result<Self> {
+        let Ok(ptr) = slab::alloc(gfp) else {
+            drop(body);
+            agent.buffer_freed();
+            return Err(ENOMEM);
+        };
+        let ptr = ptr.cast::<SendRecord>();
+        let init = SendRecord::new(agent, body);
+        // SAFETY: `ptr` is an object of the cache, whose objects have the size and alignment
+        // of a `SendRecord` (the cache is made for it, `slab::Cache::create`); it never moves
+        // until freed, so the record is pinned. The initialiser cannot fail.
+        let Ok(()) = unsafe { init.__init(ptr.as_ptr()) };
+        // INVARIANT: Initialised just above with one count, which this value owns.
+        let rec = SendRef { ptr };
+        // INVARIANT: The record was made with its body; this is its only `BodyBox`, and the
+        // caller counted the buffer.
+        Ok(BodyBox { rec })
+    }
+
     /// The record whose body this is.
     pub(crate) fn rec(&self) -> &SendRef {
         &self.rec
@@ -216,12 +224,13 @@ impl DerefMut for BodyBox {
 }
 
 impl Drop for BodyBox {
-    /// Drops the body in place (`ib_free_send_mad`'s part); the record's memory goes with its
-    /// last reference.
+    /// Drops the body in place and gives the buffer's count back to its agent
+    /// (`ib_free_send_mad`); the record's memory goes with its last reference.
     fn drop(&mut self) {
         // SAFETY: The body is initialised and this box is its only owner (type invariant); it
         // is not reached again: the box is going.
         unsafe { (*self.rec.body.get()).assume_init_drop() };
+        self.rec.agent.buffer_freed();
     }
 }
 
@@ -268,11 +277,10 @@ impl TxRef {
     ///
     /// `ptr` came from [`TxRef::into_raw`], and is taken back once.
     pub(crate) unsafe fn from_raw(ptr: *const SendRecord) -> Self {
-        // INVARIANT: `tx_taken` stayed set while the raw pointer stood for the hold.
         // SAFETY: The caller's promise: the pointer carries the reference `into_raw` gave up.
-        TxRef {
-            rec: unsafe { SendRef::from_raw(ptr) },
-        }
+        let rec = unsafe { SendRef::from_raw(ptr) };
+        // INVARIANT: `tx_taken` stayed set while the raw pointer stood for the hold.
+        TxRef { rec }
     }
 }
 

@@ -14,10 +14,7 @@ mod tests {
 
     /// A table of numbers.
     fn table() -> Result<Pin<KBox<HandleTable<u32>>>> {
-        KBox::pin_init(
-            HandleTable::new(KIND_BUF, static_lock_class!(), static_lock_class!()),
-            GFP_KERNEL,
-        )
+        KBox::pin_init(HandleTable::new(KIND_BUF, static_lock_class!()), GFP_KERNEL)
     }
 
     #[test]
