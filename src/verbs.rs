@@ -201,8 +201,13 @@ pub(crate) struct VerbsPort {
     #[pin]
     txq: SpinLockIrq<TxQueue>,
     /// The transmit work holds a transmission it took from `txq` and has not handed to the
-    /// device or put back yet: a post does not overtake it. Read and written under `txq`'s lock.
+    /// device or put back yet: a post does not overtake it. Written under `txq`'s lock; a send
+    /// completion reads it without (`tx_done`).
     tx_in_hand: Atomic<bool>,
+    /// Transmissions in `txq`, and a post's own while it tries the device from its caller:
+    /// what a send completion's freed slot may be for. Written under `txq`'s lock; a send
+    /// completion reads it without (`tx_done`).
+    tx_waiting: Atomic<u32>,
     /// Transmissions in `parked`, counted out of it only once they are back in `txq` (under its
     /// lock) or completed: a post does not overtake them.
     tx_parked: Atomic<u32>,
@@ -367,6 +372,7 @@ impl VerbsPort {
                 txq <- new_spinlock_irq!(TxQueue::new(), "VerbsPort::txq"),
                 tx_work <- new_work!("VerbsPort::tx_work"),
                 tx_in_hand: Atomic::new(false),
+                tx_waiting: Atomic::new(0),
                 tx_parked: Atomic::new(0),
                 checked: Atomic::new(0),
                 tables_gen: Atomic::new(0),

@@ -666,12 +666,10 @@ int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
 	if (tx->len > RMAD_MAD_SIZE)
 		return -EINVAL;
 	/*
-	 * A racy look first, which saves making the key while every slot is in
-	 * use: the caller queues the send under a lock that the transmit work
-	 * takes to find it, so a slot freed meanwhile still finds it.
+	 * Slots are looked at under the port's lock only: a send completion
+	 * frees one under it before it looks whether a transmission waits, which
+	 * the caller counted before this call (src/verbs/tx.rs).
 	 */
-	if (!READ_ONCE(vp->nfree))
-		return -EBUSY;
 	rmad_tx_attr(vp, tx, false, &key);
 	spin_lock(&vp->lock);
 	if (!vp->nfree) {

@@ -223,6 +223,10 @@ impl VerbsPort {
             // Nothing of the port waits: neither queued, nor in the transmit work's hands, nor
             // parked for a resolution, so this transmission overtakes none.
             let idle = kick && !self.tx_in_hand.load(Relaxed) && self.tx_parked.load(Relaxed) == 0;
+            // Counted before the try, which takes the shim's port lock, as a send completion
+            // does to free a slot before it reads the count: a slot freed after the try saw
+            // none is seen for this transmission, which is queued below.
+            self.tx_waiting.add(1, Relaxed);
             let tx = if idle {
                 let wr_id = tx.into_raw();
                 let frame =
@@ -232,6 +236,7 @@ impl VerbsPort {
                 // exactly once, to `rmad_rust_send_done`.
                 let r = unsafe { rmad_shim_vport_send_now(*vp, &frame) };
                 if r == 0 {
+                    self.tx_waiting.fetch_sub(1, Relaxed);
                     self.sent_now.add(1, Relaxed);
                     return Ok(Handed::Device);
                 }
@@ -464,7 +469,12 @@ impl VerbsPort {
     fn take_next(&self) -> Option<TxRef> {
         let mut q = self.txq.lock();
         let tx = q.pop_front();
-        self.tx_in_hand.store(tx.is_some(), Relaxed);
+        // In hand before it is counted out of the queue: a send completion reads them in the
+        // other order (`tx_done`).
+        self.tx_in_hand.store(tx.is_some(), Release);
+        if tx.is_some() {
+            self.tx_waiting.fetch_sub(1, Release);
+        }
         tx
     }
 
@@ -472,7 +482,9 @@ impl VerbsPort {
     fn put_back(&self, tx: TxRef) {
         let mut q = self.txq.lock();
         q.push_front(tx);
-        self.tx_in_hand.store(false, Relaxed);
+        // Counted in the queue before it is out of hand (see `take_next`).
+        self.tx_waiting.fetch_add(1, Release);
+        self.tx_in_hand.store(false, Release);
     }
 
     /// Hands one transmission to the shim; returns its errno.
@@ -502,6 +514,7 @@ impl VerbsPort {
             let Some(tx) = self.txq.lock().pop_front() else {
                 return;
             };
+            self.tx_waiting.fetch_sub(1, Relaxed);
             flushed(tx);
         }
     }
@@ -529,6 +542,7 @@ impl VerbsPort {
                 let mut q = self.txq.lock();
                 while let Some(tx) = parked.pop_back() {
                     q.push_front(tx);
+                    self.tx_waiting.add(1, Relaxed);
                     // Counted out only once queued: a post never sees it in neither place.
                     self.tx_parked.fetch_sub(1, Relaxed);
                 }
@@ -561,17 +575,16 @@ impl VerbsPort {
         let rec = tx.into_ref();
         Agent::send_completed(&rec, gen, status, vendor_err);
         drop(rec);
-        // The slot this completion freed is for a transmission that waits, if any: queued, or
-        // in the transmit work's hands (it may be about to put it back because the send queue
-        // was full when it tried; a work item queued while it runs runs again after it). Seen
-        // under the queue's lock, so a put-back is seen either way. A failed transmission may
-        // have left the QP in the error state, which the work recovers from at once (its
-        // receives are flushed meanwhile). Otherwise, with nothing waiting, as when every post
-        // went to the device from its caller, nothing is woken.
-        let waiting = {
-            let q = self.txq.lock();
-            !q.is_empty() || self.tx_in_hand.load(Relaxed)
-        };
+        // The slot this completion freed (under the shim's port lock, before this call) is for
+        // a transmission that waits, if any: queued, or in the transmit work's hands (it may be
+        // about to put it back because the send queue was full when it tried; a work item
+        // queued while it runs runs again after it). Whoever tried the device and found no
+        // slot counted its transmission before, under the same port lock, so it is seen here:
+        // the work's hold first, then the queue, the reverse of the order they are written in
+        // (`take_next`, `put_back`). A failed transmission may have left the QP in the error
+        // state, which the work recovers from at once (its receives are flushed meanwhile).
+        // Otherwise, as when every post went to the device from its caller, nothing is woken.
+        let waiting = self.tx_in_hand.load(Acquire) || self.tx_waiting.load(Acquire) != 0;
         if waiting || status != WcStatus::Success {
             self.kick();
         }
