@@ -218,6 +218,8 @@ pub(crate) struct VerbsPort {
     /// Transmissions handed to the device from the poster's context, and by the transmit work.
     sent_now: Atomic<u64>,
     sent_queued: Atomic<u64>,
+    /// Runs of the transmit work.
+    tx_runs: Atomic<u64>,
     /// Hands queued transmissions to the device (see `verbs/tx.rs`).
     #[pin]
     tx_work: Work<VerbsPort>,
@@ -378,6 +380,7 @@ impl VerbsPort {
                 tables_gen: Atomic::new(0),
                 sent_now: Atomic::new(0),
                 sent_queued: Atomic::new(0),
+                tx_runs: Atomic::new(0),
                 parked <- new_mutex!(TxQueue::new(), "VerbsPort::parked"),
                 resolve_wq: OwnedQueue::new_concurrent(c"rmad_resolve")?,
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
@@ -445,6 +448,12 @@ impl VerbsPort {
     /// Transmissions handed to the device: `(from the poster's context, by the transmit work)`.
     pub(crate) fn transmissions(&self) -> (u64, u64) {
         (self.sent_now.load(Relaxed), self.sent_queued.load(Relaxed))
+    }
+
+    /// Runs of the port's transmit work so far.
+    #[cfg_attr(not(rmad_test), allow(dead_code, reason = "the tests read it"))]
+    pub(crate) fn transmit_runs(&self) -> u64 {
+        self.tx_runs.load(Relaxed)
     }
 
     /// The device's name and the port's number.

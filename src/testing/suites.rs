@@ -24,6 +24,7 @@
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
 //! | `rmad_allocs` | what a send costs the slab allocator, counted exactly | [`allocs`] |
 //! | `rmad_tree` | the intrusive trees of the agents' indexes alone | [`tree`] |
+//! | `rmad_records` | a send's record, its references and its transmit queue | [`records`] |
 
 pub(crate) mod allocs;
 pub(crate) mod capi;
@@ -35,6 +36,7 @@ pub(crate) mod order;
 pub(crate) mod partitions;
 pub(crate) mod peer;
 pub(crate) mod races;
+pub(crate) mod records;
 pub(crate) mod recv_rules;
 pub(crate) mod reply;
 pub(crate) mod rmpp;

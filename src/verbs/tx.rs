@@ -361,6 +361,7 @@ impl VerbsPort {
     /// The transmit work: hands queued transmissions to the device, oldest first, until the
     /// queue is empty or the send queue is full. Process context, no rmad lock held.
     fn transmit_pending(self: &Arc<Self>) {
+        self.tx_runs.add(1, Relaxed);
         {
             let vp = *self.vp.lock();
             if !vp.is_null() {

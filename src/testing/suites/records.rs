@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_records`: a send's record in rmad's slab cache and the pointers to it
+//! ([`crate::engine::send`]): a record outlives its buffer while a handle holds it and is
+//! freed once, with its last reference; a transmission has one holder at a time, and a
+//! transmit queue keeps its order.
+
+#[kernel::prelude::kunit_tests(rmad_records)]
+mod tests {
+    use crate::{
+        engine::send::{
+            SendRef,
+            TxQueue,
+            TxRef, //
+        },
+        testing::{
+            allocs,
+            Behaviour,
+            Env,
+            Recorder, //
+        },
+    };
+    use kernel::prelude::*;
+
+    #[test]
+    fn a_record_outlives_its_buffer_until_its_last_reference() -> Result {
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(1, &rec, None)?;
+        let buf = a.create_mad(1, GFP_KERNEL)?;
+        let kept: SendRef = buf.rec().clone();
+        let counted = a.buffers();
+        // The buffer goes (its count with it); the record stays, for the reference kept.
+        let ((), dropped) = allocs::count(|| drop(buf))?;
+        let after_drop = a.buffers();
+        let agent_seen = core::ptr::eq(&*kept.agent, &*a);
+        let ((), released) = allocs::count(|| drop(kept))?;
+        a.unregister()?;
+        assert_eq!((counted, after_drop), (1, 0));
+        assert_eq!(dropped.frees, 0);
+        assert!(agent_seen);
+        assert_eq!((released.frees, released.allocs), (1, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn one_hold_per_transmission_and_queue_order() -> Result {
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(1, &rec, None)?;
+        let bufs = [
+            a.create_mad(1, GFP_KERNEL)?,
+            a.create_mad(1, GFP_KERNEL)?,
+            a.create_mad(1, GFP_KERNEL)?,
+        ];
+        let [x, y, z] = [bufs[0].rec(), bufs[1].rec(), bufs[2].rec()];
+        let tx = TxRef::take(x).ok_or(EINVAL)?;
+        let second = TxRef::take(x).is_some();
+        let mut q = TxQueue::new();
+        q.push_back(tx);
+        q.push_back(TxRef::take(y).ok_or(EINVAL)?);
+        q.push_front(TxRef::take(z).ok_or(EINVAL)?);
+        // Queued, each still has its one hold.
+        let held = TxRef::take(y).is_some();
+        let is = |t: Option<TxRef>, r: &SendRef| t.is_some_and(|t| core::ptr::eq(&*t, &**r));
+        let front = is(q.pop_front(), z);
+        let back = is(q.pop_back(), y);
+        let middle = is(q.pop_front(), x);
+        let empty = q.is_empty() && q.pop_front().is_none() && q.pop_back().is_none();
+        // Popped and dropped, the holds are free again; a queue dropped with holds in it
+        // gives them back too.
+        let again = TxRef::take(x).is_some();
+        q.push_back(TxRef::take(y).ok_or(EINVAL)?);
+        drop(q);
+        let freed_by_drop = TxRef::take(y).is_some();
+        drop(bufs);
+        a.unregister()?;
+        assert!(!second);
+        assert!(!held);
+        assert!(front && back && middle && empty);
+        assert!(again);
+        assert!(freed_by_drop);
+        Ok(())
+    }
+}
