@@ -412,8 +412,8 @@ impl VerbsPort {
             // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
             let tx = unsafe { TxRef::from_raw(wr_id) };
             if r == SQ_FULL {
-                // It waits at the head; every send completion kicks the work again (see
-                // `tx_done`), including one that freed a slot since this attempt.
+                // It waits at the head; every send completion kicks the work again while it
+                // waits (see `tx_done`), including one that freed a slot since this attempt.
                 self.put_back(tx);
                 return;
             }
