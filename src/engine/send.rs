@@ -361,6 +361,14 @@ impl Default for SendFacts {
 /// trees, [`crate::sys::rbtree`]) and a transport's transmit queue ([`TxQueue`]). A send has at
 /// most one transmission queued or on the device at a time (a retry starts only after the
 /// previous send completion), and [`TxRef::take`] refuses a second one.
+///
+/// # Invariants
+///
+/// - `refs` counts the [`SendRef`]s of the record (a [`BodyBox`] and a [`TxRef`] hold one each);
+///   the record lives in its slab object until it drops to 0.
+/// - `body` is initialised while the record's one [`BodyBox`] exists, and reached only through it.
+/// - `tx_links` are touched only by the holder of the record's [`TxRef`], which exists while
+///   `tx_taken` is set.
 #[pin_data]
 pub(crate) struct SendRecord {
     /// The references of the record ([`SendRef`]).
