@@ -6,11 +6,11 @@
 use super::Agent;
 use crate::{
     engine::send::{
-        BodyBox, //
+        BodyBox,
         MadBytes,
         Segments,
         SendBody,
-        SendBuf,
+        SendBuf, //
     },
     mad::wire, //
 };
