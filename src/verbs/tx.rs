@@ -580,7 +580,7 @@ impl VerbsPort {
         // a transmission that waits, if any: queued, or in the transmit work's hands (it may be
         // about to put it back because the send queue was full when it tried; a work item
         // queued while it runs runs again after it). Whoever tried the device and found no
-        // slot counted its transmission before, under the same port lock, so it is seen here:
+        // slot counted its transmission before it took that port lock, so it is seen here:
         // the work's hold first, then the queue, the reverse of the order they are written in
         // (`take_next`, `put_back`). A failed transmission may have left the QP in the error
         // state, which the work recovers from at once (its receives are flushed meanwhile).

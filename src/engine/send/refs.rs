@@ -304,13 +304,17 @@ impl Drop for TxRef {
 ///
 /// # Invariants
 ///
-/// `head` and `tail` are the ends of a doubly-linked list (through the records' `tx_links`)
-/// of records whose [`TxRef`]s this queue owns (each given up with [`TxRef::into_raw`]); both
-/// are null when it is empty.
+/// `ends` are the first and the last of a doubly-linked list (through the records' `tx_links`,
+/// previous then next) of records whose [`TxRef`]s this queue owns (each given up with
+/// [`TxRef::into_raw`]); both are null when it is empty.
 pub(crate) struct TxQueue {
-    head: *const SendRecord,
-    tail: *const SendRecord,
+    ends: [*const SendRecord; 2],
 }
+
+/// The front of a [`TxQueue`], and the index of a record's link towards it (its previous).
+const FRONT: usize = 0;
+/// The back of a [`TxQueue`], and the index of a record's link towards it (its next).
+const BACK: usize = 1;
 
 // SAFETY: The queue owns `TxRef`s, which may be sent (they hold `SendRef`s).
 unsafe impl Send for TxQueue {}
@@ -322,14 +326,13 @@ impl TxQueue {
     pub(crate) const fn new() -> Self {
         // INVARIANT: Empty.
         Self {
-            head: ptr::null(),
-            tail: ptr::null(),
+            ends: [ptr::null(); 2],
         }
     }
 
     /// Whether the queue holds nothing.
     pub(crate) fn is_empty(&self) -> bool {
-        self.head.is_null()
+        self.ends[FRONT].is_null()
     }
 
     /// The links of `rec`, which this queue holds or is about to.
@@ -343,48 +346,39 @@ impl TxQueue {
         unsafe { &mut *(*rec).tx_links.get() }
     }
 
-    /// Queues `tx` last.
-    pub(crate) fn push_back(&mut self, tx: TxRef) {
+    /// Queues `tx` at the end `side` ([`FRONT`] or [`BACK`]).
+    fn push(&mut self, side: usize, tx: TxRef) {
+        let other = side ^ 1;
         let rec = tx.into_raw();
-        // SAFETY: This queue owns `rec`'s hold from now on, and `tail` when not null.
+        let old = self.ends[side];
+        // SAFETY: This queue owns `rec`'s hold from now on, and `old` when not null.
         unsafe {
-            *Self::links(rec) = [self.tail, ptr::null()];
-            match self.tail.is_null() {
-                true => self.head = rec,
-                false => Self::links(self.tail)[1] = rec,
+            let links = Self::links(rec);
+            links[side] = ptr::null();
+            links[other] = old;
+            match old.is_null() {
+                true => self.ends[other] = rec,
+                false => Self::links(old)[side] = rec,
             }
         }
-        // INVARIANT: `rec` is linked after the old tail.
-        self.tail = rec;
+        // INVARIANT: `rec` is linked beyond the old end.
+        self.ends[side] = rec;
     }
 
-    /// Queues `tx` first.
-    pub(crate) fn push_front(&mut self, tx: TxRef) {
-        let rec = tx.into_raw();
-        // SAFETY: As in `push_back`.
-        unsafe {
-            *Self::links(rec) = [ptr::null(), self.head];
-            match self.head.is_null() {
-                true => self.tail = rec,
-                false => Self::links(self.head)[0] = rec,
-            }
-        }
-        // INVARIANT: `rec` is linked before the old head.
-        self.head = rec;
-    }
-
-    /// Takes the oldest transmission.
-    pub(crate) fn pop_front(&mut self) -> Option<TxRef> {
-        if self.head.is_null() {
+    /// Takes the transmission at the end `side` ([`FRONT`] or [`BACK`]).
+    fn pop(&mut self, side: usize) -> Option<TxRef> {
+        let other = side ^ 1;
+        let rec = self.ends[side];
+        if rec.is_null() {
             return None;
         }
-        let rec = self.head;
-        // SAFETY: `rec` is in this queue; so is its successor when not null.
+        // SAFETY: `rec` is in this queue; so is its neighbour when not null.
         unsafe {
-            self.head = Self::links(rec)[1];
-            match self.head.is_null() {
-                true => self.tail = ptr::null(),
-                false => Self::links(self.head)[0] = ptr::null(),
+            let next = Self::links(rec)[other];
+            self.ends[side] = next;
+            match next.is_null() {
+                true => self.ends[other] = ptr::null(),
+                false => Self::links(next)[side] = ptr::null(),
             }
         }
         // INVARIANT: `rec` is unlinked; its hold goes to the caller.
@@ -392,23 +386,24 @@ impl TxQueue {
         Some(unsafe { TxRef::from_raw(rec) })
     }
 
+    /// Queues `tx` last.
+    pub(crate) fn push_back(&mut self, tx: TxRef) {
+        self.push(BACK, tx);
+    }
+
+    /// Queues `tx` first.
+    pub(crate) fn push_front(&mut self, tx: TxRef) {
+        self.push(FRONT, tx);
+    }
+
+    /// Takes the oldest transmission.
+    pub(crate) fn pop_front(&mut self) -> Option<TxRef> {
+        self.pop(FRONT)
+    }
+
     /// Takes the newest transmission.
     pub(crate) fn pop_back(&mut self) -> Option<TxRef> {
-        if self.tail.is_null() {
-            return None;
-        }
-        let rec = self.tail;
-        // SAFETY: As in `pop_front`.
-        unsafe {
-            self.tail = Self::links(rec)[0];
-            match self.tail.is_null() {
-                true => self.head = ptr::null(),
-                false => Self::links(self.tail)[1] = ptr::null(),
-            }
-        }
-        // INVARIANT: As in `pop_front`.
-        // SAFETY: As in `pop_front`.
-        Some(unsafe { TxRef::from_raw(rec) })
+        self.pop(BACK)
     }
 }
 
