@@ -51,7 +51,7 @@
  * Grows with every change that keeps clients of the same major version
  * working: a new function, constant or guarantee.
  */
-#define RMAD_API_VERSION_MINOR 2
+#define RMAD_API_VERSION_MINOR 3
 
 /**
  * RMAD_API_VERSION - one number for a version, to compare versions
@@ -157,6 +157,8 @@ struct rmad_ah {
  * @context: the agent's context, as given to rmad_register_agent()
  * @status: enum ib_wc_status value
  * @vendor_err: vendor error of the transport completion (0 otherwise)
+ * @buf_context: the buffer's context, as given to rmad_send_buf_set(): what
+ *               rmad_send_buf_context() returns, without another lookup
  */
 struct rmad_send_wc {
 	struct rmad_send_buf *send_buf;
@@ -164,6 +166,7 @@ struct rmad_send_wc {
 	void *context;
 	int status;
 	u32 vendor_err;
+	void *buf_context;
 };
 
 /**

@@ -46,7 +46,7 @@ pub(crate) const API_VERSION_MAJOR: u32 = 4;
 
 /// The minor version (`RMAD_API_VERSION_MINOR`): it grows with what keeps the clients of the
 /// same major version working; a client needs at least the minor version it was written for.
-pub(crate) const API_VERSION_MINOR: u32 = 2;
+pub(crate) const API_VERSION_MINOR: u32 = 3;
 
 // The header beside this file must describe the API this binding is written for: a binding
 // and a header of different versions do not build together.
@@ -188,6 +188,7 @@ struct SendWc {
     context: *mut c_void,
     status: c_int,
     vendor_err: u32,
+    buf_context: *mut c_void,
 }
 
 /// `struct rmad_recv_wc`.
@@ -230,8 +231,9 @@ const _: () = {
     assert!(size_of::<Ah>() == 28 && offset_of!(Ah, dgid) == 5);
     assert!(offset_of!(Ah, hop_limit) == 21 && offset_of!(Ah, sl) == 23);
     assert!(offset_of!(Ah, flow_label) == 24);
-    assert!(size_of::<SendWc>() == 32 && offset_of!(SendWc, context) == 16);
+    assert!(size_of::<SendWc>() == 40 && offset_of!(SendWc, context) == 16);
     assert!(offset_of!(SendWc, status) == 24 && offset_of!(SendWc, vendor_err) == 28);
+    assert!(offset_of!(SendWc, buf_context) == 32);
     assert!(size_of::<RecvWc>() == 64 && offset_of!(RecvWc, context) == 8);
     assert!(offset_of!(RecvWc, hop_limit) == 29 && offset_of!(RecvWc, traffic_class) == 30);
     assert!(offset_of!(RecvWc, flow_label) == 56);
@@ -354,6 +356,7 @@ unsafe extern "C" fn send_tramp<C: Client>(_agent: *mut c_void, wc: *mut SendWc)
         status: wc.status,
         vendor_err: wc.vendor_err,
         post_id: wc.post_id,
+        context: wc.buf_context.addr(),
     });
 }
 
@@ -367,6 +370,8 @@ pub(crate) struct SendDone {
     pub(crate) vendor_err: u32,
     /// The post that completed (as [`Posted::id`] names it).
     pub(crate) post_id: u64,
+    /// The buffer's context, as [`SendBuf::context`] returns it, without a lookup.
+    pub(crate) context: usize,
 }
 
 /// The receive handler rmad calls for agents of client type `C`.

@@ -34,10 +34,10 @@ use kernel::{
 #[allow(dead_code)]
 mod rmad;
 
-// Written for rmad's API 4.2 (Documentation/changes.md): refuse to build against another.
+// Written for rmad's API 4.3 (Documentation/changes.md): refuse to build against another.
 const _: () = assert!(
-    rmad::API_VERSION_MAJOR == 4 && rmad::API_VERSION_MINOR >= 2,
-    "rmad_sample_rust is written for rmad API 4.2"
+    rmad::API_VERSION_MAJOR == 4 && rmad::API_VERSION_MINOR >= 3,
+    "rmad_sample_rust is written for rmad API 4.3"
 );
 
 module! {
@@ -129,7 +129,9 @@ fn number(mad: &[u8], at: usize) -> u32 {
 
 impl rmad::Client for Counts {
     fn send_done(&self, done: rmad::SendDone) {
+        // The completion carries the buffer's context: the one a lookup through it returns.
         let c = match done.status {
+            _ if done.context != done.buf.context() => &self.other,
             rmad::wc_status::SUCCESS => &self.succeeded,
             rmad::wc_status::WR_FLUSH_ERR => &self.flushed,
             _ => &self.other,

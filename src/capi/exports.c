@@ -49,11 +49,12 @@ static_assert(RMAD_DETACH_BUFFERS == 1UL << 31 && !(RMAD_DETACH_BUFFERS & IB_MAD
 static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
 static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);
 static_assert(offsetof(struct rmad_ah, flow_label) == 24);
-static_assert(sizeof(struct rmad_send_wc) == 32);
+static_assert(sizeof(struct rmad_send_wc) == 40);
 static_assert(offsetof(struct rmad_send_wc, post_id) == 8);
 static_assert(offsetof(struct rmad_send_wc, context) == 16);
 static_assert(offsetof(struct rmad_send_wc, status) == 24);
 static_assert(offsetof(struct rmad_send_wc, vendor_err) == 28);
+static_assert(offsetof(struct rmad_send_wc, buf_context) == 32);
 static_assert(sizeof(struct rmad_recv_wc) == 64);
 static_assert(offsetof(struct rmad_recv_wc, context) == 8);
 static_assert(offsetof(struct rmad_recv_wc, mad_len) == 16);

@@ -99,26 +99,33 @@ impl SendHandler for CHandlers {
         let post_id = wc.post;
         let bh = u64::try_from(buf.context()[0]).unwrap_or(0);
         let mut body = Some(buf.body);
+        // The buffer's context is read in the same hold of its slot: the handler needs no
+        // lookup of its own for it.
         let back = tables().and_then(|t| {
             t.bufs.with(bh, |b| {
                 // INVARIANT: The client owns the buffer again.
                 if b.body.is_none() {
                     b.body = body.take();
                 }
+                b.context
             })
         });
-        if back.is_err() || body.is_some() {
-            // Only reachable if the slot invariant were broken: drop the buffer, call nobody.
-            pr_err!("capi: a completed send has no buffer slot\n");
-            drop(body);
-            return;
-        }
+        let buf_context = match back {
+            Ok(c) if body.is_none() => c,
+            _ => {
+                // Only reachable if the slot invariant were broken: drop the buffer, call nobody.
+                pr_err!("capi: a completed send has no buffer slot\n");
+                drop(body);
+                return;
+            }
+        };
         let mut cwc = RmadSendWc {
             send_buf: to_ptr(bh),
             post_id,
             context: ctx_ptr(self.context),
             status: c_int::try_from(wc.status.code()).unwrap_or(c_int::MAX),
             vendor_err: wc.vendor_err,
+            buf_context: ctx_ptr(buf_context),
         };
         if !self.live() {
             // The buffer stays in its slot: rmad frees it at its own unload.

@@ -73,6 +73,7 @@ pub(crate) struct RmadSendWc {
     pub(crate) context: *mut c_void,
     pub(crate) status: c_int,
     pub(crate) vendor_err: u32,
+    pub(crate) buf_context: *mut c_void,
 }
 
 /// `struct rmad_recv_wc`.
@@ -110,9 +111,10 @@ const _: () = {
     assert!(size_of::<RmadAh>() == 28 && offset_of!(RmadAh, dgid) == 5);
     assert!(offset_of!(RmadAh, hop_limit) == 21 && offset_of!(RmadAh, sl) == 23);
     assert!(offset_of!(RmadAh, flow_label) == 24);
-    assert!(size_of::<RmadSendWc>() == 32);
+    assert!(size_of::<RmadSendWc>() == 40);
     assert!(offset_of!(RmadSendWc, post_id) == 8 && offset_of!(RmadSendWc, context) == 16);
     assert!(offset_of!(RmadSendWc, status) == 24 && offset_of!(RmadSendWc, vendor_err) == 28);
+    assert!(offset_of!(RmadSendWc, buf_context) == 32);
     assert!(size_of::<RmadRecvWc>() == 64);
     assert!(offset_of!(RmadRecvWc, hop_limit) == 29 && offset_of!(RmadRecvWc, traffic_class) == 30);
     assert!(offset_of!(RmadRecvWc, flow_label) == 56);

@@ -50,9 +50,11 @@ DECLARE_EVENT_CLASS(rmad_mad_template,
 		  __entry->timeout_ms, __entry->retries)
 );
 
+/* Each event counts itself in rmad_trace_probes while it has a probe (trace.c). */
 #define RMAD_EVENT(name)						\
-	DEFINE_EVENT(rmad_mad_template, name,				\
-		TP_PROTO(const struct rmad_trace_info *i), TP_ARGS(i))
+	DEFINE_EVENT_FN(rmad_mad_template, name,			\
+		TP_PROTO(const struct rmad_trace_info *i), TP_ARGS(i),	\
+		rmad_trace_reg, rmad_trace_unreg)
 
 /* A post succeeded. */
 RMAD_EVENT(rmad_post);

@@ -51,6 +51,9 @@ struct rmad_trace_info {
 };
 
 /* src/sys/trace.c: for Rust (src/sys/trace.rs). */
+extern int rmad_trace_probes;
+int rmad_trace_reg(void);
+void rmad_trace_unreg(void);
 bool rmad_trace_enabled(u32 ev);
 void rmad_trace_event(u32 ev, const struct rmad_trace_info *i);
 

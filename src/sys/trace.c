@@ -17,6 +17,25 @@ static_assert(offsetof(struct rmad_trace_info, retries) == 24);
 static_assert(offsetof(struct rmad_trace_info, status) == 30);
 static_assert(offsetof(struct rmad_trace_info, method) == 34);
 
+/*
+ * How many of rmad's events have a probe attached (ftrace, perf or BPF): the
+ * tracepoint core calls rmad_trace_reg() when an event gets its first probe and
+ * rmad_trace_unreg() when it loses its last. While it is 0, Rust skips the call
+ * to rmad_trace_enabled() at every trace site of a send (four or five a send).
+ */
+int rmad_trace_probes;
+
+int rmad_trace_reg(void)
+{
+	WRITE_ONCE(rmad_trace_probes, READ_ONCE(rmad_trace_probes) + 1);
+	return 0;
+}
+
+void rmad_trace_unreg(void)
+{
+	WRITE_ONCE(rmad_trace_probes, READ_ONCE(rmad_trace_probes) - 1);
+}
+
 /* Whether event @ev is enabled: Rust fills in the fields only then. */
 bool rmad_trace_enabled(u32 ev)
 {

@@ -6,7 +6,16 @@
 //! trace machinery expands them; Rust asks whether an event is enabled and only then fills in its
 //! fields, so a disabled event costs one call.
 
-use kernel::ffi::c_char;
+use kernel::{
+    ffi::{
+        c_char,
+        c_int, //
+    },
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
 
 /// The events, in the order of `enum rmad_trace_ev` in `src/sys/rmad_trace_info.h`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,12 +81,21 @@ const _: () = {
 };
 
 extern "C" {
+    static mut rmad_trace_probes: c_int;
     fn rmad_trace_enabled(ev: u32) -> bool;
     fn rmad_trace_event(ev: u32, info: *const Info);
 }
 
 /// Fires `ev` with the fields `info` computes, if the event is enabled. Any context.
 pub(crate) fn fire(ev: Ev, info: impl FnOnce() -> Info) {
+    // SAFETY: `rmad_trace_probes` is a C `int` that lives as long as the module; the tracepoint
+    // core writes it (under its mutex) with `WRITE_ONCE`, and it is only read atomically here.
+    let probes = unsafe { Atomic::from_ptr(&raw mut rmad_trace_probes) };
+    // No event of rmad's has a probe: none is enabled, and the call below would say so. A
+    // probe being attached meanwhile misses this event, as it would in the tracepoint itself.
+    if probes.load(Relaxed) == 0 {
+        return;
+    }
     // The discriminants are the C enum's values.
     let n = ev as u32;
     // SAFETY: Plain call; safe in any context.

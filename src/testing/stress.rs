@@ -389,7 +389,8 @@ unsafe extern "C" fn stress_send(_agent: *mut c_void, wc: *mut RmadSendWc) {
     let run = &ctx.run;
     let b = wc.send_buf;
     let recp = rmad_send_buf_context(b).cast::<BufRec>();
-    if recp.is_null() {
+    // The completion carries the same context (include/rmad.h): counted wrong if not.
+    if recp.is_null() || wc.buf_context != recp.cast::<c_void>() {
         Counts::add(&run.counts.wrong, 1);
         return;
     }

@@ -108,27 +108,31 @@ impl Agent {
     /// the transmission was framed.
     pub(crate) fn handed_over(&self, fields: &SendTrace) {
         self.transmitted.add(1, Relaxed);
-        self.trace_fields(trace::Ev::SendToDevice, fields, 0);
+        self.trace_fields(trace::Ev::SendToDevice, || *fields, 0);
     }
 
     /// Fires trace event `ev` for the send whose state is `state`, with `status`.
     pub(super) fn trace_send(&self, ev: trace::Ev, state: &RecordState, status: u32) {
-        self.trace_fields(ev, &state.trace_fields(), status);
+        // The fields are read only if the event is enabled.
+        self.trace_fields(ev, || state.trace_fields(), status);
     }
 
-    /// Fires trace event `ev` for a send whose traced fields are `f`, with `status`.
-    fn trace_fields(&self, ev: trace::Ev, f: &SendTrace, status: u32) {
-        trace::fire(ev, || trace::Info {
-            dev: self.device_name().as_char_ptr(),
-            tid: f.tid,
-            qp_num: if self.qp_type == QpType::Smi { 0 } else { 1 },
-            timeout_ms: f.timeout_ms,
-            retries: f.retries,
-            attr_id: f.attr_id,
-            status: u16::try_from(status).unwrap_or(u16::MAX),
-            port: self.port,
-            mgmt_class: f.class,
-            method: f.method,
+    /// Fires trace event `ev` for a send whose traced fields `fields` gives, with `status`.
+    fn trace_fields(&self, ev: trace::Ev, fields: impl FnOnce() -> SendTrace, status: u32) {
+        trace::fire(ev, || {
+            let f = fields();
+            trace::Info {
+                dev: self.device_name().as_char_ptr(),
+                tid: f.tid,
+                qp_num: if self.qp_type == QpType::Smi { 0 } else { 1 },
+                timeout_ms: f.timeout_ms,
+                retries: f.retries,
+                attr_id: f.attr_id,
+                status: u16::try_from(status).unwrap_or(u16::MAX),
+                port: self.port,
+                mgmt_class: f.class,
+                method: f.method,
+            }
         });
     }
 

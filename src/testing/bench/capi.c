@@ -36,7 +36,7 @@ struct capi_impl {
 
 static void capi_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
 {
-	int kind = (long)rmad_send_buf_context(wc->send_buf);
+	int kind = (long)wc->buf_context;
 
 	rmad_free_send_mad(wc->send_buf);
 	rmad_bench_event(wc->context, kind, wc->status);
