@@ -150,7 +150,12 @@ pub(crate) extern "C" fn rmad_free_send_mad(send_buf: *mut c_void) -> c_int {
 pub(crate) extern "C" fn rmad_send_buf_mad(send_buf: *mut c_void) -> *mut c_void {
     with_buf(send_buf, |b| {
         let body = b.body.as_mut().ok_or(EBUSY)?;
-        Ok(body.mad.as_mut_ptr().cast::<c_void>())
+        // Empty only while a transport holds its transmission: never for a buffer it owns.
+        let mad = body.mad_mut();
+        if mad.is_empty() {
+            return Err(EBUSY);
+        }
+        Ok(mad.as_mut_ptr().cast::<c_void>())
     })
     .unwrap_or(core::ptr::null_mut())
 }
@@ -160,7 +165,7 @@ pub(crate) extern "C" fn rmad_send_buf_mad(send_buf: *mut c_void) -> *mut c_void
 pub(crate) extern "C" fn rmad_send_buf_len(send_buf: *mut c_void) -> u32 {
     with_buf(send_buf, |b| {
         let body = b.body.as_ref().ok_or(EBUSY)?;
-        Ok(u32::try_from(body.mad.len()).unwrap_or(0))
+        Ok(u32::try_from(body.mad().len()).unwrap_or(0))
     })
     .unwrap_or(0)
 }

@@ -204,10 +204,10 @@ impl core::ops::DerefMut for Segments {
     }
 }
 
-/// The part of a send buffer that moves between the client and the engine.
+/// The part of a send buffer that moves between the client and the engine (its MAD, which a
+/// transport reads while the send's transmission is queued, is beside it in the record and
+/// reached through the [`BodyBox`]).
 pub(crate) struct SendBody {
-    /// The MAD: `mad_size` bytes, the headers first.
-    pub(crate) mad: MadBytes,
     /// RMPP payload segments, `seg_count * seg_size` bytes (empty without RMPP).
     pub(crate) segments: Segments,
     /// `hdr_len` of the create call.
@@ -261,6 +261,23 @@ pub(crate) struct SegSend {
 
 // A body with its inline MAD takes at most 512 bytes of its record.
 const _: () = assert!(core::mem::size_of::<SendBody>() <= 512);
+
+/// Where a queued transmission goes, copied into the record by the transport that queues it,
+/// so that it hands the transmission to the device later without the agent's lock (the body
+/// is the engine's meanwhile).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TxDest {
+    /// Destination.
+    pub(crate) ah: Address,
+    /// Destination QP number.
+    pub(crate) remote_qpn: u32,
+    /// P_Key index.
+    pub(crate) pkey_index: u16,
+    /// The send's response timeout when queued (for the trace of the hand-over).
+    pub(crate) timeout_ms: u32,
+    /// Its retransmissions so far (likewise).
+    pub(crate) retries: u32,
+}
 
 /// What the engine knows about an outstanding send, under its agent's lock.
 #[derive(Default)]
@@ -367,8 +384,10 @@ impl Default for SendFacts {
 /// - `refs` counts the [`SendRef`]s of the record (a [`BodyBox`] and a [`TxRef`] hold one each);
 ///   the record lives in its slab object until it drops to 0.
 /// - `body` is initialised while the record's one [`BodyBox`] exists, and reached only through it.
-/// - `tx_links` are touched only by the holder of the record's [`TxRef`], which exists while
-///   `tx_taken` is set.
+/// - `mad` is written only through the record's [`BodyBox`], and only while `tx_taken` is clear;
+///   while it is set, the holder of the [`TxRef`] may read it too.
+/// - `tx_links` and `tx_dest` are touched only by the holder of the record's [`TxRef`], which
+///   exists while `tx_taken` is set.
 #[pin_data]
 pub(crate) struct SendRecord {
     /// The references of the record ([`SendRef`]).
@@ -389,8 +408,14 @@ pub(crate) struct SendRecord {
     /// Links in a transmit queue (previous, next), touched only by the holder of the
     /// record's [`TxRef`].
     tx_links: UnsafeCell<[*const SendRecord; 2]>,
+    /// Where a queued transmission goes, written and read by the holder of its [`TxRef`].
+    tx_dest: UnsafeCell<Option<TxDest>>,
     /// Whether a [`TxRef`] of the record exists (it is queued or on the device).
     tx_taken: Atomic<bool>,
+    /// The MAD: `mad_size` bytes, the headers first. Written through the [`BodyBox`] (by the
+    /// client, or by the engine before it transmits), read by a transport through the
+    /// [`TxRef`] while the transmission waits for the device.
+    mad: UnsafeCell<MadBytes>,
     /// The buffer's body, owned by its one [`BodyBox`] (which drops it in place).
     body: UnsafeCell<MaybeUninit<SendBody>>,
 }
@@ -407,8 +432,9 @@ unsafe impl Sync for SendRecord {}
 const _: () = assert!(core::mem::size_of::<SendRecord>() <= 768);
 
 impl SendRecord {
-    /// A new record of a buffer of `agent`, with `body` (only [`BodyBox::new`] makes one).
-    fn new(agent: &Arc<Agent>, body: SendBody) -> impl PinInit<Self> {
+    /// A new record of a buffer of `agent`, with `mad` and `body` (only [`BodyBox::new`] makes
+    /// one).
+    fn new(agent: &Arc<Agent>, mad: MadBytes, body: SendBody) -> impl PinInit<Self> {
         let state = LockedBy::new(&agent.inner, RecordState::default());
         let agent = agent.clone();
         pin_init!(SendRecord {
@@ -419,7 +445,9 @@ impl SendRecord {
             qlinks <- Links::new(),
             tlinks <- Links::new(),
             tx_links: UnsafeCell::new([core::ptr::null(); 2]),
+            tx_dest: UnsafeCell::new(None),
             tx_taken: Atomic::new(false),
+            mad: UnsafeCell::new(mad),
             body: UnsafeCell::new(MaybeUninit::new(body)),
         })
     }
@@ -481,12 +509,12 @@ pub(crate) struct SendBuf {
 impl SendBuf {
     /// The MAD bytes (`mad_size` of them).
     pub(crate) fn mad(&self) -> &[u8] {
-        &self.body.mad
+        self.body.mad()
     }
 
     /// The MAD bytes, to fill in before posting.
     pub(crate) fn mad_mut(&mut self) -> &mut [u8] {
-        &mut self.body.mad
+        self.body.mad_mut()
     }
 
     /// RMPP segment `n` (numbered from 1), as `ib_get_rmpp_segment`; `None` out of range.

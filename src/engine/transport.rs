@@ -11,10 +11,7 @@
 //! loopback fabric (`src/testing/loopback.rs`).
 
 use crate::{
-    engine::{
-        rmpp_budget::PortBudget,
-        send::SendRef, //
-    },
+    engine::{rmpp_budget::PortBudget, send::BodyBox},
     mad::{
         Address,
         Gid,
@@ -41,11 +38,16 @@ pub(crate) struct PortAttr {
     pub(crate) lmc: u8,
 }
 
-/// One transmission handed to a transport. A transport that queues a transmission reads the
-/// MAD and its addressing again from the send when it hands it to the device.
+/// One transmission handed to a transport, under the agent's lock. A transport that queues it
+/// keeps what it needs with the transmission's hold
+/// ([`TxRef::take`](crate::engine::send::TxRef::take) on `body`,
+/// [`TxRef::set_dest`](crate::engine::send::TxRef::set_dest)), and reads the MAD through that hold when it hands it to the device:
+/// nobody writes the MAD meanwhile, and the transport needs neither the agent's lock nor its
+/// state.
 pub(crate) struct SendWr<'a> {
-    /// The MAD to send; a transport that does not queue copies what it needs before returning.
-    pub(crate) mad: &'a [u8],
+    /// The send's body: its MAD ([`BodyBox::mad`]) and record ([`BodyBox::rec`]), the one to
+    /// name in the completion.
+    pub(crate) body: &'a BodyBox,
     /// Destination.
     pub(crate) ah: Address,
     /// Destination QP number.
@@ -58,8 +60,8 @@ pub(crate) struct SendWr<'a> {
     pub(crate) src_qpn: u32,
     /// P_Key index: its entry of the port's P_Key table must be valid.
     pub(crate) pkey_index: u16,
-    /// The send, to name in the completion.
-    pub(crate) rec: &'a SendRef,
+    /// The send's response timeout (for a trace of the hand-over).
+    pub(crate) timeout_ms: u32,
     /// The post of the send, to name in the completion.
     pub(crate) gen: u64,
     /// [`Transport::check_send`] passed for this destination and P_Key index just before the

@@ -445,12 +445,13 @@ impl Fabric {
         // (a packet to nowhere needs no copy: allocations dominate under the test kernel's
         // sanitizers, and `rmad_scale` sends 100 000 of them).
         let routable = Self::port_of_lid(&self.inner.lock().ports, wr.ah.dlid).is_some();
+        let sent = wr.body.mad();
         let mut mad = KVVec::new();
         if routable {
-            mad.reserve(wr.mad.len(), GFP_ATOMIC)?;
-            mad.extend_from_slice(wr.mad, GFP_ATOMIC)?;
+            mad.reserve(sent.len(), GFP_ATOMIC)?;
+            mad.extend_from_slice(sent, GFP_ATOMIC)?;
         }
-        let is_response = wire::ib_response_mad(wr.mad).unwrap_or(false);
+        let is_response = wire::ib_response_mad(sent).unwrap_or(false);
         let mut dup: Option<KVVec<u8>> = None;
 
         let mut g = self.inner.lock();
@@ -482,7 +483,7 @@ impl Fabric {
         g.stats.transmitted = g.stats.transmitted.saturating_add(1);
         // Where the packet goes, and whether that port is a member of its partition (then
         // with the index of the P_Key in the receiver's table).
-        let dest = Self::port_of_lid(&g.ports, wr.ah.dlid).filter(|_| mad.len() == wr.mad.len());
+        let dest = Self::port_of_lid(&g.ports, wr.ah.dlid).filter(|_| mad.len() == sent.len());
         let member = dest.and_then(|(dst, _)| {
             g.pkeys
                 .get(dst)
@@ -541,7 +542,7 @@ impl Fabric {
             }
         }
         let done = CqEvent::SendDone {
-            rec: wr.rec.clone(),
+            rec: wr.body.rec().clone(),
             gen: wr.gen,
             status,
             vendor_err,

@@ -28,8 +28,7 @@ use super::{
     rmad_shim_vport_send,
     rmad_shim_vport_send_now,
     rmad_shim_vport_sweep,
-    VerbsPort,
-    Vport, //
+    VerbsPort, //
 };
 use crate::{
     engine::{
@@ -37,6 +36,7 @@ use crate::{
         send::{
             SendRecord,
             SendTrace,
+            TxDest,
             TxRef, //
         },
         transport::{
@@ -46,9 +46,11 @@ use crate::{
     },
     mad::{
         state::WcStatus,
+        wire::MadHdr,
         Address, //
     },
 };
+use core::ptr;
 use kernel::{
     ffi::c_int,
     impl_has_work,
@@ -178,15 +180,18 @@ impl CheckedKey {
     }
 }
 
-/// One transmission of the transmit work, copied out of the send under its agent's lock.
-struct Frame {
-    mad: [u8; MAD_MAX],
-    len: usize,
-    remote_qpn: u32,
-    pkey_index: u16,
-    ah: Address,
-    /// What the trace of the hand-over tells.
-    trace: SendTrace,
+/// What the trace of the hand-over of the queued transmission `mad` to `dest` tells: the
+/// MAD's header, and the send's timeout and retries when it was queued.
+fn trace_of(mad: &[u8], dest: &TxDest) -> SendTrace {
+    let h = MadHdr::parse(mad).unwrap_or_default();
+    SendTrace {
+        tid: h.tid,
+        timeout_ms: dest.timeout_ms,
+        retries: dest.retries,
+        attr_id: h.attr_id,
+        class: h.mgmt_class,
+        method: h.method,
+    }
 }
 
 impl VerbsPort {
@@ -196,10 +201,11 @@ impl VerbsPort {
     /// transmission queued or on the device (not reachable: the engine never retransmits
     /// before the send completion).
     pub(super) fn queue_tx(&self, wr: &SendWr<'_>) -> Result<Handed> {
-        if wr.mad.len() > MAD_MAX {
+        let mad = wr.body.mad();
+        if mad.len() > MAD_MAX {
             return Err(EINVAL);
         }
-        let tx = TxRef::take(wr.rec).ok_or(EBUSY)?;
+        let tx = TxRef::take(wr.body).ok_or(EBUSY)?;
         // The `TxRef` is unique: nobody else reads or writes `tx_gen` now.
         tx.tx_gen.store(wr.gen, Relaxed);
         let kick = {
@@ -227,13 +233,12 @@ impl VerbsPort {
             // does to free a slot before it reads the count: a slot freed after the try saw
             // none is seen for this transmission, which is queued below.
             self.tx_waiting.add(1, Relaxed);
-            let tx = if idle {
+            let mut tx = if idle {
                 let wr_id = tx.into_raw();
-                let frame =
-                    TxFrame::new(wr.mad, wr.remote_qpn, wr.pkey_index, &wr.ah, [0; 6], wr_id);
+                let frame = TxFrame::new(mad, wr.remote_qpn, wr.pkey_index, &wr.ah, [0; 6], wr_id);
                 // SAFETY: The port is open and its lock held, so the shim's port is; `frame`'s
-                // MAD is `wr.mad`, alive for the call. On success the shim hands `wr_id` back
-                // exactly once, to `rmad_rust_send_done`.
+                // MAD is the send's, borrowed for the call. On success the shim hands `wr_id`
+                // back exactly once, to `rmad_rust_send_done`.
                 let r = unsafe { rmad_shim_vport_send_now(*vp, &frame) };
                 if r == 0 {
                     self.tx_waiting.fetch_sub(1, Relaxed);
@@ -250,6 +255,15 @@ impl VerbsPort {
             } else {
                 tx
             };
+            // The transmit work hands it over later from what the hold keeps: the MAD (which
+            // nobody writes meanwhile) and this copy of where it goes.
+            tx.set_dest(TxDest {
+                ah: wr.ah,
+                remote_qpn: wr.remote_qpn,
+                pkey_index: wr.pkey_index,
+                timeout_ms: wr.timeout_ms,
+                retries: u32::try_from(wr.body.retries).unwrap_or(0),
+            });
             q.push_back(tx);
             kick
         };
@@ -338,26 +352,6 @@ impl VerbsPort {
         let _ = system().enqueue(this);
     }
 
-    /// Copies the transmission of `rec` (post `gen`) out of the send, under its agent's lock;
-    /// `None` if the send no longer holds that post's MAD (not reachable: the send handler
-    /// cannot run before the send completion).
-    fn frame(rec: &SendRecord, gen: u64) -> Option<Frame> {
-        let g = rec.agent.lock();
-        let st = rec.state.access(&g);
-        let body = st.body.as_ref().filter(|_| st.gen == gen)?;
-        let mut mad = [0u8; MAD_MAX];
-        let len = body.mad.len();
-        mad.get_mut(..len)?.copy_from_slice(&body.mad);
-        Some(Frame {
-            mad,
-            len,
-            remote_qpn: body.remote_qpn,
-            pkey_index: body.pkey_index,
-            ah: st.ah()?,
-            trace: st.trace_fields(),
-        })
-    }
-
     /// The transmit work: hands queued transmissions to the device, oldest first, until the
     /// queue is empty or the send queue is full. Process context, no rmad lock held.
     fn transmit_pending(self: &Arc<Self>) {
@@ -388,25 +382,40 @@ impl VerbsPort {
                 return;
             }
             let gen = tx.tx_gen.load(Relaxed);
-            let Some(frame) = Self::frame(&tx, gen) else {
-                pr_warn!("verbs: {}: a queued send lost its MAD\n", self.port);
+            let Some(dest) = tx.dest() else {
+                // Not reachable: `queue_tx` stores it before it queues the transmission.
+                pr_warn!("verbs: {}: a queued send has no destination\n", self.port);
                 let rec = tx.into_ref();
                 Agent::send_completed(&rec, gen, WcStatus::LocQpOpErr, 0);
                 continue;
             };
-            let Some((tx, dmac)) = self.dmac_or_park(tx, &frame, &mut own) else {
+            let Some((tx, dmac)) = self.dmac_or_park(tx, &dest.ah, &mut own) else {
                 continue;
             };
             // Once the device has the transmission, its send completion may end the send (and
-            // free the record) at any time: the hand-over is reported through the agent.
+            // free the record) at any time: the hand-over is reported through the agent, with
+            // what is traced read before.
             let agent = tx.agent.clone();
+            let trace = trace_of(tx.mad(), &dest);
+            let mad = ptr::from_ref(tx.mad());
             let wr_id = tx.into_raw();
+            // SAFETY: `mad` is the MAD of the record that `wr_id` holds, alive and written by
+            // nobody while the hold is taken (until the send completion takes it back).
+            let frame = TxFrame::new(
+                unsafe { &*mad },
+                dest.remote_qpn,
+                dest.pkey_index,
+                &dest.ah,
+                dmac,
+                wr_id,
+            );
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
-            // this work before it closes the shim's port. `wr_id` comes from `into_raw`.
-            let r = unsafe { self.send_raw(vp, &frame, &dmac, wr_id) };
+            // this work before it closes the shim's port. `frame`'s MAD is alive for the call;
+            // on success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
+            let r = unsafe { rmad_shim_vport_send(vp, &frame) };
             if r == 0 {
                 self.sent_queued.add(1, Relaxed);
-                agent.handed_over(&frame.trace);
+                agent.handed_over(&trace);
                 continue;
             }
             // SAFETY: The shim did not take `wr_id`; it came from `into_raw` above.
@@ -425,7 +434,7 @@ impl VerbsPort {
         }
     }
 
-    /// On RoCE, the MAC of the destination of `tx` (whose frame is `frame`): this port's own
+    /// On RoCE, the MAC of the destination `ah` of `tx`: this port's own
     /// for its own GIDs, where rxe loops the packet back, or a resolved one; no MAC elsewhere.
     /// A destination not known yet parks `tx` aside, so that the next transmission, to another
     /// destination, goes out now; an unreachable one completes it with `LOC_QP_OP_ERR`. Either
@@ -433,10 +442,10 @@ impl VerbsPort {
     fn dmac_or_park(
         self: &Arc<Self>,
         tx: TxRef,
-        frame: &Frame,
+        ah: &Address,
         own: &mut Option<OwnGids>,
     ) -> Option<(TxRef, [u8; 6])> {
-        let g = match frame.ah.grh {
+        let g = match ah.grh {
             Some(g) if self.is_roce() => g,
             _ => return Some((tx, [0; 6])),
         };
@@ -486,26 +495,6 @@ impl VerbsPort {
         // Counted in the queue before it is out of hand (see `take_next`).
         self.tx_waiting.fetch_add(1, Release);
         self.tx_in_hand.store(false, Release);
-    }
-
-    /// Hands one transmission to the shim; returns its errno.
-    ///
-    /// # Safety
-    ///
-    /// `vp` must be this port's open shim port, kept open for the duration of the call;
-    /// `wr_id` must come from `TxRef::into_raw`.
-    unsafe fn send_raw(
-        &self,
-        vp: *mut Vport,
-        f: &Frame,
-        dmac: &[u8; 6],
-        wr_id: *const SendRecord,
-    ) -> c_int {
-        let mad = f.mad.get(..f.len).unwrap_or(&[]);
-        let frame = TxFrame::new(mad, f.remote_qpn, f.pkey_index, &f.ah, *dmac, wr_id);
-        // SAFETY: `vp` is open (caller's promise); `frame`'s MAD is `f.mad`, alive for the
-        // call; on success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
-        unsafe { rmad_shim_vport_send(vp, &frame) }
     }
 
     /// Completes every queued transmission with `WR_FLUSH_ERR` (the port is closing and its

@@ -329,7 +329,7 @@ impl Agent {
                         self.trace_send(trace::Ev::Timeout, state, WcStatus::RespTimeoutErr.code());
                     }
                     if outcome.transmit {
-                        match self.transmit(inner, &rec, state, false) {
+                        match self.transmit(inner, state, false) {
                             Ok(handed) => self.trace_sent(state, handed),
                             Err(e) => {
                                 if e == ENODEV {

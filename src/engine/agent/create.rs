@@ -198,8 +198,8 @@ impl Agent {
         // The record and its body: one object of rmad's slab cache.
         let body = BodyBox::new(
             self,
+            mad,
             SendBody {
-                mad,
                 segments,
                 hdr_len: hdr,
                 data_len: data,

@@ -64,7 +64,6 @@ impl Agent {
     pub(super) fn transmit(
         &self,
         _g: &mut AgentInner,
-        rec: &SendRef,
         state: &mut RecordState,
         checked: bool,
     ) -> Result<Handed> {
@@ -73,6 +72,7 @@ impl Agent {
         }
         let body = state.body.as_ref().ok_or(EINVAL)?;
         let ah = body.ah.ok_or(EINVAL)?;
+        let timeout_ms = state.facts.timeout_ms;
         // SAFETY: `_g` is the agent's state, which is only ever reached through the guard of
         // its interrupt-disabling lock (`Agent::inner`): local interrupts stay disabled for as
         // long as `_g` is borrowed, which outlives this call.
@@ -80,12 +80,12 @@ impl Agent {
         self.transport.post_send(
             self.port,
             SendWr {
-                mad: &body.mad,
+                body,
                 ah,
                 remote_qpn: body.remote_qpn,
                 src_qpn: if self.qp_type == QpType::Smi { 0 } else { 1 },
                 pkey_index: body.pkey_index,
-                rec,
+                timeout_ms,
                 gen: state.gen,
                 checked,
                 irqs_off,
@@ -161,7 +161,7 @@ impl Agent {
                     .apply(inner, &rec, state, Event::BacklogDispatch)
                     .is_ok()
                 {
-                    match self.transmit(inner, &rec, state, false) {
+                    match self.transmit(inner, state, false) {
                         Ok(handed) => self.trace_sent(state, handed),
                         Err(e) => {
                             let _ = self.apply(inner, &rec, state, Event::BacklogDispatchFailed);
@@ -383,7 +383,7 @@ impl Agent {
             .apply(inner, rec, state, Event::Post(adm))
             .is_ok_and(|outcome| outcome.transmit);
         let handed = if transmit {
-            match self.transmit(inner, rec, state, true) {
+            match self.transmit(inner, state, true) {
                 Ok(handed) => Some(handed),
                 Err(e) => {
                     // T3: the post fails, no handler will run, the client gets the buffer.

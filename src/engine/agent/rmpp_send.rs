@@ -73,13 +73,15 @@ pub(super) fn load_segment(state: &mut RecordState) -> Result {
     let w = &body.seg.as_ref().ok_or(EINVAL)?.window;
     let n = w.sent();
     let seg = w.segment(n).ok_or(EINVAL)?;
-    let SendBody {
+    let (
         mad,
-        segments,
-        hdr_len,
-        seg_size: size,
-        ..
-    } = &mut **body;
+        SendBody {
+            segments,
+            hdr_len,
+            seg_size: size,
+            ..
+        },
+    ) = body.parts_mut();
     let start = usize::try_from(n)
         .ok()
         .and_then(|n| n.checked_sub(1))
@@ -91,11 +93,11 @@ pub(super) fn load_segment(state: &mut RecordState) -> Result {
     mad.get_mut(*hdr_len..data_end)
         .ok_or(EINVAL)?
         .copy_from_slice(data);
-    let mut h = RmppHdr::parse(&body.mad).map_err(|_| EINVAL)?;
+    let mut h = RmppHdr::parse(mad).map_err(|_| EINVAL)?;
     h.flags = seg.flags;
     h.seg_num = seg.seg_num;
     h.paylen_newwin = seg.paylen;
-    h.write(&mut body.mad).map_err(|_| EINVAL)
+    h.write(mad).map_err(|_| EINVAL)
 }
 
 /// What the window of a send in flight makes of its segment's completion with `status`, at
@@ -284,7 +286,7 @@ impl Agent {
         rec: &SendRef,
         state: &mut RecordState,
     ) {
-        match self.transmit(inner, rec, state, false) {
+        match self.transmit(inner, state, false) {
             Ok(handed) => self.trace_sent(state, handed),
             Err(_) => {
                 let timeout_ms = state.facts.timeout_ms;

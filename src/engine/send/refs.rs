@@ -12,8 +12,10 @@
 //!   intrusive queue of them, as the kernel crate's `ListArc` and `List` are for an `Arc`.
 
 use super::{
+    MadBytes,
     SendBody,
-    SendRecord, //
+    SendRecord,
+    TxDest, //
 };
 use crate::{
     engine::agent::Agent,
@@ -179,17 +181,22 @@ pub(crate) struct BodyBox {
 }
 
 impl BodyBox {
-    /// A new record of `agent` holding `body`, in one object of rmad's slab cache, and the
-    /// box that owns the body. Allocates with `gfp` only. The caller counted the
+    /// A new record of `agent` holding `mad` and `body`, in one object of rmad's slab cache,
+    /// and the box that owns the body. Allocates with `gfp` only. The caller counted the
     /// buffer against `agent`; on failure its count is given back.
-    pub(crate) fn new(agent: &Arc<Agent>, body: SendBody, gfp: Flags) -> Result<Self> {
+    pub(crate) fn new(
+        agent: &Arc<Agent>,
+        mad: MadBytes,
+        body: SendBody,
+        gfp: Flags,
+    ) -> Result<Self> {
         let Ok(ptr) = slab::alloc(gfp) else {
-            drop(body);
+            drop((mad, body));
             agent.buffer_freed();
             return Err(ENOMEM);
         };
         let ptr = ptr.cast::<SendRecord>();
-        let init = SendRecord::new(agent, body);
+        let init = SendRecord::new(agent, mad, body);
         // SAFETY: `ptr` is an object of the cache, whose objects have the size and alignment
         // of a `SendRecord` (the cache is made for it, `slab::Cache::create`); it never moves
         // until freed, so the record is pinned. The initialiser cannot fail.
@@ -204,6 +211,39 @@ impl BodyBox {
     /// The record whose body this is.
     pub(crate) fn rec(&self) -> &SendRef {
         &self.rec
+    }
+
+    /// The MAD.
+    pub(crate) fn mad(&self) -> &[u8] {
+        // SAFETY: The MAD is written only through `mad_mut` and `parts_mut` (the record's
+        // invariant), which need this box mutably: not while it is borrowed here. A transport
+        // that holds the transmission only reads it.
+        unsafe { &*self.rec.mad.get() }
+    }
+
+    /// The MAD, to write; empty while a transport holds the send's transmission (not
+    /// reachable: the engine writes a MAD only before it transmits it, and the client owns
+    /// the buffer only once the transmission is over).
+    pub(crate) fn mad_mut(&mut self) -> &mut [u8] {
+        self.parts_mut().0
+    }
+
+    /// The MAD to write, as [`BodyBox::mad_mut`], and the rest of the body.
+    pub(crate) fn parts_mut(&mut self) -> (&mut [u8], &mut SendBody) {
+        // Acquire: what the last holder of the transmission read is done (`TxRef::into_ref`
+        // and its drop clear the flag with Release).
+        let held = self.rec.tx_taken.load(Acquire);
+        // SAFETY: The body is initialised and reached only through this box (type
+        // invariant), which `&mut self` borrows alone.
+        let body = unsafe { (*self.rec.body.get()).assume_init_mut() };
+        if held {
+            return (&mut [], body);
+        }
+        // SAFETY: No `TxRef` of the record exists, and none can be taken while this box is
+        // borrowed mutably (`TxRef::take` borrows it), so nobody else reads the MAD; this box
+        // is its only writer (the record's invariant).
+        let mad: &mut [u8] = unsafe { &mut *self.rec.mad.get() };
+        (mad, body)
     }
 }
 
@@ -245,12 +285,34 @@ pub(crate) struct TxRef {
 }
 
 impl TxRef {
-    /// The hold of `rec`'s transmission; `None` if another exists.
-    pub(crate) fn take(rec: &SendRef) -> Option<Self> {
+    /// The hold of the transmission of the send whose body is `body`; `None` if another
+    /// exists. Borrowing the body keeps its MAD from being written while the hold is taken.
+    pub(crate) fn take(body: &BodyBox) -> Option<Self> {
+        let rec = body.rec();
         // Acquire: what the last holder wrote (`tx_gen`, the links) is seen.
         rec.tx_taken.cmpxchg(false, true, Acquire).ok()?;
         // INVARIANT: Set just above.
         Some(TxRef { rec: rec.clone() })
+    }
+
+    /// The MAD to transmit.
+    pub(crate) fn mad(&self) -> &[u8] {
+        // SAFETY: While this hold exists nobody writes the MAD (the record's invariant:
+        // `BodyBox::parts_mut` sees `tx_taken` set), and the record lives (this holds a
+        // reference).
+        unsafe { &*self.rec.mad.get() }
+    }
+
+    /// Where the transmission goes, as [`TxRef::set_dest`] stored it.
+    pub(crate) fn dest(&self) -> Option<TxDest> {
+        // SAFETY: Only the holder of the record's `TxRef`, this value, touches `tx_dest`.
+        unsafe { *self.rec.tx_dest.get() }
+    }
+
+    /// Stores where the transmission goes, for its holder to read later.
+    pub(crate) fn set_dest(&mut self, dest: TxDest) {
+        // SAFETY: As in `dest`.
+        unsafe { *self.rec.tx_dest.get() = Some(dest) };
     }
 
     /// Gives the hold up and returns the reference it kept.

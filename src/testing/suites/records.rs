@@ -2,17 +2,20 @@
 
 //! KUnit suite `rmad_records`: a send's record in rmad's slab cache and the pointers to it
 //! ([`crate::engine::send`]): a record outlives its buffer while a handle holds it and is
-//! freed once, with its last reference; a transmission has one holder at a time, and a
-//! transmit queue keeps its order.
+//! freed once, with its last reference; a transmission has one holder at a time, a transmit
+//! queue keeps its order, and a MAD is not written while a transport holds its transmission.
 
 #[kernel::prelude::kunit_tests(rmad_records)]
 mod tests {
     use crate::{
         engine::send::{
+            BodyBox,
             SendRef,
+            TxDest,
             TxQueue,
             TxRef, //
         },
+        mad::Address,
         testing::{
             allocs,
             Behaviour,
@@ -53,7 +56,7 @@ mod tests {
             a.create_mad(1, GFP_KERNEL)?,
             a.create_mad(1, GFP_KERNEL)?,
         ];
-        let [x, y, z] = [bufs[0].rec(), bufs[1].rec(), bufs[2].rec()];
+        let [x, y, z] = [&bufs[0].body, &bufs[1].body, &bufs[2].body];
         let tx = TxRef::take(x).ok_or(EINVAL)?;
         let second = TxRef::take(x).is_some();
         let mut q = TxQueue::new();
@@ -62,7 +65,7 @@ mod tests {
         q.push_front(TxRef::take(z).ok_or(EINVAL)?);
         // Queued, each still has its one hold.
         let held = TxRef::take(y).is_some();
-        let is = |t: Option<TxRef>, r: &SendRef| t.is_some_and(|t| core::ptr::eq(&*t, &**r));
+        let is = |t: Option<TxRef>, b: &BodyBox| t.is_some_and(|t| core::ptr::eq(&*t, &**b.rec()));
         let front = is(q.pop_front(), z);
         let back = is(q.pop_back(), y);
         let middle = is(q.pop_front(), x);
@@ -80,6 +83,47 @@ mod tests {
         assert!(front && back && middle && empty);
         assert!(again);
         assert!(freed_by_drop);
+        Ok(())
+    }
+
+    #[test]
+    fn a_mad_is_not_written_while_its_transmission_is_held() -> Result {
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(1, &rec, None)?;
+        let mut buf = a.create_mad(1, GFP_KERNEL)?;
+        if let Some(b) = buf.mad_mut().get_mut(8) {
+            *b = 0x5a;
+        }
+        let mut tx = TxRef::take(&buf.body).ok_or(EINVAL)?;
+        let dest_before = tx.dest().is_none();
+        let dest = TxDest {
+            ah: Address {
+                dlid: 7,
+                src_path_bits: 0,
+                grh: None,
+                sl: 3,
+            },
+            remote_qpn: 1,
+            pkey_index: 2,
+            timeout_ms: 100,
+            retries: 0,
+        };
+        tx.set_dest(dest);
+        let kept = tx
+            .dest()
+            .is_some_and(|d| d.ah == dest.ah && d.pkey_index == 2);
+        // The holder reads what the client wrote; the client cannot write it meanwhile.
+        let read = tx.mad().get(8).copied();
+        let writable_held = buf.mad_mut().len();
+        drop(tx);
+        let writable_after = buf.mad_mut().len();
+        drop(buf);
+        a.unregister()?;
+        assert!(dest_before && kept);
+        assert_eq!(read, Some(0x5a));
+        assert_eq!(writable_held, 0);
+        assert_eq!(writable_after, 256);
         Ok(())
     }
 }
