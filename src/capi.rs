@@ -155,13 +155,33 @@ pub(crate) struct CAgent {
 ///
 /// # Invariants
 ///
-/// `body` is `Some` exactly while the client owns the buffer; while it is `None` the send is
-/// outstanding (or being posted, or its completion is on its way back) and the engine owns the
-/// body. `rec` is the buffer's record for its whole life.
+/// `body` is `Some` exactly while the client owns the buffer and the slot has taken the body
+/// back ([`CBuf::absorb`]); while it is `None` the send is outstanding (or being posted, or its
+/// completion is on its way back) and the engine owns the body, or the send handler has parked
+/// it in the record for the slot to take (the client owns it again then). `rec` is the
+/// buffer's record for its whole life.
 pub(crate) struct CBuf {
     rec: SendRef,
     body: Option<BodyBox>,
     context: usize,
+}
+
+impl CBuf {
+    /// Takes back the body that a completion parked in the record (`CHandlers::send_done`):
+    /// every call on the buffer does this first, under the slot's lock, so a completion gives
+    /// the buffer back with one store instead of a hold of that lock.
+    fn absorb(&mut self) {
+        if self.body.is_none() {
+            self.body = BodyBox::unpark(&self.rec);
+        }
+    }
+}
+
+impl Drop for CBuf {
+    /// A parked body is freed with its slot, like one the slot held.
+    fn drop(&mut self) {
+        self.absorb();
+    }
 }
 
 /// The handle tables, made at load and dropped at unload.

@@ -97,28 +97,17 @@ impl CHandlers {
 impl SendHandler for CHandlers {
     fn send_done(&self, _agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion) {
         let post_id = wc.post;
-        let bh = u64::try_from(buf.context()[0]).unwrap_or(0);
-        let mut body = Some(buf.body);
-        // The buffer's context is read in the same hold of its slot: the handler needs no
-        // lookup of its own for it.
-        let back = tables().and_then(|t| {
-            t.bufs.with(bh, |b| {
-                // INVARIANT: The client owns the buffer again.
-                if b.body.is_none() {
-                    b.body = body.take();
-                }
-                b.context
-            })
-        });
-        let buf_context = match back {
-            Ok(c) if body.is_none() => c,
-            _ => {
-                // Only reachable if the slot invariant were broken: drop the buffer, call nobody.
-                pr_err!("capi: a completed send has no buffer slot\n");
-                drop(body);
-                return;
-            }
-        };
+        // The words the C API keeps in the body: the handle, and the client's context.
+        let [bh, buf_context] = buf.context();
+        let bh = u64::try_from(bh).unwrap_or(0);
+        if tables().is_err() {
+            // Not reachable: the tables go only once every agent is unregistered.
+            drop(buf);
+            return;
+        }
+        // INVARIANT: The client owns the buffer again: its slot takes the body back at the next
+        // call on the handle (`CBuf::absorb`), without a hold of the slot's lock here.
+        buf.body.park();
         let mut cwc = RmadSendWc {
             send_buf: to_ptr(bh),
             post_id,

@@ -113,9 +113,13 @@ pub(crate) extern "C" fn rmad_create_send_mad(
     .map_or_else(err_ptr, to_ptr)
 }
 
-/// Runs `f` on the buffer behind `h`, under its slot's lock.
+/// Runs `f` on the buffer behind `h`, under its slot's lock, once the slot has taken back a
+/// body that a completion parked.
 fn with_buf<R>(h: *mut c_void, f: impl FnOnce(&mut CBuf) -> Result<R>) -> Result<R> {
-    tables()?.bufs.with(from_ptr(h), f)?
+    tables()?.bufs.with(from_ptr(h), |b| {
+        b.absorb();
+        f(b)
+    })?
 }
 
 /// Runs `f` while holding the slot lock of the buffer behind `h` (tests: calls on other
@@ -133,6 +137,7 @@ pub(crate) fn hold_buf_slot(h: *mut c_void, f: impl FnOnce()) -> Result {
 pub(crate) extern "C" fn rmad_free_send_mad(send_buf: *mut c_void) -> c_int {
     code((|| {
         let removed = tables()?.bufs.remove(from_ptr(send_buf), |b| {
+            b.absorb();
             if b.body.is_some() {
                 Ok(())
             } else {
@@ -227,6 +232,8 @@ pub(crate) unsafe extern "C" fn rmad_send_buf_set(
         body.ah = ah;
         body.timeout_ms = timeout_ms;
         body.retries = retries;
+        // Also in the body, where its send handler reads it without the slot.
+        body.context[1] = context;
         b.context = context;
         Ok(())
     }))

@@ -383,7 +383,9 @@ impl Default for SendFacts {
 ///
 /// - `refs` counts the [`SendRef`]s of the record (a [`BodyBox`] and a [`TxRef`] hold one each);
 ///   the record lives in its slab object until it drops to 0.
-/// - `body` is initialised while the record's one [`BodyBox`] exists, and reached only through it.
+/// - `body` is initialised while the record's one [`BodyBox`] exists or is parked (`parked`,
+///   [`BodyBox::park`]), and reached only through that box; a parked box keeps its count of
+///   `refs`.
 /// - `mad` is written only through the record's [`BodyBox`], and only while `tx_taken` is clear;
 ///   while it is set, the holder of the [`TxRef`] may read it too.
 /// - `tx_links` and `tx_dest` are touched only by the holder of the record's [`TxRef`], which
@@ -412,6 +414,8 @@ pub(crate) struct SendRecord {
     tx_dest: UnsafeCell<Option<TxDest>>,
     /// Whether a [`TxRef`] of the record exists (it is queued or on the device).
     tx_taken: Atomic<bool>,
+    /// Whether the record's [`BodyBox`] is parked in it ([`BodyBox::park`]).
+    parked: Atomic<bool>,
     /// The MAD: `mad_size` bytes, the headers first. Written through the [`BodyBox`] (by the
     /// client, or by the engine before it transmits), read by a transport through the
     /// [`TxRef`] while the transmission waits for the device.
@@ -447,6 +451,7 @@ impl SendRecord {
             tx_links: UnsafeCell::new([core::ptr::null(); 2]),
             tx_dest: UnsafeCell::new(None),
             tx_taken: Atomic::new(false),
+            parked: Atomic::new(false),
             mad: UnsafeCell::new(mad),
             body: UnsafeCell::new(MaybeUninit::new(body)),
         })

@@ -213,6 +213,28 @@ impl BodyBox {
         &self.rec
     }
 
+    /// Parks the box in its record, for whoever holds the record to take back with
+    /// [`BodyBox::unpark`]: the C API gives a completed buffer back to its handle this way,
+    /// without the handle's lock. The box keeps its count of the record.
+    pub(crate) fn park(self) {
+        let me = core::mem::ManuallyDrop::new(self);
+        // Release: what the box's owner wrote is seen by whoever unparks it.
+        me.rec.parked.store(true, Release);
+        // INVARIANT: Parked: the box's count of the record stays taken, without a value.
+        // SAFETY: `me` is not dropped, so its `rec` is read out once.
+        let _ = SendRef::into_raw(unsafe { ptr::read(&me.rec) });
+    }
+
+    /// Takes back the box that [`BodyBox::park`] parked in `rec`, if it is parked there.
+    pub(crate) fn unpark(rec: &SendRef) -> Option<Self> {
+        // Acquire: see `park`.
+        rec.parked.cmpxchg(true, false, Acquire).ok()?;
+        // INVARIANT: The parked box's count becomes this value's; it is the record's only box.
+        Some(BodyBox {
+            rec: SendRef { ptr: rec.ptr },
+        })
+    }
+
     /// The MAD.
     pub(crate) fn mad(&self) -> &[u8] {
         // SAFETY: The MAD is written only through `mad_mut` and `parts_mut` (the record's

@@ -3,7 +3,8 @@
 //! KUnit suite `rmad_records`: a send's record in rmad's slab cache and the pointers to it
 //! ([`crate::engine::send`]): a record outlives its buffer while a handle holds it and is
 //! freed once, with its last reference; a transmission has one holder at a time, a transmit
-//! queue keeps its order, and a MAD is not written while a transport holds its transmission.
+//! queue keeps its order, a MAD is not written while a transport holds its transmission, and a
+//! body parked in its record (the C API's completions) is taken back once.
 
 #[kernel::prelude::kunit_tests(rmad_records)]
 mod tests {
@@ -124,6 +125,29 @@ mod tests {
         assert_eq!(read, Some(0x5a));
         assert_eq!(writable_held, 0);
         assert_eq!(writable_after, 256);
+        Ok(())
+    }
+
+    #[test]
+    fn a_parked_body_is_taken_back_once_and_still_counted() -> Result {
+        let env = Env::new()?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = env.agent(1, &rec, None)?;
+        let buf = a.create_mad(1, GFP_KERNEL)?;
+        let kept: SendRef = buf.rec().clone();
+        buf.body.park();
+        // Parked, the buffer is still the agent's; taken back once, it is a buffer again.
+        let counted_parked = a.buffers();
+        let back = BodyBox::unpark(&kept);
+        let twice = BodyBox::unpark(&kept).is_some();
+        let ((), freed) = allocs::count(|| drop(back))?;
+        let counted_after = a.buffers();
+        let ((), released) = allocs::count(|| drop(kept))?;
+        a.unregister()?;
+        assert_eq!(counted_parked, 1);
+        assert!(!twice);
+        assert_eq!((freed.frees, counted_after), (0, 0));
+        assert_eq!(released.frees, 1);
         Ok(())
     }
 }
