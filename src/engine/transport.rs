@@ -60,8 +60,6 @@ pub(crate) struct SendWr<'a> {
     pub(crate) src_qpn: u32,
     /// P_Key index: its entry of the port's P_Key table must be valid.
     pub(crate) pkey_index: u16,
-    /// The send's response timeout (for a trace of the hand-over).
-    pub(crate) timeout_ms: u32,
     /// The post of the send, to name in the completion.
     pub(crate) gen: u64,
     /// [`Transport::check_send`] passed for this destination and P_Key index just before the

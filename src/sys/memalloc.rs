@@ -41,15 +41,9 @@ pub(crate) struct Scope {
 impl Scope {
     /// Enters the scope `gfp` asks for: none for an atomic mask or a full one.
     pub(crate) fn enter(gfp: gfp_t) -> Self {
-        let bit = |b: u32| gfp & (1 << b) != 0;
-        let full = bit(kernel::bindings::___GFP_IO_BIT) && bit(kernel::bindings::___GFP_FS_BIT);
-        let (mut kind, mut flags) = (0, 0);
-        // The common masks, `GFP_KERNEL` and the atomic ones, need no scope: no call then
-        // (`rmad_memalloc_save` would return kind 0, `RMAD_SCOPE_NONE`, and flags 0).
-        if bit(kernel::bindings::___GFP_DIRECT_RECLAIM_BIT) && !full {
-            // SAFETY: Plain call; `kind` is valid for a write.
-            flags = unsafe { rmad_memalloc_save(gfp, &mut kind) };
-        }
+        let mut kind = 0;
+        // SAFETY: Plain call; `kind` is valid for a write.
+        let flags = unsafe { rmad_memalloc_save(gfp, &mut kind) };
         // INVARIANT: On this task, which the value cannot leave.
         Self {
             kind,
@@ -61,10 +55,6 @@ impl Scope {
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        if self.kind == 0 {
-            // No scope was entered (`RMAD_SCOPE_NONE`).
-            return;
-        }
         // SAFETY: Restores what `enter` saved, on the same task (type invariant), once.
         unsafe { rmad_memalloc_restore(self.kind, self.flags) };
     }

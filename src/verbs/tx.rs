@@ -261,7 +261,7 @@ impl VerbsPort {
                 ah: wr.ah,
                 remote_qpn: wr.remote_qpn,
                 pkey_index: wr.pkey_index,
-                timeout_ms: wr.timeout_ms,
+                timeout_ms: u32::try_from(wr.body.timeout_ms).unwrap_or(0),
                 retries: u32::try_from(wr.body.retries).unwrap_or(0),
             });
             q.push_back(tx);

@@ -72,7 +72,6 @@ impl Agent {
         }
         let body = state.body.as_ref().ok_or(EINVAL)?;
         let ah = body.ah.ok_or(EINVAL)?;
-        let timeout_ms = state.facts.timeout_ms;
         // SAFETY: `_g` is the agent's state, which is only ever reached through the guard of
         // its interrupt-disabling lock (`Agent::inner`): local interrupts stay disabled for as
         // long as `_g` is borrowed, which outlives this call.
@@ -85,7 +84,6 @@ impl Agent {
                 remote_qpn: body.remote_qpn,
                 src_qpn: if self.qp_type == QpType::Smi { 0 } else { 1 },
                 pkey_index: body.pkey_index,
-                timeout_ms,
                 gen: state.gen,
                 checked,
                 irqs_off,
