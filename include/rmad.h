@@ -51,7 +51,7 @@
  * Grows with every change that keeps clients of the same major version
  * working: a new function, constant or guarantee.
  */
-#define RMAD_API_VERSION_MINOR 3
+#define RMAD_API_VERSION_MINOR 4
 
 /**
  * RMAD_API_VERSION - one number for a version, to compare versions
@@ -250,6 +250,26 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  */
 #define RMAD_DETACH_BUFFERS BIT(31)
 
+/*
+ * Retry rules beyond the C MAD layer's, opt-in (Documentation/behaviour.md
+ * §2.11). As registration flags they are what the agent's new buffers start
+ * with; rmad_send_buf_set_retry() sets them for one buffer. Without them a
+ * send retries exactly as ib_post_send_mad()'s do.
+ *
+ * RMAD_RETRY_BACKOFF: after 4 waits of timeout_ms, each wait for a response
+ * doubles, up to 60 000 ms (never shorter than timeout_ms); a modify starts
+ * the count again.
+ * RMAD_RETRY_ONE_SHOT: rmad_modify_mad() and rmad_modify_post() set the
+ * current wait only (or, while the send is not yet waiting, the next one);
+ * the waits after it are timeout_ms again.
+ * Segmented (kernel-RMPP) sends keep their windows' rules.
+ */
+#define RMAD_RETRY_BACKOFF	BIT(30)
+#define RMAD_RETRY_ONE_SHOT	BIT(29)
+
+/* The longest deadline of rmad_send_buf_set_retry(), in milliseconds (5 minutes). */
+#define RMAD_MAX_DEADLINE_MS	300000
+
 /**
  * rmad_register_agent - register a MAD agent on a port of an RDMA device
  * @device: device name, e.g. "rxe0" (its current name: after a rename, the new one;
@@ -267,7 +287,8 @@ typedef void (*rmad_recv_handler)(struct rmad_agent *agent, struct rmad_send_buf
  * @send_handler: the send handler
  * @recv_handler: the receive handler, or NULL
  * @context: handed to both handlers (wc->context) and returned by rmad_agent_context()
- * @flags: registration flags (IB_MAD_USER_RMPP), and RMAD_DETACH_BUFFERS
+ * @flags: registration flags (IB_MAD_USER_RMPP), and RMAD_DETACH_BUFFERS,
+ *         RMAD_RETRY_BACKOFF and RMAD_RETRY_ONE_SHOT
  *
  * Process context. Handlers may run before this returns (a request that
  * arrives at once); they receive the agent's handle already.
@@ -467,6 +488,29 @@ int rmad_send_buf_seg_count(struct rmad_send_buf *send_buf, u32 *seg_size);
  */
 int rmad_send_buf_set(struct rmad_send_buf *send_buf, const struct rmad_ah *ah,
 		      int timeout_ms, int retries, void *context);
+
+/**
+ * rmad_send_buf_set_retry - set the retry rules of a buffer the caller owns
+ * @send_buf: the buffer
+ * @retry_flags: RMAD_RETRY_BACKOFF, RMAD_RETRY_ONE_SHOT, or 0 (replacing
+ *               what the buffer had from its agent's registration)
+ * @deadline_ms: the longest time each post of the buffer may take, from the
+ *               post, in milliseconds; 0 for none; more than
+ *               RMAD_MAX_DEADLINE_MS counts as that. No retry starts after it,
+ *               and every wait for a response ends by it, so the send handler
+ *               gets RMAD_WC_RESP_TIMEOUT_ERR no later than the deadline
+ *               (plus its delivery) whatever the retries left. A modify
+ *               extends it by its timeout.
+ *
+ * Atomic-safe. A send held back by flow control past its deadline is not
+ * transmitted again: it completes with RMAD_WC_RESP_TIMEOUT_ERR when it leaves
+ * the backlog.
+ *
+ * Return: 0; -EINVAL for another flag or a bad handle; -EBUSY while the buffer
+ * is outstanding. Posting a segmented (kernel-RMPP) send with a deadline fails
+ * with -EINVAL.
+ */
+int rmad_send_buf_set_retry(struct rmad_send_buf *send_buf, u32 retry_flags, u32 deadline_ms);
 
 /**
  * rmad_send_buf_context - the context set with rmad_send_buf_set()

@@ -46,7 +46,7 @@ pub(crate) const API_VERSION_MAJOR: u32 = 4;
 
 /// The minor version (`RMAD_API_VERSION_MINOR`): it grows with what keeps the clients of the
 /// same major version working; a client needs at least the minor version it was written for.
-pub(crate) const API_VERSION_MINOR: u32 = 3;
+pub(crate) const API_VERSION_MINOR: u32 = 4;
 
 // The header beside this file must describe the API this binding is written for: a binding
 // and a header of different versions do not build together.
@@ -108,6 +108,28 @@ const fn strip<'a>(text: Option<&'a [u8]>, prefix: &[u8]) -> Option<&'a [u8]> {
 /// `RMAD_DETACH_BUFFERS` of `include/rmad.h`: the agent's unregistration does not wait for its
 /// send buffers.
 const RMAD_DETACH_BUFFERS: u32 = 1 << 31;
+
+/// `RMAD_RETRY_BACKOFF` of `include/rmad.h`.
+const RMAD_RETRY_BACKOFF: u32 = 1 << 30;
+
+/// `RMAD_RETRY_ONE_SHOT` of `include/rmad.h`.
+const RMAD_RETRY_ONE_SHOT: u32 = 1 << 29;
+
+/// The longest deadline, in milliseconds (`RMAD_MAX_DEADLINE_MS`): a longer one counts as it.
+pub(crate) const MAX_DEADLINE_MS: u32 = 300_000;
+
+/// Retry rules beyond the C MAD layer's, opt-in per send ([`SendBuf::set_retry`]); the
+/// default is the C layer's (`rmad_send_buf_set_retry` in `include/rmad.h` says each rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Retry {
+    /// After 4 waits of the timeout, each wait doubles, up to 60 s.
+    pub(crate) backoff: bool,
+    /// A modify sets the current wait only.
+    pub(crate) one_shot_modify: bool,
+    /// The longest time a post may take, in milliseconds from the post; 0 for none. The send
+    /// ends with `RESP_TIMEOUT_ERR` by then whatever its retries left.
+    pub(crate) deadline_ms: u32,
+}
 
 /// Send completion statuses (`SendDone::status`): the `enum ib_wc_status` values rmad reports
 /// (`RMAD_WC_*` of `include/rmad.h`).
@@ -297,6 +319,7 @@ extern "C" {
         retries: c_int,
         context: *mut c_void,
     ) -> c_int;
+    fn rmad_send_buf_set_retry(buf: *mut c_void, retry_flags: u32, deadline_ms: u32) -> c_int;
     fn rmad_post_send(buf: *mut c_void, post_id: *mut u64) -> c_int;
     fn rmad_keep_recv_mad(recv_buf: *mut c_void) -> c_int;
     fn rmad_free_recv_mad(recv_buf: *mut c_void) -> c_int;
@@ -711,6 +734,27 @@ impl SendBuf {
         let ctx = core::ptr::without_provenance_mut::<c_void>(context);
         // SAFETY: rmad validates the handle; `ah` is valid; rmad never dereferences the context.
         check(unsafe { rmad_send_buf_set(self.raw, ah, timeout_ms, retries, ctx) })
+    }
+
+    /// Sets the retry rules of the buffer's next posts (a deadline, backoff, one-shot modify).
+    ///
+    /// # Examples
+    ///
+    /// ```ignore
+    /// // A GET that gives up after 2 s, however many of its 3 retries are left by then.
+    /// buf.set(&ah, 500, 3)?;
+    /// buf.set_retry(&rmad::Retry { deadline_ms: 2000, ..Default::default() })?;
+    /// ```
+    pub(crate) fn set_retry(&mut self, retry: &Retry) -> Result {
+        let mut flags = 0;
+        if retry.backoff {
+            flags |= RMAD_RETRY_BACKOFF;
+        }
+        if retry.one_shot_modify {
+            flags |= RMAD_RETRY_ONE_SHOT;
+        }
+        // SAFETY: rmad validates the handle.
+        check(unsafe { rmad_send_buf_set_retry(self.raw, flags, retry.deadline_ms) })
     }
 
     /// The context set with [`SendBuf::set_with_context`].

@@ -104,7 +104,10 @@ use crate::{
         },
         transport::Transport, //
     },
-    mad::wire,
+    mad::{
+        retry::Rules,
+        wire, //
+    },
     sys::workqueue::OwnedQueue,
     verbs, //
 };
@@ -200,6 +203,25 @@ pub(crate) struct Tables {
 /// `RMAD_DETACH_BUFFERS` of `include/rmad.h` (`src/capi/exports.c` asserts the value): the
 /// agent's unregistration does not wait for the send buffers its client still owns.
 const RMAD_DETACH_BUFFERS: u32 = 1 << 31;
+
+/// `RMAD_RETRY_BACKOFF` of `include/rmad.h` (asserted likewise): exponential backoff.
+const RMAD_RETRY_BACKOFF: u32 = 1 << 30;
+
+/// `RMAD_RETRY_ONE_SHOT` of `include/rmad.h` (asserted likewise): a modify sets one wait.
+const RMAD_RETRY_ONE_SHOT: u32 = 1 << 29;
+
+/// The retry rules that `flags` (`RMAD_RETRY_*`) and `deadline_ms` name; `EINVAL` for any
+/// other bit of `flags` that `allowed` does not let through.
+fn retry_rules(flags: u32, allowed: u32, deadline_ms: u32) -> Result<Rules> {
+    if flags & !(allowed | RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(Rules {
+        backoff: flags & RMAD_RETRY_BACKOFF != 0,
+        one_shot_modify: flags & RMAD_RETRY_ONE_SHOT != 0,
+        deadline_ms,
+    })
+}
 
 /// The tables, between [`init`] and [`exit`].
 ///

@@ -7,6 +7,8 @@
 //!
 //! - [`wire`]: the MAD wire format and the C layer's helper functions over byte buffers;
 //! - [`state`]: the 7.3 send state machine, as one transition function;
+//! - [`retry`]: the retry rules a client can opt into beyond 7.3's (deadline, backoff, one-shot
+//!   modify), as one function;
 //! - [`rmpp`]: RMPP reassembly and the send window, as sans-IO state machines;
 //! - [`address`] and [`registration`]: the value types every layer passes around (where a MAD
 //!   goes, what an agent registers).
@@ -17,6 +19,8 @@
 pub(crate) mod address;
 #[path = "mad/registration.rs"]
 pub(crate) mod registration;
+#[path = "mad/retry.rs"]
+pub(crate) mod retry;
 // The send window (rmpp/send.rs) waits for segmented sends; only the host tests use it yet.
 #[allow(dead_code)]
 #[path = "mad/rmpp.rs"]

@@ -45,6 +45,8 @@ static_assert(RMAD_MGMT_MAD_HDR == IB_MGMT_MAD_HDR && RMAD_MGMT_MAD_DATA == IB_M
 static_assert(RMAD_API_VERSION_MAJOR > 0 && RMAD_API_VERSION_MINOR < 65536);
 /* src/capi.rs has the same value; it must not collide with ib_core's flags. */
 static_assert(RMAD_DETACH_BUFFERS == 1UL << 31 && !(RMAD_DETACH_BUFFERS & IB_MAD_USER_RMPP));
+static_assert(RMAD_RETRY_BACKOFF == 1UL << 30 && !(RMAD_RETRY_BACKOFF & IB_MAD_USER_RMPP));
+static_assert(RMAD_RETRY_ONE_SHOT == 1UL << 29 && !(RMAD_RETRY_ONE_SHOT & IB_MAD_USER_RMPP));
 
 static_assert(sizeof(struct rmad_ah) == 28 && offsetof(struct rmad_ah, dgid) == 5);
 static_assert(offsetof(struct rmad_ah, hop_limit) == 21 && offsetof(struct rmad_ah, sl) == 23);
@@ -126,6 +128,7 @@ EXPORT_SYMBOL_GPL(rmad_send_buf_len);
 EXPORT_SYMBOL_GPL(rmad_get_rmpp_segment);
 EXPORT_SYMBOL_GPL(rmad_send_buf_seg_count);
 EXPORT_SYMBOL_GPL(rmad_send_buf_set);
+EXPORT_SYMBOL_GPL(rmad_send_buf_set_retry);
 EXPORT_SYMBOL_GPL(rmad_send_buf_context);
 EXPORT_SYMBOL_GPL(rmad_send_buf_retries);
 EXPORT_SYMBOL_GPL(rmad_post_send_mad);

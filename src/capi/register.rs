@@ -23,8 +23,11 @@ use super::{
         SendFn, //
     },
     unregister::Pending,
+    retry_rules,
     CAgent,
-    RMAD_DETACH_BUFFERS, //
+    RMAD_DETACH_BUFFERS,
+    RMAD_RETRY_BACKOFF,
+    RMAD_RETRY_ONE_SHOT, //
 };
 use crate::{
     engine::{
@@ -228,8 +231,10 @@ fn register_impl(
     };
     let port = u8::try_from(port).map_err(|_| ENODEV)?;
     let detach_buffers = flags & RMAD_DETACH_BUFFERS != 0;
-    // The engine sees the C MAD layer's flags only.
-    let flags = flags & !RMAD_DETACH_BUFFERS;
+    // The retry rules' flags are the defaults of the agent's buffers; any other bit is the
+    // C MAD layer's, which the engine sees alone.
+    let retry = retry_rules(flags & (RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT), 0, 0)?;
+    let flags = flags & !(RMAD_DETACH_BUFFERS | RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT);
     let t = tables()?;
     let (engine, transport) = find_transport(name, port)?;
     let code = code_of(&handlers);
@@ -248,6 +253,7 @@ fn register_impl(
                 reg,
                 rmpp_version,
                 flags,
+                retry,
                 send_handler: send.then(|| -> Arc<dyn SendHandler> { handlers.clone() }),
                 recv_handler: recv.then(|| -> Arc<dyn RecvHandler> { handlers.clone() }),
             },

@@ -13,6 +13,7 @@ use super::{
     ctx_ptr,
     err_ptr,
     from_ptr,
+    retry_rules,
     tables,
     to_ptr,
     types::RmadAh,
@@ -235,6 +236,20 @@ pub(crate) unsafe extern "C" fn rmad_send_buf_set(
         // Also in the body, where its send handler reads it without the slot.
         body.context[1] = context;
         b.context = context;
+        Ok(())
+    }))
+}
+
+/// `rmad_send_buf_set_retry`.
+#[no_mangle]
+pub(crate) extern "C" fn rmad_send_buf_set_retry(
+    send_buf: *mut c_void,
+    retry_flags: u32,
+    deadline_ms: u32,
+) -> c_int {
+    code(with_buf(send_buf, |b| {
+        let rules = retry_rules(retry_flags, 0, deadline_ms)?;
+        b.body.as_mut().ok_or(EBUSY)?.retry = rules;
         Ok(())
     }))
 }

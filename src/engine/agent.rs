@@ -61,6 +61,7 @@ use crate::{
         Engine, //
     },
     mad::{
+        retry::Rules,
         state::{
             self,
             SendState, //
@@ -106,6 +107,7 @@ mod matching;
 mod post;
 mod queues;
 mod reply;
+mod retries;
 mod rmpp_recv;
 mod rmpp_send;
 mod unregister;
@@ -168,6 +170,8 @@ pub(crate) struct AgentConfig {
     pub(crate) rmpp_version: u8,
     /// Registration flags (`IB_MAD_USER_RMPP`).
     pub(crate) flags: u32,
+    /// The retry rules of the agent's new send buffers (Documentation/behaviour.md §2.11).
+    pub(crate) retry: Rules,
     /// The send handler.
     pub(crate) send_handler: Option<Arc<dyn SendHandler>>,
     /// The receive handler.
@@ -268,6 +272,8 @@ pub(crate) struct Agent {
     qp_type: QpType,
     rmpp_version: u8,
     flags: u32,
+    /// The retry rules a new send buffer starts with.
+    retry_default: Rules,
     /// The flow-control limit (`sol_fc_max`); 0 disables flow control.
     pub(crate) sol_fc_max: u32,
     send_handler: Option<Arc<dyn SendHandler>>,
@@ -498,6 +504,7 @@ impl Agent {
             qp_type: cfg.qp_type,
             rmpp_version: cfg.rmpp_version,
             flags: cfg.flags,
+            retry_default: cfg.retry,
             sol_fc_max: parts.sol_fc_max,
             send_handler: cfg.send_handler,
             recv_handler: cfg.recv_handler,

@@ -24,6 +24,10 @@ use crate::{
         Queue, //
     },
     mad::{
+        retry::{
+            Clock as RetryClock,
+            Rules, //
+        },
         rmpp::send::{
             AckClock,
             Window, //
@@ -228,6 +232,10 @@ pub(crate) struct SendBody {
     pub(crate) timeout_ms: i32,
     /// Retries before a post; retransmissions performed when the send handler runs.
     pub(crate) retries: i32,
+    /// The retry rules the send opted into (its agent's default unless the client set them).
+    pub(crate) retry: Rules,
+    /// What those rules remember of the current post (the engine's, from post to delivery).
+    pub(crate) retry_clock: RetryClock,
     /// Destination; a wire send needs one.
     pub(crate) ah: Option<Address>,
     /// Two words that belong to the client.
@@ -545,6 +553,17 @@ impl SendBuf {
     /// Sets the number of retries for the next post.
     pub(crate) fn set_retries(&mut self, retries: i32) {
         self.body.retries = retries;
+    }
+
+    /// The retry rules of the next post.
+    pub(crate) fn retry_rules(&self) -> Rules {
+        self.body.retry
+    }
+
+    /// Sets the retry rules of the next post (Documentation/behaviour.md §2.11); a deadline
+    /// longer than [`crate::mad::retry::MAX_DEADLINE_MS`] counts as that.
+    pub(crate) fn set_retry_rules(&mut self, rules: Rules) {
+        self.body.retry = rules;
     }
 
     /// The destination.

@@ -166,6 +166,7 @@ pub(crate) fn register_qp<H: SendHandler + RecvHandler + 'static>(
             reg,
             rmpp_version: 0,
             flags: 0,
+            retry: Default::default(),
             send_handler: Some(rec.clone()),
             recv_handler,
         },

@@ -210,6 +210,8 @@ impl Agent {
                 pkey_index,
                 timeout_ms: 0,
                 retries: 0,
+                retry: self.retry_default,
+                retry_clock: Default::default(),
                 ah: None,
                 context: [0; 2],
                 seg: None,

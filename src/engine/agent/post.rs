@@ -159,6 +159,15 @@ impl Agent {
                     .apply(inner, &rec, state, Event::BacklogDispatch)
                     .is_ok()
                 {
+                    // Held back past its deadline: it is not transmitted again, and ends as
+                    // a retransmission the device refused does (rmad.h).
+                    if self
+                        .retry_step(state)
+                        .is_some_and(|r| r.deadline_passed(state))
+                    {
+                        let _ = self.apply(inner, &rec, state, Event::RetransmitFailed);
+                        return;
+                    }
                     match self.transmit(inner, state, false) {
                         Ok(handed) => self.trace_sent(state, handed),
                         Err(e) => {
@@ -321,6 +330,11 @@ impl Agent {
             None
         };
         let rmpp_active = active_type == Some(wire::IB_MGMT_RMPP_TYPE_DATA);
+        // A segmented send keeps its windows' retry rules; a deadline would be a promise it
+        // does not keep (upstream's `ib_set_mad_deadline` refuses one too).
+        if rmpp_active && buf.body.retry.deadline_ms != 0 {
+            return Err(EINVAL);
+        }
         let window = if rmpp_active {
             let pad = buf
                 .body

@@ -329,9 +329,17 @@ impl Agent {
         ev: Event,
         settle: Settle,
     ) -> Result<Outcome, Reject> {
-        let outcome = state::step(state.facts, ev)?;
+        // A send that opted into other retry rules than the C layer's asks them around the
+        // step (src/mad/retry.rs); the others read no clock here.
+        let retry = self.retry_step(state);
+        let facts = retry.map_or(state.facts, |r| r.facts(state, ev));
+        let mut outcome = state::step(facts, ev)?;
+        let wait = retry.and_then(|r| {
+            let wait_ns = r.after(state, ev, &mut outcome)?;
+            Some((r.now_ns, wait_ns))
+        });
         Self::count_step(inner, state, &outcome);
-        self.move_to(inner, rec, state, outcome.place);
+        self.move_to(inner, rec, state, outcome.place, wait);
         if outcome.next == SendState::Done || outcome.next == SendState::Idle {
             Self::untrack(inner, rec);
         }
@@ -376,13 +384,16 @@ impl Agent {
         }
     }
 
-    /// Moves the send `rec` to the queue `place` names, at the end of its key order.
+    /// Moves the send `rec` to the queue `place` names, at the end of its key order. A wait
+    /// the retry rules decided (`wait`: the time they read, and the wait in nanoseconds)
+    /// replaces the one `place` names.
     fn move_to(
         self: &Arc<Self>,
         inner: &mut AgentInner,
         rec: &SendRef,
         state: &mut RecordState,
         place: Place,
+        wait: Option<(i64, i64)>,
     ) {
         // The clock is read only where a due time needs it: a post, a send completion and a
         // delivery need none, and a clock read is not free (under emulation least of all).
@@ -394,7 +405,8 @@ impl Agent {
                 Self::enqueue(inner, rec, state, Q_FLIGHT, k);
             }
             Place::Waiting { ms } => {
-                let due = self.now_ns().saturating_add(ms_to_ns(ms));
+                let (now, wait_ns) = wait.unwrap_or_else(|| (self.now_ns(), ms_to_ns(ms)));
+                let due = now.saturating_add(wait_ns);
                 let k = (due, u64::MAX - Self::next_seq(inner));
                 Self::enqueue(inner, rec, state, Q_WAIT, k);
                 self.arm_head(inner);

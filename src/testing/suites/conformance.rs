@@ -257,6 +257,7 @@ pub(super) fn rmpp_agent(
             },
             rmpp_version,
             flags,
+            retry: Default::default(),
             send_handler: Some(rec.clone()),
             recv_handler: Some(rec.clone()),
         },

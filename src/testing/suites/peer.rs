@@ -482,6 +482,7 @@ mod tests {
                 reg: Some(reg(user_class)),
                 rmpp_version: 1,
                 flags: wire::IB_MAD_USER_RMPP,
+                retry: Default::default(),
                 send_handler: Some(user.clone()),
                 recv_handler: Some(user.clone()),
             },

@@ -372,6 +372,7 @@ mod tests {
                     reg: Some(reg(class)),
                     rmpp_version: 1,
                     flags: 0,
+                    retry: Default::default(),
                     send_handler: Some(log.clone()),
                     recv_handler: Some(log.clone()),
                 },

@@ -293,6 +293,7 @@ impl Pair {
                     reg: Some(reg(SA)),
                     rmpp_version: 1,
                     flags,
+                    retry: Default::default(),
                     send_handler: Some(tap.clone()),
                     recv_handler: Some(tap.clone()),
                 },
