@@ -62,6 +62,7 @@ pub(crate) use {
         rmad_send_buf_context,
         rmad_send_buf_mad,
         rmad_send_buf_retries,
+        rmad_send_buf_set_retry,
         rmad_send_buf_seg_count,
         rmad_send_buf_set,
         CREATE_GFP_SEEN, //
@@ -341,6 +342,12 @@ fn code(r: Result) -> c_int {
 /// The agent behind a handle.
 fn agent_of(h: *mut c_void) -> Result<Arc<Agent>> {
     tables()?.agents.with(from_ptr(h), |a| a.agent.clone())
+}
+
+/// The engine's agent behind the C handle `h` (test flavour: the suites read its counters).
+#[cfg(rmad_test)]
+pub(crate) fn engine_agent_of(h: *mut c_void) -> Result<Arc<Agent>> {
+    agent_of(h)
 }
 
 /// `rmad_agent_context`.

@@ -219,6 +219,41 @@ pub(crate) struct Stats {
     pub(crate) user_rmpp_unmatched: u64,
     /// Sends put in the flow-control backlog.
     pub(crate) backlogged: u64,
+    /// The waits for a response the agent began, in order (test flavour: the retry rules'
+    /// schedules are checked against it).
+    #[cfg(rmad_test)]
+    pub(crate) waits: WaitLog,
+}
+
+/// The first [`WaitLog::CAP`] waits for a response an agent began, in milliseconds (rounded
+/// down), oldest first.
+#[cfg(rmad_test)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WaitLog {
+    /// The waits; those past `len` are 0.
+    pub(crate) ms: [u32; WaitLog::CAP],
+    /// How many waits began (also past [`WaitLog::CAP`]).
+    pub(crate) len: usize,
+}
+
+#[cfg(rmad_test)]
+impl WaitLog {
+    /// Waits kept.
+    pub(crate) const CAP: usize = 24;
+
+    /// Notes a wait of `ns` nanoseconds.
+    pub(crate) fn note(&mut self, ns: i64) {
+        let ms = u32::try_from(ns / 1_000_000).unwrap_or(u32::MAX);
+        if let Some(slot) = self.ms.get_mut(self.len) {
+            *slot = ms;
+        }
+        self.len = self.len.saturating_add(1);
+    }
+
+    /// The waits kept.
+    pub(crate) fn as_slice(&self) -> &[u32] {
+        self.ms.get(..self.len.min(Self::CAP)).unwrap_or(&[])
+    }
 }
 
 /// The state of an agent that its lock protects.

@@ -555,11 +555,6 @@ impl SendBuf {
         self.body.retries = retries;
     }
 
-    /// The retry rules of the next post.
-    pub(crate) fn retry_rules(&self) -> Rules {
-        self.body.retry
-    }
-
     /// Sets the retry rules of the next post (Documentation/behaviour.md §2.11); a deadline
     /// longer than [`crate::mad::retry::MAX_DEADLINE_MS`] counts as that.
     pub(crate) fn set_retry_rules(&mut self, rules: Rules) {

@@ -358,6 +358,12 @@ pub(crate) fn churn(agent: *mut c_void, stale: *mut c_void, cycles: usize) -> Ch
 
 /// Registers a GSI agent on rxe0 port 1 whose handlers are `probe`'s.
 pub(crate) fn c_agent(probe: &Arc<CRecorder>) -> Result<*mut c_void> {
+    c_agent_with_flags(probe, 0)
+}
+
+/// Registers a GSI agent on rxe0 port 1 with registration `flags`, whose handlers are
+/// `probe`'s.
+pub(crate) fn c_agent_with_flags(probe: &Arc<CRecorder>, flags: u32) -> Result<*mut c_void> {
     // SAFETY: The name is NUL-terminated; the handlers match the C prototypes; the context
     // outlives the agent (the test unregisters before dropping the probe).
     let a = unsafe {
@@ -370,7 +376,7 @@ pub(crate) fn c_agent(probe: &Arc<CRecorder>) -> Result<*mut c_void> {
             Some(c_recorder_send),
             Some(c_recorder_recv),
             probe.ctx(),
-            0,
+            flags,
         )
     };
     if is_err(a) {

@@ -25,6 +25,7 @@
 //! | `rmad_allocs` | what a send costs the slab allocator, counted exactly | [`allocs`] |
 //! | `rmad_tree` | the intrusive trees of the agents' indexes alone | [`tree`] |
 //! | `rmad_records` | a send's record, its references and its transmit queue | [`records`] |
+//! | `rmad_retry` | the opt-in retry rules: deadline, backoff, one-shot modify | [`retry`] |
 
 pub(crate) mod allocs;
 pub(crate) mod capi;
@@ -39,6 +40,7 @@ pub(crate) mod races;
 pub(crate) mod records;
 pub(crate) mod recv_rules;
 pub(crate) mod reply;
+pub(crate) mod retry;
 pub(crate) mod rmpp;
 pub(crate) mod rmpp_bounds;
 pub(crate) mod rmpp_send;

@@ -406,6 +406,8 @@ impl Agent {
             }
             Place::Waiting { ms } => {
                 let (now, wait_ns) = wait.unwrap_or_else(|| (self.now_ns(), ms_to_ns(ms)));
+                #[cfg(rmad_test)]
+                inner.stats.waits.note(wait_ns);
                 let due = now.saturating_add(wait_ns);
                 let k = (due, u64::MAX - Self::next_seq(inner));
                 Self::enqueue(inner, rec, state, Q_WAIT, k);

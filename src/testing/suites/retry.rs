@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rmad_retry`: the retry rules a client opts into (deadline, backoff, one-shot
+//! modify; Documentation/behaviour.md §2.11) on the loopback fabric (`lb0`) and on soft-RoCE
+//! (`rxe0`), through the Rust API and the C API.
+//!
+//! A schedule is checked as the waits the agent began, in order (`Stats::waits`, test flavour):
+//! numbers the rules decide, never a measured duration; the sends go where nobody answers.
+
+#[kernel::prelude::kunit_tests(rmad_retry)]
+mod tests {
+    use crate::{
+        capi::{
+            self,
+            rmad_cancel_mad,
+            rmad_modify_mad,
+            rmad_post_send_mad,
+            rmad_send_buf_retries,
+            rmad_send_buf_set,
+            rmad_send_buf_set_retry,
+            rmad_unregister_agent,
+            RmadAh, //
+        },
+        engine::{
+            agent::Agent,
+            send::SendBuf, //
+        },
+        mad::{
+            retry::Rules,
+            state::{
+                SendState,
+                WcStatus, //
+            },
+            wire, //
+        },
+        testing::{
+            capi_client::{
+                c_agent_with_flags,
+                c_request,
+                rxe_ah,
+                CBehaviour,
+                CRecorder, //
+            },
+            lb0,
+            post,
+            register_gsi,
+            request,
+            rxe_agent,
+            rxe_request,
+            wait_state,
+            Behaviour,
+            Recorder, //
+        },
+    };
+    use kernel::{
+        prelude::*,
+        sync::Arc, //
+    };
+
+    /// A LID that no port of the loopback fabric has: nobody answers.
+    const NOWHERE: u16 = 0x55;
+
+    /// `RMAD_WC_RESP_TIMEOUT_ERR` and `RMAD_WC_WR_FLUSH_ERR` as the C API reports them.
+    const C_RESP_TIMEOUT: i32 = 20;
+    const C_FLUSH: i32 = 5;
+
+    /// Backoff alone.
+    const BACKOFF: Rules = Rules {
+        backoff: true,
+        one_shot_modify: false,
+        deadline_ms: 0,
+    };
+
+    /// One-shot modify alone.
+    const ONE_SHOT: Rules = Rules {
+        backoff: false,
+        one_shot_modify: true,
+        deadline_ms: 0,
+    };
+
+    /// A deadline alone.
+    const fn deadline(ms: u32) -> Rules {
+        Rules {
+            backoff: false,
+            one_shot_modify: false,
+            deadline_ms: ms,
+        }
+    }
+
+    /// An agent on port 1 of `lb0` that records its handlers' calls.
+    fn lb0_agent() -> Result<(Arc<Agent>, Arc<Recorder>)> {
+        let (engine, transport) = capi::devices::find(lb0::NAME, 1).ok_or(ENODEV)?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = register_gsi(&engine, &transport, 1, &rec, None)?;
+        Ok((a, rec))
+    }
+
+    /// A GET with tag `tag` from `a` to nobody, with `rules`.
+    fn lost_get(
+        a: &Arc<Agent>,
+        tag: usize,
+        timeout_ms: i32,
+        retries: i32,
+        rules: Rules,
+    ) -> Result<SendBuf> {
+        let mut buf = request(
+            a,
+            wire::IB_MGMT_CLASS_PERF_MGMT,
+            tag,
+            NOWHERE,
+            timeout_ms,
+            retries,
+        )?;
+        buf.set_retry_rules(rules);
+        Ok(buf)
+    }
+
+    /// Posts `buf` and waits for its one send-handler call; returns the calls, the waits the
+    /// agent began and its transmissions, after unregistering it.
+    fn run_one(a: Arc<Agent>, rec: &Arc<Recorder>, buf: SendBuf) -> Result<Run> {
+        let posted = post(buf).is_ok();
+        let done = rec.wait_sends(1);
+        let stats = a.stats();
+        a.unregister()?;
+        let mut waits = KVec::new();
+        waits.extend_from_slice(stats.waits.as_slice(), GFP_KERNEL)?;
+        Ok(Run {
+            completed: posted && done,
+            sends: rec.sends()?,
+            waits,
+            transmitted: stats.transmitted,
+        })
+    }
+
+    /// What one send did.
+    struct Run {
+        /// Posted, and its handler ran.
+        completed: bool,
+        /// The send-handler calls: tag, status, retries.
+        sends: KVec<(usize, WcStatus, i32)>,
+        /// The waits its agent began, in milliseconds.
+        waits: KVec<u32>,
+        /// Transmissions.
+        transmitted: u64,
+    }
+
+    #[test]
+    fn linear_waits_the_timeout_after_every_transmission() -> Result {
+        let (a, rec) = lb0_agent()?;
+        let buf = lost_get(&a, 1, 20, 5, Rules::default())?;
+        let r = run_one(a, &rec, buf)?;
+        assert!(r.completed);
+        assert_eq!(&r.sends[..], &[(1, WcStatus::RespTimeoutErr, 5)][..]);
+        assert_eq!(&r.waits[..], &[20, 20, 20, 20, 20, 20][..]);
+        assert_eq!(r.transmitted, 6);
+        Ok(())
+    }
+
+    #[test]
+    fn backoff_doubles_each_wait_after_four() -> Result {
+        let (a, rec) = lb0_agent()?;
+        let buf = lost_get(&a, 2, 10, 7, BACKOFF)?;
+        let r = run_one(a, &rec, buf)?;
+        assert!(r.completed);
+        assert_eq!(&r.sends[..], &[(2, WcStatus::RespTimeoutErr, 7)][..]);
+        assert_eq!(&r.waits[..], &[10, 10, 10, 10, 20, 40, 80, 160][..]);
+        assert_eq!(r.transmitted, 8);
+        Ok(())
+    }
+
+    /// Checks a send that its deadline (`deadline_ms`) ended long before its retries ran out:
+    /// `RESP_TIMEOUT_ERR`, fewer retries than allowed, one wait per transmission, none longer
+    /// than the timeout, together no longer than the deadline.
+    fn ended_by_deadline(
+        r: &Run,
+        tag: usize,
+        timeout_ms: u32,
+        retries: i32,
+        deadline_ms: u32,
+    ) -> bool {
+        let Some(&(t, status, done)) = r.sends.first() else {
+            return false;
+        };
+        let total: u32 = r.waits.iter().fold(0u32, |s, w| s.saturating_add(*w));
+        r.completed
+            && r.sends.len() == 1
+            && t == tag
+            && status == WcStatus::RespTimeoutErr
+            && done < retries
+            && u64::try_from(done).is_ok_and(|d| d.saturating_add(1) == r.transmitted)
+            && usize::try_from(r.transmitted).is_ok_and(|n| n == r.waits.len())
+            && r.waits.len() >= 2
+            && r.waits.iter().all(|w| *w <= timeout_ms)
+            && total <= deadline_ms
+    }
+
+    #[test]
+    fn deadline_ends_a_send_before_its_retries_run_out() -> Result {
+        let (a, rec) = lb0_agent()?;
+        let buf = lost_get(&a, 3, 50, 1000, deadline(400))?;
+        let r = run_one(a, &rec, buf)?;
+        pr_info!(
+            "rmad_retry: deadline 400 ms, timeout 50 ms: waits {:?}\n",
+            &r.waits[..]
+        );
+        assert!(ended_by_deadline(&r, 3, 50, 1000, 400));
+        Ok(())
+    }
+
+    /// Posts a GET with a first wait of `timeout_ms` and `retries`, modifies it to `modify_ms`
+    /// once it waits, and returns the waits its agent began.
+    fn modified(
+        rules: Rules,
+        timeout_ms: i32,
+        retries: i32,
+        modify_ms: i32,
+    ) -> Result<(bool, KVec<u32>)> {
+        let (a, rec) = lb0_agent()?;
+        let h = post(lost_get(&a, 4, timeout_ms, retries, rules)?)?;
+        let waiting = wait_state(&a, &h, SendState::WaitResp);
+        let modified = h.modify(modify_ms).is_ok();
+        let done = rec.wait_sends(1);
+        let stats = a.stats();
+        a.unregister()?;
+        let sends = rec.sends()?;
+        let mut waits = KVec::new();
+        waits.extend_from_slice(stats.waits.as_slice(), GFP_KERNEL)?;
+        let ok = waiting
+            && modified
+            && done
+            && sends.first().map(|s| (s.1, s.2)) == Some((WcStatus::RespTimeoutErr, retries));
+        Ok((ok, waits))
+    }
+
+    #[test]
+    fn modify_under_each_mode() -> Result {
+        // The C layer's rule: the modify's timeout is every later wait's.
+        let (ok, waits) = modified(Rules::default(), 1000, 2, 60)?;
+        assert!(ok);
+        assert_eq!(&waits[..], &[1000, 60, 60, 60][..]);
+        // One-shot: the current wait only; then the send's own timeout again.
+        let (ok, waits) = modified(ONE_SHOT, 1000, 2, 60)?;
+        assert!(ok);
+        assert_eq!(&waits[..], &[1000, 60, 1000, 1000][..]);
+        // Backoff: the modify starts the count again (its own wait is the first).
+        let (ok, waits) = modified(BACKOFF, 1000, 6, 10)?;
+        assert!(ok);
+        assert_eq!(&waits[..], &[1000, 10, 10, 10, 10, 20, 40, 80][..]);
+        // A deadline: the modify extends it by its timeout, so the retry after the modify's
+        // wait waits its whole timeout (without the extension, less than 500 ms were left).
+        let (ok, waits) = modified(deadline(1500), 1000, 1, 1000)?;
+        assert!(ok);
+        assert_eq!(&waits[..], &[1000, 1000, 1000][..]);
+        Ok(())
+    }
+
+    /// The rules each cancel and unregistration case runs under.
+    const MODES: [Rules; 4] = [
+        Rules {
+            backoff: false,
+            one_shot_modify: false,
+            deadline_ms: 0,
+        },
+        BACKOFF,
+        ONE_SHOT,
+        Rules {
+            backoff: true,
+            one_shot_modify: true,
+            deadline_ms: 60_000,
+        },
+    ];
+
+    #[test]
+    fn cancel_under_each_mode_flushes_once() -> Result {
+        for (tag, rules) in (10usize..).zip(MODES) {
+            let (a, rec) = lb0_agent()?;
+            let h = post(lost_get(&a, tag, 60_000, 3, rules)?)?;
+            let waiting = wait_state(&a, &h, SendState::WaitResp);
+            let cancelled = h.cancel().is_ok();
+            let done = rec.wait_sends(1);
+            a.unregister()?;
+            assert!(waiting && cancelled && done);
+            assert_eq!(&rec.sends()?[..], &[(tag, WcStatus::WrFlushErr, 0)][..]);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn unregister_under_each_mode_flushes_each_once() -> Result {
+        let (a, rec) = lb0_agent()?;
+        let mut handles = KVec::new();
+        for (tag, rules) in (20usize..).zip(MODES) {
+            handles.push(post(lost_get(&a, tag, 60_000, 3, rules)?)?, GFP_KERNEL)?;
+        }
+        let waiting = handles
+            .iter()
+            .all(|h| wait_state(&a, h, SendState::WaitResp));
+        a.unregister()?;
+        let sends = rec.sends()?;
+        assert!(waiting);
+        assert_eq!(sends.len(), 4);
+        for tag in 20usize..24 {
+            let calls = sends.iter().filter(|s| s.0 == tag).count();
+            assert_eq!(calls, 1);
+            assert!(sends.contains(&(tag, WcStatus::WrFlushErr, 0)));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_backoff_and_deadline_schedules() -> Result {
+        // Backoff on rxe0: SENDs to its own QP1, which ib_core never answers.
+        let rec = Recorder::new(Behaviour::default())?;
+        let s = rxe_agent(&rec)?;
+        assert!(s.is_some());
+        let Some((port, a)) = s else {
+            return Ok(());
+        };
+        let mut buf = rxe_request(&port, &a, 5, wire::IB_MGMT_METHOD_SEND, 10, 6)?;
+        buf.set_retry_rules(BACKOFF);
+        let r = run_one(a, &rec, buf)?;
+        assert!(r.completed);
+        assert_eq!(&r.sends[..], &[(5, WcStatus::RespTimeoutErr, 6)][..]);
+        assert_eq!(&r.waits[..], &[10, 10, 10, 10, 20, 40, 80][..]);
+        assert_eq!(r.transmitted, 7);
+        // A deadline on rxe0.
+        let rec = Recorder::new(Behaviour::default())?;
+        let Some((port, a)) = rxe_agent(&rec)? else {
+            return Err(ENODEV);
+        };
+        let mut buf = rxe_request(&port, &a, 6, wire::IB_MGMT_METHOD_SEND, 50, 1000)?;
+        buf.set_retry_rules(deadline(400));
+        let r = run_one(a, &rec, buf)?;
+        assert!(ended_by_deadline(&r, 6, 50, 1000, 400));
+        Ok(())
+    }
+
+    /// Through the C API on rxe0: an agent registered with `flags`, one SEND that nobody
+    /// answers, with `retry_flags` and `deadline_ms` set on the buffer unless `None`; returns
+    /// the handler's status, the buffer's retries, and the waits its agent began.
+    fn c_send(
+        flags: u32,
+        per_buf: Option<(u32, u32)>,
+        timeout_ms: i32,
+        retries: i32,
+    ) -> Result<(i32, i32, KVec<u32>)> {
+        let ah: RmadAh = rxe_ah()?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
+        let agent = c_agent_with_flags(&probe, flags)?;
+        let b = c_request(agent, &ah, 7, wire::IB_MGMT_METHOD_SEND, timeout_ms)?;
+        // SAFETY: The client owns `b`; `ah` is valid.
+        let set = unsafe { rmad_send_buf_set(b, &ah, timeout_ms, retries, core::ptr::null_mut()) };
+        let set_retry = per_buf.map_or(0, |(f, d)| rmad_send_buf_set_retry(b, f, d));
+        // SAFETY: A NULL `bad_send_buf` is allowed.
+        let posted = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        let done = probe.wait_sends(1);
+        let stats = capi::engine_agent_of(agent)?.stats();
+        let status = probe.sends()?.first().map_or(-1, |s| s.2);
+        let done_retries = rmad_send_buf_retries(b);
+        let _ = crate::capi::rmad_free_send_mad(b);
+        let _ = rmad_unregister_agent(agent);
+        let mut waits = KVec::new();
+        waits.extend_from_slice(stats.waits.as_slice(), GFP_KERNEL)?;
+        if set != 0 || set_retry != 0 || posted != 0 || !done {
+            return Err(EINVAL);
+        }
+        Ok((status, done_retries, waits))
+    }
+
+    /// `RMAD_RETRY_BACKOFF` and `RMAD_RETRY_ONE_SHOT`.
+    const C_BACKOFF: u32 = 1 << 30;
+    const C_ONE_SHOT: u32 = 1 << 29;
+
+    #[test]
+    fn c_api_registration_flag_and_per_buffer_rules() -> Result {
+        // The agent's default, from its registration.
+        let (status, retries, waits) = c_send(C_BACKOFF, None, 10, 5)?;
+        assert_eq!((status, retries), (C_RESP_TIMEOUT, 5));
+        assert_eq!(&waits[..], &[10, 10, 10, 10, 20, 40][..]);
+        // A buffer overrides it: back to the C layer's rules.
+        let (status, retries, waits) = c_send(C_BACKOFF, Some((0, 0)), 10, 5)?;
+        assert_eq!((status, retries), (C_RESP_TIMEOUT, 5));
+        assert_eq!(&waits[..], &[10, 10, 10, 10, 10, 10][..]);
+        // A deadline through the C API ends the send before its retries.
+        let (status, retries, waits) = c_send(0, Some((0, 300)), 50, 1000)?;
+        let total = waits.iter().fold(0u32, |s, w| s.saturating_add(*w));
+        assert_eq!(status, C_RESP_TIMEOUT);
+        assert!(retries >= 1 && retries < 1000);
+        assert!(total <= 300);
+        Ok(())
+    }
+
+    #[test]
+    fn c_api_refuses_what_it_does_not_know() -> Result {
+        let ah: RmadAh = rxe_ah()?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
+        // A flag rmad_send_buf_set_retry() does not know is refused (the registration-only
+        // RMAD_DETACH_BUFFERS too).
+        let agent = c_agent_with_flags(&probe, C_ONE_SHOT)?;
+        let b = c_request(agent, &ah, 8, wire::IB_MGMT_METHOD_SEND, 60_000)?;
+        let unknown = rmad_send_buf_set_retry(b, 1 << 3, 0);
+        let detach = rmad_send_buf_set_retry(b, 1 << 31, 0);
+        let ok = rmad_send_buf_set_retry(b, C_ONE_SHOT | C_BACKOFF, 1000);
+        // SAFETY: A NULL `bad_send_buf` is allowed.
+        let posted = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        // Outstanding: its rules cannot change.
+        let busy = rmad_send_buf_set_retry(b, 0, 0);
+        let modify = rmad_modify_mad(b, 100);
+        let cancel = rmad_cancel_mad(b);
+        let done = probe.wait_sends(1);
+        let status = probe.sends()?.first().map_or(-1, |s| s.2);
+        let _ = crate::capi::rmad_free_send_mad(b);
+        let _ = rmad_unregister_agent(agent);
+        let stale = rmad_send_buf_set_retry(b, 0, 0);
+        assert_eq!((unknown, detach, ok, posted), (-22, -22, 0, 0));
+        assert_eq!((busy, modify, cancel), (-16, 0, 0));
+        assert!(done);
+        assert_eq!(status, C_FLUSH);
+        assert_eq!(stale, -22);
+        Ok(())
+    }
+}
