@@ -100,6 +100,9 @@ static void sample_recv_handler(struct rmad_agent *agent, struct rmad_send_buf *
 		atomic_inc(&good);
 }
 
+/* The longest a GET may take, retries included. */
+#define SAMPLE_GET_DEADLINE_MS 20000
+
 /* A @class request with @method from @sgid_index to QP1 of @gid, carrying FIRST_NUMBER + @lo. */
 static struct rmad_send_buf *sample_request(struct rmad_agent *agent, u8 sgid_index,
 					    const u8 *gid, u8 class, u32 lo, u8 method,
@@ -123,6 +126,12 @@ static struct rmad_send_buf *sample_request(struct rmad_agent *agent, u8 sgid_in
 	put_unaligned_be32(FIRST_NUMBER + lo, mad + SERVICE_DATA);
 	memcpy(ah.dgid, gid, 16);
 	ret = rmad_send_buf_set(buf, &ah, timeout_ms, retries, NULL);
+	/*
+	 * A GET gives up by its deadline, however many retries it has left, and
+	 * backs off from a responder that does not keep up (rmad_send_buf_set_retry()).
+	 */
+	if (!ret && method == RMAD_MGMT_METHOD_GET)
+		ret = rmad_send_buf_set_retry(buf, RMAD_RETRY_BACKOFF, SAMPLE_GET_DEADLINE_MS);
 	if (ret) {
 		rmad_free_send_mad(buf);
 		return ERR_PTR(ret);

@@ -160,6 +160,9 @@ impl rmad::Client for Counts {
     }
 }
 
+/// The longest a GET may take, retries included.
+const GET_DEADLINE_MS: u32 = 20_000;
+
 /// A request of `class` with `method` to QP1 of `ah`, carrying `FIRST_NUMBER + lo`.
 fn request(
     agent: &rmad::Agent<Counts>,
@@ -183,6 +186,15 @@ fn request(
     }
     // The send's own context: the number, to check its answer against.
     buf.set_with_context(ah, timeout_ms, retries, usize::try_from(n)?)?;
+    if method == rmad::mgmt::METHOD_GET {
+        // A GET gives up by its deadline, however many retries it has left, and backs off
+        // from a responder that does not keep up.
+        buf.set_retry(&rmad::Retry {
+            backoff: true,
+            deadline_ms: GET_DEADLINE_MS,
+            ..Default::default()
+        })?;
+    }
     Ok(buf)
 }
 
