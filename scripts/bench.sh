@@ -35,6 +35,9 @@
 #                 "1000 100000"; "": no removal row), BENCH_REMOVAL_REPS times each (default 3)
 #   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
 #                 BENCH_REPS runs for each responder
+#   BENCH_GOODPUT_SECS  seconds each retry policy of the goodput row is counted (after a
+#                 4 s warm-up; default 10; 0: no goodput row), BENCH_GOODPUT_REPS times
+#                 (default 2)
 #   BENCH_PROFILE 1: sample every run with perf in the guest (cpu-clock, all CPUs) and
 #                 write build/bench/profile.txt: where the time of each N went, by
 #                 function (installs Debian's linux-perf if the machine lacks perf)
@@ -63,6 +66,8 @@ served="${BENCH_SERVED:-5000}"
 scale_n="${BENCH_SCALE:-10000}"
 removal_ns="${BENCH_REMOVAL_NS-1000 100000}"
 removal_reps="${BENCH_REMOVAL_REPS:-3}"
+goodput_secs="${BENCH_GOODPUT_SECS:-10}"
+goodput_reps="${BENCH_GOODPUT_REPS:-2}"
 irqsoff_reps="${BENCH_IRQSOFF_REPS:-3}"
 irqsoff_where="${BENCH_IRQSOFF_WHERE:-0}"
 [[ "$irqsoff_where" =~ ^[01]$ ]] || die "bench: BENCH_IRQSOFF_WHERE is 0 or 1, not '$irqsoff_where'"
@@ -72,13 +77,13 @@ done
 for v in $removal_ns; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
-for v in $rmpp_reps $served $scale_n $removal_reps $irqsoff_reps; do
+for v in $rmpp_reps $served $scale_n $removal_reps $irqsoff_reps $goodput_secs $goodput_reps; do
 	[[ "$v" =~ ^[0-9]+$ ]] || die "bench: not a number: $v"
 done
 out="$RMAD_ROOT/build/bench"
 export RMAD_VM_MEM="${RMAD_VM_MEM:-4096}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-7200}"
-export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_min_ops=$min_ops bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps bench_irqsoff_where=$irqsoff_where"
+export RMAD_VM_ARGS="bench_ns=$(echo $ns | tr ' ' ,) bench_reps=$reps bench_sample=$sample bench_min_ops=$min_ops bench_rmpp_reps=$rmpp_reps bench_served_n=$served bench_scale_n=$scale_n bench_removal_ns=$(echo $removal_ns | tr ' ' ,) bench_removal_reps=$removal_reps bench_irqsoff_reps=$irqsoff_reps bench_irqsoff_where=$irqsoff_where bench_goodput_secs=$goodput_secs bench_goodput_reps=$goodput_reps"
 profile="${BENCH_PROFILE:-0}"
 [[ "$profile" =~ ^[01]$ ]] || die "bench: BENCH_PROFILE is 0 or 1, not '$profile'"
 if [ "$profile" = 1 ]; then

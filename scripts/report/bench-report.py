@@ -66,6 +66,14 @@ COLOURS = {"c": "#d62728", "rmad": "#1f77b4", "rmad-capi": "#2ca02c", "floor": "
 LINE = re.compile(r"bench-json: (\{.*\})\s*$")
 # One RMPP transfer (tests/vm/bench.sh): impl, bytes, loss_pct, rep, status, intact, ms.
 RMPP_LINE = re.compile(r"bench-rmpp: (\{.*\})\s*$")
+# One goodput run (src/testing/bench/goodput.c): a retry policy against an overloaded responder.
+GOODPUT_LINE = re.compile(r"bench-goodput: (\{.*\})\s*$")
+GOODPUT_POLICIES = ["c", "rmad", "rmad-backoff"]
+GOODPUT_TEXT = {
+    "c": "C MAD layer (fixed interval, as 7.3)",
+    "rmad": "rmad, the C layer's policy",
+    "rmad-backoff": "rmad, backoff and a deadline",
+}
 
 
 def json_lines(text, pattern):
@@ -112,6 +120,56 @@ def rmpp_rows(runs):
             row.update(median=statistics.median(ok), min=min(ok), max=max(ok))
         rows.append(row)
     return rows
+
+
+def goodput_rows(text):
+    """One row per retry policy: the medians over its runs of answers per second,
+    requests that reached the responder per answer, and the share of GETs that ended in a
+    timeout (per mille)."""
+    runs = {}
+    for d in json_lines(text, GOODPUT_LINE):
+        runs.setdefault(d["policy"], []).append(d)
+    rows = []
+    for policy in sorted(runs, key=lambda p: GOODPUT_POLICIES.index(p)
+                         if p in GOODPUT_POLICIES else 99):
+        v = runs[policy]
+        per_s = [int(d["answered"]) / int(d["secs"]) for d in v]
+        tx = [int(d["arrived"]) / max(int(d["answered"]), 1) for d in v]
+        share = [1000 * int(d["timed_out"]) / max(int(d["answered"]) + int(d["timed_out"]), 1)
+                 for d in v]
+        first = v[0]
+        rows.append({"impl": policy, "op": "goodput", "reps": len(v),
+                     "answered_per_s": statistics.median(per_s),
+                     "answered_per_s_min": min(per_s), "answered_per_s_max": max(per_s),
+                     "tx_per_answer": statistics.median(tx),
+                     "timeout_permille": statistics.median(share),
+                     "served_per_s": statistics.median(int(d["served"]) / int(d["secs"])
+                                                       for d in v),
+                     **{k: int(first[k]) for k in ("rate", "queue", "outstanding", "timeout_ms",
+                                                   "retries", "deadline_ms", "secs")}})
+    return rows
+
+
+def goodput_markdown(rows):
+    """The goodput table."""
+    if not rows:
+        return []
+    f = rows[0]
+    out = ["", f"Goodput: {f['outstanding']} GETs kept outstanding by 4 requesters against one "
+           f"responder that answers {f['rate']} per second and drops what finds its queue of "
+           f"{f['queue']} full (rxe0; timeout {f['timeout_ms']} ms, {f['retries']} retries; "
+           f"counted {f['secs']} s after a 4 s warm-up).", "",
+           "| retry policy | answered/s (min–max) | of the responder's rate | "
+           "transmissions per answer | ended in a timeout | runs |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        deadline = f", deadline {r['deadline_ms']} ms" if r["deadline_ms"] else ""
+        out.append(f"| {GOODPUT_TEXT.get(r['impl'], r['impl'])}{deadline} | "
+                   f"{r['answered_per_s']:.0f} ({r['answered_per_s_min']:.0f}–"
+                   f"{r['answered_per_s_max']:.0f}) | "
+                   f"{100 * r['answered_per_s'] / r['rate']:.0f} % | {r['tx_per_answer']:.1f} | "
+                   f"{r['timeout_permille'] / 10:.1f} % | {r['reps']} |")
+    return out
 
 
 def rmpp_markdown(rows):
@@ -219,7 +277,7 @@ KERNELS = {
 }
 
 
-def markdown(rows, notes, rmpp=(), kernel="bench"):
+def markdown(rows, notes, rmpp=(), kernel="bench", goodput=()):
     idx = {(r["impl"], r["op"], r["n"]): r for r in rows}
     out = [
         f"Kernel: **{kernel}**, {KERNELS.get(kernel, 'unknown')}.",
@@ -274,6 +332,7 @@ def markdown(rows, notes, rmpp=(), kernel="bench"):
                    "Only rmad's own holds, so only rmad's columns; a hold that the host "
                    "interrupted counts the host's time too.")
     out.extend(rmpp_markdown(list(rmpp)))
+    out.extend(goodput_markdown(list(goodput)))
     out.extend(notes)
     return "\n".join(out) + "\n"
 
@@ -387,18 +446,20 @@ def main():
     for f in failed:
         notes.append(f"Console: {f.strip()}")
     rmpp = rmpp_rows(load_rmpp(text))
+    goodput = goodput_rows(text)
     (outdir / "results.json").write_text(json.dumps(
         [{"kernel": kernel, **{k: r[k] for k in ("impl", "op", "n", "median", "min", "max",
                                                  "unit", "reps")}} for r in rows]
         + [{"kernel": kernel, **{k: r[k] for k in ("impl", "op", "n", "loss_pct", "median",
                                                  "min", "max", "unit", "reps", "completed",
                                                  "statuses", "retries_max")}}
-           for r in rmpp],
+           for r in rmpp]
+        + [{"kernel": kernel, **r} for r in goodput],
         indent=1) + "\n")
-    (outdir / "results.md").write_text(markdown(rows, notes, rmpp, kernel))
+    (outdir / "results.md").write_text(markdown(rows, notes, rmpp, kernel, goodput))
     (outdir / "cost-vs-n.svg").write_text(svg(rows))
     print((outdir / "results.md").read_text(), end="")
-    if not rows:
+    if not rows and not goodput:
         sys.exit("bench: no figures in " + str(console))
 
 

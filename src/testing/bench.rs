@@ -107,6 +107,14 @@ extern "C" {
         rust: *mut c_void,
         rust2: *mut c_void,
     ) -> c_int;
+    /// The goodput row for retry policy `policy` (0: the C layer, 1: rmad, 2: rmad with
+    /// backoff and a deadline), `secs` seconds, repetition `rep` (`src/testing/bench/goodput.c`).
+    fn rmad_bench_goodput(
+        dev: *mut crate::verbs::IbDevice,
+        policy: c_int,
+        secs: u32,
+        rep: u32,
+    ) -> c_int;
 }
 
 /// The handlers of the benchmark's agents: they count each event in the driver's round.
@@ -774,4 +782,22 @@ pub(crate) fn run(n: u32, reps: u32, sample: u32, min_ops: u32, scale: u32) -> R
     b2.close();
     b.close();
     kernel::error::to_result(r)
+}
+
+/// Runs the goodput row for the retry policy named `policy` (`c`, `rmad`, `rmad-backoff`) for
+/// `secs` seconds as repetition `rep`; its figures go to the console.
+pub(crate) fn goodput(policy: &str, secs: u32, rep: u32) -> Result {
+    let policy = match policy {
+        "c" => 0,
+        "rmad" => 1,
+        "rmad-backoff" => 2,
+        _ => return Err(EINVAL),
+    };
+    let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
+    let ret = port.with_device(|dev| {
+        // SAFETY: `with_device` holds a registration reference on `dev` across the call; the
+        // driver unregisters every agent it registered on it before it returns.
+        unsafe { rmad_bench_goodput(dev, policy, secs, rep) }
+    });
+    kernel::error::to_result(ret.ok_or(ENODEV)?)
 }

@@ -178,6 +178,11 @@ fn command(r: &Report, reader: &mut UserSliceReader) -> Result {
         (Some("hold"), Some(who), Some(n), None) => bench::hold::hold(who, n, &mut out)?,
         (Some("unhold"), None, None, None) => bench::hold::unhold(&mut out)?,
         (Some("trace"), None, None, None) => traced_sends::run(&mut out)?,
+        (Some("goodput"), Some(policy), Some(secs), Some(rep)) => {
+            let secs = secs.parse().map_err(|_| EINVAL)?;
+            bench::goodput(policy, secs, rep.parse().map_err(|_| EINVAL)?)?;
+            let _ = writeln!(Writer(&mut out), "goodput {policy}: done");
+        }
         (Some("scale"), Some(n), None, None) => {
             scale::run(n.parse().map_err(|_| EINVAL)?, &mut out)?;
         }

@@ -359,6 +359,28 @@ bench_rmpp() {
 	echo "bench: rmpp: end $(cut -d' ' -f1 /proc/uptime) s"
 }
 
+# bench_goodput: the goodput row (src/testing/bench/goodput.c): each retry policy against an
+# overloaded responder on rxe0, counted for bench_goodput_secs seconds (0: no row), in turn,
+# bench_goodput_reps times.
+bench_goodput() {
+	[ "${bench_goodput_secs:-0}" -gt 0 ] 2>/dev/null || return 0
+	echo "bench: goodput: start $(cut -d' ' -f1 /proc/uptime) s"
+	insmod /modules/rmad.ko || {
+		echo "bench: goodput: the run failed (insmod)"
+		return 1
+	}
+	rep=0
+	while [ "$rep" -lt "${bench_goodput_reps:-2}" ]; do
+		for policy in c rmad rmad-backoff; do
+			bench_stress "goodput $policy $bench_goodput_secs $rep" ||
+				echo "bench: goodput: $policy: the run failed"
+		done
+		rep=$((rep + 1))
+	done
+	rmmod rmad
+	echo "bench: goodput: end $(cut -d' ' -f1 /proc/uptime) s"
+}
+
 # bench_two_nodes: the rows of two devices on the veth pair, the responder row (no loss)
 # first, then the RMPP rows.
 bench_two_nodes() {
@@ -373,5 +395,6 @@ bench_two_nodes() {
 	bench_rmpp
 	rmmod rmad
 }
+bench_goodput
 bench_two_nodes
 echo "bench: done"

@@ -22,6 +22,15 @@ void rmad_bench_event(struct rmad_bench_round *r, int kind, int status);
 int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32 scale,
 		   void *rust, void *rust2);
 
+/*
+ * The goodput row (src/testing/bench/goodput.c): retry policy @policy (0: the
+ * C layer, 1: rmad, 2: rmad with backoff and a deadline) against an overloaded
+ * responder on @dev for @secs seconds; prints a "bench-goodput:" line for
+ * repetition @rep.
+ */
+struct ib_device;
+int rmad_bench_goodput(struct ib_device *dev, int policy, u32 secs, u32 rep);
+
 /* Implemented in src/testing/bench.rs: the operations through rmad's Rust API. */
 int rmad_bench_rust_open(void *p, struct rmad_bench_round *r, u32 n);
 int rmad_bench_rust_create(void *p, int timeout_ms);

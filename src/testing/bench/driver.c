@@ -181,7 +181,7 @@ const union ib_gid bench_silent_gid = {
 	.raw = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2 },
 };
 
-static int bench_addr(struct ib_device *dev)
+int bench_addr(struct ib_device *dev)
 {
 	const struct ib_gid_attr *attr;
 	int ret;

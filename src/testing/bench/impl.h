@@ -146,6 +146,8 @@ extern union ib_gid bench_gid;
 extern u8 bench_mac[ETH_ALEN];
 /* Destination of the unanswered sends: a GID that no port has. */
 extern const union ib_gid bench_silent_gid;
+/* Sets bench_gid and bench_mac from @dev's port; 0 or an error. */
+int bench_addr(struct ib_device *dev);
 /* Writes the MAD header of a send of the benchmark's class, TID @hi_tid:@lo. */
 void bench_fill(void *mad, u32 hi_tid, u32 lo, u8 method);
 

@@ -16,7 +16,11 @@
 //!   a walk);
 //! - [`rmpp::run_range`]: the RMPP receiver and send window of `src/mad/rmpp/` against models of
 //!   behaviour §2.8 and §2.10: random segments, random calls, and whole transfers over a lossy,
-//!   duplicating, reordering channel (one input is one run).
+//!   duplicating, reordering channel (one input is one run);
+//! - [`retry::run_range`]: `retry::plan` on random rules (backoff, one-shot modify, deadline)
+//!   and random sequences of posts, transmissions, expiries and modifies at non-decreasing
+//!   times, against a model of behaviour §2.11 and its invariants (no wait ends after the
+//!   deadline, backoff never shrinks between modifies nor passes its cap; one input is one send).
 //!
 //! Input `i` of a run with seed `s` draws from its own generator, so one failing input can be
 //! replayed alone (`RMAD_FUZZ_SEED=s RMAD_FUZZ_FIRST=i RMAD_FUZZ_INPUTS=1`). `cargo test` runs a
@@ -24,6 +28,8 @@
 //! (`--cfg rmad_fuzz_long`) and runs them in release mode (`RMAD_FUZZ_INPUTS`, default 10 million
 //! per target).
 
+#[path = "fuzz/retry.rs"]
+pub(crate) mod retry;
 #[path = "fuzz/rmpp.rs"]
 pub(crate) mod rmpp;
 #[path = "fuzz/state.rs"]
@@ -72,11 +78,12 @@ pub(crate) type Target = fn(u64, u64, u64) -> Result<u64, Disagreement>;
 
 /// The targets, by name (for the long runs).
 #[cfg(rmad_fuzz_long)]
-pub(crate) const TARGETS: [(&str, Target); 4] = [
+pub(crate) const TARGETS: [(&str, Target); 5] = [
     ("wire", wire::run_range),
     ("step", state::run_step_range),
     ("agent", state::run_agent_range),
     ("rmpp", rmpp::run_range),
+    ("retry", retry::run_range),
 ];
 
 /// splitmix64: a small, fast, seedable generator whose every state is valid.
@@ -231,6 +238,11 @@ mod short {
         run_target("rmpp", rmpp::run_range, SHORT_SEED, 0, 2_000);
     }
 
+    #[test]
+    fn retry() {
+        run_target("retry", retry::run_range, SHORT_SEED, 0, 20_000);
+    }
+
     /// The short run of `rmpp` reaches every verdict of the receiver and every answer of the
     /// send window, and channel runs that complete and runs that do not.
     #[test]
@@ -335,5 +347,10 @@ mod long {
     #[test]
     fn rmpp() {
         long("rmpp");
+    }
+
+    #[test]
+    fn retry() {
+        long("retry");
     }
 }

@@ -122,3 +122,8 @@ mod state_tests {
 /// §1.5, §2.8 and §2.10.
 #[cfg(test)]
 mod rmpp_tests;
+
+/// The retry rules of `src/mad/retry.rs` on schedules written by hand from behaviour §2.11.
+#[cfg(test)]
+#[path = "retry_tests.rs"]
+mod retry_tests;
