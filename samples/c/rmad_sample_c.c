@@ -36,9 +36,9 @@
 
 #include "../../include/rmad.h"
 
-/* Written for rmad's API 4.2 (Documentation/changes.md): refuse to build against another. */
-static_assert(RMAD_API_VERSION_MAJOR == 4 && RMAD_API_VERSION_MINOR >= 2,
-	      "rmad_sample_c is written for rmad API 4.2");
+/* Written for rmad's API 4.4 (Documentation/changes.md): refuse to build against another. */
+static_assert(RMAD_API_VERSION_MAJOR == 4 && RMAD_API_VERSION_MINOR >= 4,
+	      "rmad_sample_c is written for rmad API 4.4");
 
 #define N_GET 4
 #define N_CANCEL 2

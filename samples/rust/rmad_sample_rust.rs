@@ -34,10 +34,10 @@ use kernel::{
 #[allow(dead_code)]
 mod rmad;
 
-// Written for rmad's API 4.3 (Documentation/changes.md): refuse to build against another.
+// Written for rmad's API 4.4 (Documentation/changes.md): refuse to build against another.
 const _: () = assert!(
-    rmad::API_VERSION_MAJOR == 4 && rmad::API_VERSION_MINOR >= 3,
-    "rmad_sample_rust is written for rmad API 4.3"
+    rmad::API_VERSION_MAJOR == 4 && rmad::API_VERSION_MINOR >= 4,
+    "rmad_sample_rust is written for rmad API 4.4"
 );
 
 module! {

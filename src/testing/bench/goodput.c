@@ -55,7 +55,7 @@ struct gp_responder {
 	struct ib_mad_send_buf *queue[GP_QUEUE];
 	u32 head, len;
 	bool stop;
-	/* Time owed answers since the last run of the work, in ns (at most two answers). */
+	/* Time owed answers since the last run of the work, in ns (at most GP_BURST answers). */
 	u64 credit_ns, last_ns;
 	struct delayed_work work;
 	/* Requests that arrived, those dropped for a full queue, answers sent. */
@@ -77,6 +77,8 @@ struct gp_run {
 };
 
 #define GP_NS_PER_ANSWER (NSEC_PER_SEC / GP_RATE)
+/* Answers the work may send at once: it runs every jiffy, which may be 10 ms. */
+#define GP_BURST 8
 
 static void gp_serve(struct work_struct *w)
 {
@@ -84,7 +86,7 @@ static void gp_serve(struct work_struct *w)
 	u64 now = ktime_get_ns();
 	struct ib_mad_send_buf *b;
 
-	g->credit_ns = min(g->credit_ns + (now - g->last_ns), 2 * GP_NS_PER_ANSWER);
+	g->credit_ns = min(g->credit_ns + (now - g->last_ns), GP_BURST * GP_NS_PER_ANSWER);
 	g->last_ns = now;
 	for (;;) {
 		b = NULL;
@@ -187,15 +189,20 @@ static void gp_responder_stop(struct gp_responder *g)
 	g->stop = true;
 	spin_unlock_bh(&g->lock);
 	cancel_delayed_work_sync(&g->work);
-	ib_unregister_mad_agent(g->agent);
+	/* Each buffer holds a reference on the agent that its unregistration waits for. */
+	spin_lock_bh(&g->lock);
 	while (g->len) {
 		struct ib_mad_send_buf *b = g->queue[g->head];
 
 		g->head = (g->head + 1) % GP_QUEUE;
 		g->len--;
+		spin_unlock_bh(&g->lock);
 		rdma_destroy_ah(b->ah, RDMA_DESTROY_AH_SLEEPABLE);
 		ib_free_send_mad(b);
+		spin_lock_bh(&g->lock);
 	}
+	spin_unlock_bh(&g->lock);
+	ib_unregister_mad_agent(g->agent);
 }
 
 /* Counts how a GET of @run ended. */
@@ -418,7 +425,7 @@ int rmad_bench_goodput(struct ib_device *dev, int policy, u32 secs, u32 rep)
 	b.answered -= a.answered;
 	b.timed_out -= a.timed_out;
 	b.arrived -= a.arrived;
-	pr_info("bench-goodput: {\"policy\": \"%s\", \"rep\": %u, \"secs\": %u, \"rate\": %u, \"queue\": %u, \"outstanding\": %u, \"timeout_ms\": %u, \"retries\": %u, \"deadline_ms\": %u, \"answered\": %llu, \"timed_out\": %llu, \"arrived\": %llu, \"dropped\": %llu, \"served\": %llu, \"other\": %d}\n",
+	pr_info("bench-goodput: {\"policy\": \"%s\", \"rep\": %u, \"secs\": %u, \"rate\": %u, \"queue\": %u, \"outstanding\": %u, \"timeout_ms\": %u, \"retries\": %u, \"deadline_ms\": %u, \"answered\": %llu, \"timed_out\": %llu, \"arrived\": %llu, \"dropped\": %llu, \"served\": %llu, \"flushed_at_close\": %d}\n",
 		gp_names[policy], rep, secs, GP_RATE, GP_QUEUE, GP_REQUESTERS * GP_WINDOW,
 		GP_TIMEOUT_MS, GP_RETRIES, policy == GP_RMAD_BACKOFF ? GP_DEADLINE_MS : 0,
 		b.answered, b.timed_out, b.arrived, b.dropped - a.dropped, b.served - a.served,

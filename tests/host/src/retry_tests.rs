@@ -95,7 +95,10 @@ impl Send {
             now_ns,
         );
         assert!(!p.retry && !p.store, "Sent: {p:?}");
-        assert_eq!(p.clock.deadline_ns, self.clock.deadline_ns, "Sent moved the deadline");
+        assert_eq!(
+            p.clock.deadline_ns, self.clock.deadline_ns,
+            "Sent moved the deadline"
+        );
         self.clock = p.clock;
         p.wait_ns.expect("Sent gives a wait")
     }
@@ -123,9 +126,18 @@ impl Send {
     /// `modify(ms)` at `now_ns`, applied as the engine does (the timeout stored when the plan
     /// says so).
     fn modify(&mut self, ms: u32, waiting: bool, now_ns: i64) -> Plan {
-        let p = plan(self.rules, self.clock, Tick::Modified { ms, waiting }, now_ns);
+        let p = plan(
+            self.rules,
+            self.clock,
+            Tick::Modified { ms, waiting },
+            now_ns,
+        );
         assert!(!p.retry, "Modified: {p:?}");
-        assert_eq!(p.wait_ns.is_some(), waiting, "a wait only while waiting: {p:?}");
+        assert_eq!(
+            p.wait_ns.is_some(),
+            waiting,
+            "a wait only while waiting: {p:?}"
+        );
         self.clock = p.clock;
         if p.store {
             self.timeout_ms = ms;
@@ -162,7 +174,11 @@ fn linear_default_rules() {
         assert_eq!(s.clock.deadline_ns, None);
         for i in 0..40i64 {
             let now = 7 + i * 1000 * MS;
-            assert_eq!(s.sent(now), i64::from(timeout) * MS, "timeout {timeout}, wait {i}");
+            assert_eq!(
+                s.sent(now),
+                i64::from(timeout) * MS,
+                "timeout {timeout}, wait {i}"
+            );
             assert!(s.expired(now + i64::from(timeout) * MS));
         }
         assert_eq!(s.clock.waits, 40);
@@ -188,7 +204,11 @@ fn backoff_doubles_after_four() {
         [320, 640, 1280, 2560, 5120, 10240],
         "waits 9 to 14"
     );
-    assert_eq!(s.sent_ms(4, 0), [20480, 40960, 60000, 60000], "capped at 60 s");
+    assert_eq!(
+        s.sent_ms(4, 0),
+        [20480, 40960, 60000, 60000],
+        "capped at 60 s"
+    );
     assert_eq!(s.clock.waits, 18);
 }
 
@@ -260,7 +280,19 @@ fn backoff_overflow() {
     assert_eq!(s.clock.waits, 100);
 
     // The count at and near its top: the cap (or the timeout above it), and the count saturates.
-    for waits in [31u32, 32, 33, 34, 35, 36, 63, 64, 1000, u32::MAX - 1, u32::MAX] {
+    for waits in [
+        31u32,
+        32,
+        33,
+        34,
+        35,
+        36,
+        63,
+        64,
+        1000,
+        u32::MAX - 1,
+        u32::MAX,
+    ] {
         for (timeout, want) in [
             (1u32, 60_000i64),
             (7, 60_000),
@@ -274,8 +306,19 @@ fn backoff_overflow() {
                 waits,
                 ..Clock::default()
             };
-            let p = plan(BACKOFF, clock, Tick::Sent { timeout_ms: timeout }, 0);
-            assert_eq!(p.wait_ns, Some(want * MS), "waits {waits}, timeout {timeout}");
+            let p = plan(
+                BACKOFF,
+                clock,
+                Tick::Sent {
+                    timeout_ms: timeout,
+                },
+                0,
+            );
+            assert_eq!(
+                p.wait_ns,
+                Some(want * MS),
+                "waits {waits}, timeout {timeout}"
+            );
             assert_eq!(p.clock.waits, waits.saturating_add(1));
         }
     }
@@ -389,7 +432,10 @@ fn modify_default_rules() {
     let p = s.modify(30, true, 10 * MS);
     assert!(p.store);
     assert_eq!(p.wait_ns, Some(30 * MS));
-    assert_eq!(p.clock.waits, 1, "the modify's wait is the first of the new count");
+    assert_eq!(
+        p.clock.waits, 1,
+        "the modify's wait is the first of the new count"
+    );
     assert_eq!(p.clock.once_ms, None);
     assert_eq!(p.clock.deadline_ns, None);
     assert_eq!(s.timeout_ms, 30);
@@ -412,7 +458,10 @@ fn modify_one_shot() {
     let p = s.modify(5_000, true, 0);
     assert!(!p.store);
     assert_eq!(p.wait_ns, Some(5_000 * MS));
-    assert_eq!(p.clock.once_ms, None, "a waiting modify leaves nothing for later");
+    assert_eq!(
+        p.clock.once_ms, None,
+        "a waiting modify leaves nothing for later"
+    );
     assert_eq!(p.clock.waits, 1);
     assert_eq!(s.timeout_ms, 100);
     assert_eq!(s.sent_ms(3, 0), [100, 100, 100]);
@@ -544,10 +593,7 @@ fn modify_restarts_backoff() {
         [20_000, 20_000, 20_000, 20_000, 40_000, 60_000, 60_000]
     );
     s.modify(1, true, 0);
-    assert_eq!(
-        s.sent_ms(5, 0),
-        [20_000, 20_000, 20_000, 40_000, 60_000]
-    );
+    assert_eq!(s.sent_ms(5, 0), [20_000, 20_000, 20_000, 40_000, 60_000]);
 }
 
 /// A post starts a fresh clock whatever the old one held.
@@ -603,7 +649,11 @@ fn default_rules_are_the_c_layer() {
             let p = plan(rules, clock, tick, now);
             match tick {
                 Tick::Sent { timeout_ms } => {
-                    assert_eq!(p.wait_ns, Some(i64::from(timeout_ms) * MS), "{input}: {tick:?}");
+                    assert_eq!(
+                        p.wait_ns,
+                        Some(i64::from(timeout_ms) * MS),
+                        "{input}: {tick:?}"
+                    );
                 }
                 Tick::Expired => assert!(p.retry, "{input}: Expired at {now}"),
                 Tick::Modified { ms, waiting } => {

@@ -185,7 +185,17 @@ fn random_rules(rng: &mut Rng) -> Rules {
         0 => 0,
         1 => rng.edgy_u32(),
         2 => rng.pick(&[
-            1, 50, 100, 400, 1_000, 5_000, 60_000, 299_999, 300_000, 300_001, u32::MAX,
+            1,
+            50,
+            100,
+            400,
+            1_000,
+            5_000,
+            60_000,
+            299_999,
+            300_000,
+            300_001,
+            u32::MAX,
         ]),
         _ => u32::try_from(rng.below(600_000)).unwrap_or(0),
     };
@@ -286,7 +296,10 @@ fn check(
 
     // The invariants, each from the rules alone.
     let now_w = i128::from(now);
-    let waits = matches!(tick, Tick::Sent { .. } | Tick::Modified { waiting: true, .. });
+    let waits = matches!(
+        tick,
+        Tick::Sent { .. } | Tick::Modified { waiting: true, .. }
+    );
     if p.wait_ns.is_some() != waits {
         return Err(format!("{tick:?}: wait {:?}", p.wait_ns));
     }
@@ -385,19 +398,23 @@ fn check(
                 return Err(format!("{tick:?}: wait {:?}, not the modify's", p.wait_ns));
             }
             if c_layer && waiting && got_wait != Some(i128::from(ms) * NS) {
-                return Err(format!("{tick:?} under the C layer's rules: {:?}", p.wait_ns));
+                return Err(format!(
+                    "{tick:?} under the C layer's rules: {:?}",
+                    p.wait_ns
+                ));
             }
         }
         Tick::Posted => {
             sim.last_own = None;
-            let want = (rules.deadline_ms != 0).then(|| {
-                sat(now_w + i128::from(rules.deadline_ms.min(MAX_DEADLINE_MS)) * NS)
-            });
-            if p.clock != (Clock {
-                waits: 0,
-                once_ms: None,
-                deadline_ns: want,
-            }) {
+            let want = (rules.deadline_ms != 0)
+                .then(|| sat(now_w + i128::from(rules.deadline_ms.min(MAX_DEADLINE_MS)) * NS));
+            if p.clock
+                != (Clock {
+                    waits: 0,
+                    once_ms: None,
+                    deadline_ns: want,
+                })
+            {
                 return Err(format!("Posted at {now}: clock {:?}", p.clock));
             }
         }
@@ -496,8 +513,10 @@ fn run_one(rng: &mut Rng) -> Result<(), (String, String)> {
         let before = clock;
         let p = std::panic::catch_unwind(|| plan(rules, before, tick, now))
             .map_err(|_| (String::from("plan panicked"), describe(&log)))?;
-        check(rules, before, tick, now, &p, &want, &model, once_used, &mut sim)
-            .map_err(|what| (what, describe(&log)))?;
+        check(
+            rules, before, tick, now, &p, &want, &model, once_used, &mut sim,
+        )
+        .map_err(|what| (what, describe(&log)))?;
         if let Tick::Modified { ms, .. } = tick {
             if p.store {
                 stored = ms;
@@ -554,7 +573,10 @@ mod tests {
         let own: Vec<u64> = (3..7).map(|n| ref_own_ms(backoff, 20_000, n)).collect();
         assert_eq!(own, [20_000, 40_000, 60_000, 60_000]);
         assert_eq!(ref_own_ms(backoff, 70_000, 10), 70_000);
-        assert_eq!(ref_own_ms(backoff, u32::MAX, u64::from(u32::MAX)), u64::from(u32::MAX));
+        assert_eq!(
+            ref_own_ms(backoff, u32::MAX, u64::from(u32::MAX)),
+            u64::from(u32::MAX)
+        );
         assert_eq!(ref_own_ms(Rules::default(), 10, 100), 10);
 
         let rules = Rules {
@@ -596,7 +618,14 @@ mod tests {
                 if clock.once_ms.is_some() {
                     once += 1;
                 }
-                let p = plan(rules, clock, Tick::Sent { timeout_ms: timeout }, now);
+                let p = plan(
+                    rules,
+                    clock,
+                    Tick::Sent {
+                        timeout_ms: timeout,
+                    },
+                    now,
+                );
                 let w = p.wait_ns.unwrap_or(0);
                 let ends = i128::from(now) + i128::from(w);
                 if clock.deadline_ns.is_some_and(|d| ends >= i128::from(d)) {
