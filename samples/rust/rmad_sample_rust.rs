@@ -60,12 +60,18 @@ module! {
 
 const N_GET: i32 = 4;
 const N_CANCEL: i32 = 2;
+/// A SEND nobody answers, with more retries than its deadline lets it use: it ends with
+/// `RESP_TIMEOUT_ERR` by the deadline, retries left.
+const LATE_RETRIES: i32 = 1000;
+const LATE_DEADLINE_MS: u32 = 500;
 
 /// What the handlers saw.
 struct Counts {
     done: Atomic<i32>,
     succeeded: Atomic<i32>,
     flushed: Atomic<i32>,
+    /// Sends that their deadline ended with retries left.
+    ended_by_deadline: Atomic<i32>,
     other: Atomic<i32>,
     responses: Atomic<i32>,
     /// Answers from the vendor-class service that carry the right number.
@@ -79,6 +85,7 @@ impl Counts {
             done: Atomic::new(0),
             succeeded: Atomic::new(0),
             flushed: Atomic::new(0),
+            ended_by_deadline: Atomic::new(0),
             other: Atomic::new(0),
             responses: Atomic::new(0),
             good: Atomic::new(0),
@@ -134,6 +141,14 @@ impl rmad::Client for Counts {
             _ if done.context != done.buf.context() => &self.other,
             rmad::wc_status::SUCCESS => &self.succeeded,
             rmad::wc_status::WR_FLUSH_ERR => &self.flushed,
+            rmad::wc_status::RESP_TIMEOUT_ERR
+                if done
+                    .buf
+                    .retries()
+                    .is_ok_and(|r| r > 0 && r < LATE_RETRIES.unsigned_abs()) =>
+            {
+                &self.ended_by_deadline
+            }
             _ => &self.other,
         };
         c.add(1, Relaxed);
@@ -358,8 +373,28 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
             bad += 1;
         }
     }
+    // A SEND with a deadline: it ends by then, retries left.
+    let mut late = request(
+        &agent,
+        &ah,
+        rmad::mgmt::CLASS_PERF_MGMT,
+        200,
+        rmad::mgmt::METHOD_SEND,
+        100,
+        LATE_RETRIES,
+    )?;
+    late.set_retry(&rmad::Retry {
+        deadline_ms: LATE_DEADLINE_MS,
+        ..Default::default()
+    })?;
+    if late.post().is_err() {
+        bad += 1;
+    }
     let counts = agent.client();
-    wait_done(counts, N_GET + N_CANCEL);
+    wait_done(counts, N_GET + N_CANCEL + 1);
+    if counts.ended_by_deadline.load(Relaxed) != 1 {
+        bad += 1;
+    }
     // The handler has freed them: the handles are stale now.
     for p in posted.iter() {
         if p.cancel() != Err(EINVAL) {

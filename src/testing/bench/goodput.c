@@ -33,14 +33,14 @@
 
 /* The responder's rate (answers per second) and queue. */
 #define GP_RATE 250
-#define GP_QUEUE 32
+#define GP_QUEUE 16
 /* Requesters, and the GETs each keeps outstanding. */
 #define GP_REQUESTERS 4
 #define GP_WINDOW 256
 /* Every GET: its response timeout and retries; with backoff, its deadline. */
 #define GP_TIMEOUT_MS 100
 #define GP_RETRIES 20
-#define GP_DEADLINE_MS 8000
+#define GP_DEADLINE_MS 10000
 /* Time before the counting starts. */
 #define GP_WARMUP_MS 4000
 
