@@ -66,7 +66,10 @@ HOOKS = {
     "src/debugfs.rs": "the test flavour's files live in rmad/, whose Dir is private to "
     "Debugfs",
     "src/engine/agent.rs": "re-exports of the hold measurements and RMPP bounds that only "
-    "the suites read",
+    "the suites read, and the log of the waits the agent began (Stats::waits), which "
+    "rmad_retry checks the retry rules' schedules against",
+    "src/engine/agent/queues.rs": "a wait is noted in the agent's wait log where it begins, "
+    "in the middle of the one function that moves a send between queues",
     "src/engine/agent/create.rs": "the Rust API's common constructors, which only the "
     "suites call",
     "src/engine/agent/hold.rs": "every hold of an agent's lock goes through Agent::lock; "
