@@ -62,9 +62,9 @@ pub(crate) use {
         rmad_send_buf_context,
         rmad_send_buf_mad,
         rmad_send_buf_retries,
-        rmad_send_buf_set_retry,
         rmad_send_buf_seg_count,
         rmad_send_buf_set,
+        rmad_send_buf_set_retry,
         CREATE_GFP_SEEN, //
     },
     types::{

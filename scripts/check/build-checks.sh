@@ -206,7 +206,8 @@ check binding_kept_mad_outlives_no_view kept_mad_outlives_no_view
 other_header_version() {
 	local copy="$tmp/version/include"
 	mkdir -p "$copy"
-	cp "$RMAD_ROOT/include/rmad_binding.rs" "$RMAD_ROOT/include/rmad.h" "$copy/"
+	cp "$RMAD_ROOT/include/rmad_binding.rs" "$RMAD_ROOT/include/rmad_binding_ffi.rs" \
+		"$RMAD_ROOT/include/rmad.h" "$copy/"
 	client_module "$tmp/version-same" 'drop(r);' "$copy/rmad_binding.rs" || return 1
 	sed -i 's/^#define RMAD_API_VERSION_MINOR \([0-9]*\)$/#define RMAD_API_VERSION_MINOR 1\1/' \
 		"$copy/rmad.h"

@@ -83,7 +83,9 @@ def rust_fields(source, name):
 def layouts(root):
     header = open(root + "/include/rmad.h").read()
     capi = open(root + "/src/capi/types.rs").read()
-    binding = open(root + "/include/rmad_binding.rs").read()
+    # The binding's C structures are in the file it includes.
+    binding = (open(root + "/include/rmad_binding.rs").read()
+               + open(root + "/include/rmad_binding_ffi.rs").read())
     bad = 0
     for c, (r_capi, r_binding) in STRUCTS.items():
         want = c_fields(header, c)

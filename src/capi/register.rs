@@ -13,6 +13,7 @@ use super::{
     devices,
     err_ptr,
     recv,
+    retry_rules,
     tables,
     to_ptr,
     types::{
@@ -23,7 +24,6 @@ use super::{
         SendFn, //
     },
     unregister::Pending,
-    retry_rules,
     CAgent,
     RMAD_DETACH_BUFFERS,
     RMAD_RETRY_BACKOFF,
@@ -49,6 +49,7 @@ use crate::{
         Engine, //
     },
     mad::{
+        retry::Rules,
         QpType,
         RegReq, //
     },
@@ -213,6 +214,39 @@ fn code_of(h: &CHandlers) -> [usize; 2] {
     ]
 }
 
+/// The plain arguments of `rmad_register_agent`, checked and split.
+struct RegArgs {
+    /// The port.
+    port: u8,
+    /// SMI or GSI.
+    qp_type: QpType,
+    /// `RMAD_DETACH_BUFFERS`.
+    detach_buffers: bool,
+    /// The retry rules of the agent's new buffers (`RMAD_RETRY_*`).
+    retry: Rules,
+    /// The C MAD layer's flags, which the engine sees alone.
+    flags: u32,
+}
+
+impl RegArgs {
+    /// `EINVAL` for a QP type other than SMI and GSI, `ENODEV` for a port no device has.
+    fn new(port: u32, qp_type: c_int, flags: u32) -> Result<Self> {
+        let retry_flags = RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT;
+        // In the order the checks were always made: the QP type first.
+        Ok(Self {
+            qp_type: match qp_type {
+                0 => QpType::Smi,
+                1 => QpType::Gsi,
+                _ => return Err(EINVAL),
+            },
+            port: u8::try_from(port).map_err(|_| ENODEV)?,
+            detach_buffers: flags & RMAD_DETACH_BUFFERS != 0,
+            retry: retry_rules(flags & retry_flags, 0, 0)?,
+            flags: flags & !(RMAD_DETACH_BUFFERS | retry_flags),
+        })
+    }
+}
+
 /// Registers a C agent: its handle is reserved first, so that handlers that run before
 /// registration returns already know it.
 fn register_impl(
@@ -224,17 +258,13 @@ fn register_impl(
     mut handlers: CHandlers,
     flags: u32,
 ) -> Result<u64> {
-    let qp_type = match qp_type {
-        0 => QpType::Smi,
-        1 => QpType::Gsi,
-        _ => return Err(EINVAL),
-    };
-    let port = u8::try_from(port).map_err(|_| ENODEV)?;
-    let detach_buffers = flags & RMAD_DETACH_BUFFERS != 0;
-    // The retry rules' flags are the defaults of the agent's buffers; any other bit is the
-    // C MAD layer's, which the engine sees alone.
-    let retry = retry_rules(flags & (RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT), 0, 0)?;
-    let flags = flags & !(RMAD_DETACH_BUFFERS | RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT);
+    let RegArgs {
+        port,
+        qp_type,
+        detach_buffers,
+        retry,
+        flags,
+    } = RegArgs::new(port, qp_type, flags)?;
     let t = tables()?;
     let (engine, transport) = find_transport(name, port)?;
     let code = code_of(&handlers);
