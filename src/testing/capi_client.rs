@@ -364,6 +364,16 @@ pub(crate) fn c_agent(probe: &Arc<CRecorder>) -> Result<*mut c_void> {
 /// Registers a GSI agent on rxe0 port 1 with registration `flags`, whose handlers are
 /// `probe`'s.
 pub(crate) fn c_agent_with_flags(probe: &Arc<CRecorder>, flags: u32) -> Result<*mut c_void> {
+    c_agent_with(probe, 0, flags)
+}
+
+/// Registers a GSI agent on rxe0 port 1 with `rmpp_version` and registration `flags`, whose
+/// handlers are `probe`'s.
+pub(crate) fn c_agent_with(
+    probe: &Arc<CRecorder>,
+    rmpp_version: u8,
+    flags: u32,
+) -> Result<*mut c_void> {
     // SAFETY: The name is NUL-terminated; the handlers match the C prototypes; the context
     // outlives the agent (the test unregisters before dropping the probe).
     let a = unsafe {
@@ -372,7 +382,7 @@ pub(crate) fn c_agent_with_flags(probe: &Arc<CRecorder>, flags: u32) -> Result<*
             1,
             1,
             core::ptr::null(),
-            0,
+            rmpp_version,
             Some(c_recorder_send),
             Some(c_recorder_recv),
             probe.ctx(),

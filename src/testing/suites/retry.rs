@@ -13,8 +13,10 @@ mod tests {
         capi::{
             self,
             rmad_cancel_mad,
+            rmad_create_send_mad,
             rmad_modify_mad,
             rmad_post_send_mad,
+            rmad_send_buf_mad,
             rmad_send_buf_retries,
             rmad_send_buf_set,
             rmad_send_buf_set_retry,
@@ -31,10 +33,14 @@ mod tests {
                 SendState,
                 WcStatus, //
             },
-            wire, //
+            wire::{
+                self,
+                MadHdr, //
+            },
         },
         testing::{
             capi_client::{
+                c_agent_with,
                 c_agent_with_flags,
                 c_request,
                 rxe_ah,
@@ -43,10 +49,12 @@ mod tests {
             },
             lb0,
             post,
+            reg,
             register_gsi,
             request,
             rxe_agent,
             rxe_request,
+            sleep_ms,
             wait_state,
             Behaviour,
             Recorder, //
@@ -417,6 +425,97 @@ mod tests {
         assert!(done);
         assert_eq!(status, C_FLUSH);
         assert_eq!(stale, -22);
+        Ok(())
+    }
+
+    #[test]
+    fn deadline_passed_in_the_backlog_is_not_transmitted() -> Result {
+        // An SA agent's solicited sends past its flow-control limit wait in the backlog; one
+        // whose deadline passes there is not transmitted when a slot frees: it ends with
+        // RESP_TIMEOUT_ERR, no retry used.
+        let (engine, transport) = capi::devices::find(lb0::NAME, 1).ok_or(ENODEV)?;
+        let rec = Recorder::new(Behaviour::default())?;
+        let a = register_gsi(
+            &engine,
+            &transport,
+            1,
+            &rec,
+            Some(reg(wire::IB_MGMT_CLASS_SUBN_ADM)),
+        )?;
+        let limit = usize::try_from(a.sol_fc_max)?;
+        let mut handles = KVec::new();
+        for tag in 0..limit {
+            let buf = request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, NOWHERE, 60_000, 0)?;
+            handles.push(post(buf)?, GFP_KERNEL)?;
+        }
+        let mut late = request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, limit, NOWHERE, 60_000, 3)?;
+        late.set_retry_rules(deadline(50));
+        let late = post(late)?;
+        let queued = a.send_state(&late) == Some(SendState::Queued);
+        // Past its deadline (no duration is asserted: the send only has to be past it).
+        sleep_ms(200);
+        let sent_before = a.stats().transmitted;
+        let freed = handles.first().is_some_and(|h| h.cancel().is_ok());
+        let done = rec.wait_sends(2);
+        let sent_after = a.stats().transmitted;
+        let sends = rec.sends()?;
+        for h in handles.iter() {
+            let _ = h.cancel();
+        }
+        a.unregister()?;
+        assert!(limit > 0 && queued && freed && done);
+        assert_eq!(sent_before, u64::try_from(limit)?);
+        assert_eq!(sent_after, sent_before);
+        assert!(sends.contains(&(limit, WcStatus::RespTimeoutErr, 0)));
+        assert!(sends.contains(&(0, WcStatus::WrFlushErr, 0)));
+        Ok(())
+    }
+
+    #[test]
+    fn c_api_segmented_send_refuses_a_deadline() -> Result {
+        // A kernel-RMPP agent's segmented send keeps its windows' rules: with a deadline its
+        // post is -EINVAL; the same buffer without one posts.
+        let ah: RmadAh = rxe_ah()?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
+        let agent = c_agent_with(&probe, 1, 0)?;
+        let b = rmad_create_send_mad(agent, 1, 0, 1, 56, 201, kernel::bindings::GFP_KERNEL, 1);
+        if crate::testing::capi_client::is_err(b) {
+            let _ = rmad_unregister_agent(agent);
+            return Err(ENOMEM);
+        }
+        let mad = rmad_send_buf_mad(b).cast::<u8>();
+        let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
+        let _ = MadHdr {
+            base_version: 1,
+            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
+            class_version: 2,
+            method: wire::IB_MGMT_METHOD_GET,
+            tid: wire::make_tid(crate::capi::rmad_agent_hi_tid(agent), 9),
+            ..MadHdr::default()
+        }
+        .write(&mut hdr);
+        if !mad.is_null() {
+            // SAFETY: The test owns the buffer, whose MAD is 256 bytes long.
+            unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
+        }
+        // SAFETY: The client owns `b`; `ah` is valid.
+        let set = unsafe { rmad_send_buf_set(b, &ah, 1000, 0, core::ptr::null_mut()) };
+        let with_deadline = rmad_send_buf_set_retry(b, C_BACKOFF, 1000);
+        // SAFETY: A NULL `bad_send_buf` is allowed.
+        let refused = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        let without = rmad_send_buf_set_retry(b, C_BACKOFF, 0);
+        // SAFETY: As above.
+        let posted = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        let _ = rmad_cancel_mad(b);
+        let done = probe.wait_sends(1);
+        let calls = probe.sends()?.len();
+        let _ = crate::capi::rmad_free_send_mad(b);
+        let _ = rmad_unregister_agent(agent);
+        assert!(!mad.is_null());
+        assert_eq!((set, with_deadline, refused), (0, 0, -22));
+        assert_eq!((without, posted), (0, 0));
+        assert!(done);
+        assert_eq!(calls, 1);
         Ok(())
     }
 }
