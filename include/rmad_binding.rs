@@ -131,6 +131,19 @@ pub(crate) struct Retry {
     pub(crate) deadline_ms: u32,
 }
 
+impl Retry {
+    /// The `RMAD_RETRY_*` flags of these rules.
+    fn flags(&self) -> u32 {
+        let backoff = if self.backoff { RMAD_RETRY_BACKOFF } else { 0 };
+        backoff
+            | if self.one_shot_modify {
+                RMAD_RETRY_ONE_SHOT
+            } else {
+                0
+            }
+    }
+}
+
 /// Send completion statuses (`SendDone::status`): the `enum ib_wc_status` values rmad reports
 /// (`RMAD_WC_*` of `include/rmad.h`).
 pub(crate) mod wc_status {
@@ -317,7 +330,22 @@ unsafe extern "C" fn recv_tramp<C: Client>(
 impl<C: Client> Agent<C> {
     /// Registers a GSI agent on `port` of `device` (no class registration).
     pub(crate) fn register(device: &CStr, port: u32, client: C) -> Result<Self> {
-        Self::register_inner(device, port, None, 0, client)
+        Self::register_inner(device, port, None, 0, 0, client)
+    }
+
+    /// Registers a GSI agent on `port` of `device` whose send buffers start with the retry
+    /// rules `retry` (backoff, one-shot modify), as `RMAD_RETRY_*` registration flags do; a
+    /// deadline is set per buffer ([`SendBuf::set_retry`]), so a `retry` with one is `EINVAL`.
+    pub(crate) fn register_with_retry(
+        device: &CStr,
+        port: u32,
+        retry: &Retry,
+        client: C,
+    ) -> Result<Self> {
+        if retry.deadline_ms != 0 {
+            return Err(EINVAL);
+        }
+        Self::register_inner(device, port, None, 0, retry.flags(), client)
     }
 
     /// Registers a kernel-RMPP GSI agent (`rmpp_version` 1) on `port` of `device`, with `reg`
@@ -331,7 +359,7 @@ impl<C: Client> Agent<C> {
         reg: Option<&RegReq>,
         client: C,
     ) -> Result<Self> {
-        Self::register_inner(device, port, reg, 1, client)
+        Self::register_inner(device, port, reg, 1, 0, client)
     }
 
     /// Registers a GSI agent on `port` of `device` that receives the requests `reg` selects
@@ -352,15 +380,17 @@ impl<C: Client> Agent<C> {
         reg: &RegReq,
         client: C,
     ) -> Result<Self> {
-        Self::register_inner(device, port, Some(reg), 0, client)
+        Self::register_inner(device, port, Some(reg), 0, 0, client)
     }
 
-    /// Registers a GSI agent, with `reg` if given, kernel RMPP if `rmpp_version` is 1.
+    /// Registers a GSI agent, with `reg` if given, kernel RMPP if `rmpp_version` is 1, and
+    /// the `RMAD_RETRY_*` flags `retry_flags`.
     fn register_inner(
         device: &CStr,
         port: u32,
         reg: Option<&RegReq>,
         rmpp_version: u8,
+        retry_flags: u32,
         client: C,
     ) -> Result<Self> {
         let client = KBox::into_raw(KBox::new(client, GFP_KERNEL)?);
@@ -378,7 +408,7 @@ impl<C: Client> Agent<C> {
                 Some(recv_tramp::<C>),
                 ctx,
                 // Dropping the agent must not wait for buffers the client drops later.
-                RMAD_DETACH_BUFFERS,
+                RMAD_DETACH_BUFFERS | retry_flags,
             )
         };
         match from_err_ptr(raw) {
@@ -637,15 +667,8 @@ impl SendBuf {
     /// buf.set_retry(&rmad::Retry { deadline_ms: 2000, ..Default::default() })?;
     /// ```
     pub(crate) fn set_retry(&mut self, retry: &Retry) -> Result {
-        let mut flags = 0;
-        if retry.backoff {
-            flags |= RMAD_RETRY_BACKOFF;
-        }
-        if retry.one_shot_modify {
-            flags |= RMAD_RETRY_ONE_SHOT;
-        }
         // SAFETY: rmad validates the handle.
-        check(unsafe { rmad_send_buf_set_retry(self.raw, flags, retry.deadline_ms) })
+        check(unsafe { rmad_send_buf_set_retry(self.raw, retry.flags(), retry.deadline_ms) })
     }
 
     /// The context set with [`SendBuf::set_with_context`].

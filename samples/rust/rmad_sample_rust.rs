@@ -333,7 +333,12 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
         dgid: gid,
         ..rmad::Ah::default()
     };
-    let agent = rmad::Agent::register(c"rxe0", 1, Counts::new())?;
+    // Its buffers back off by default; the GETs add a deadline each (`request`).
+    let backoff = rmad::Retry {
+        backoff: true,
+        ..Default::default()
+    };
+    let agent = rmad::Agent::register_with_retry(c"rxe0", 1, &backoff, Counts::new())?;
     let mut bad = 0;
     for i in 0..4u32 {
         if request(
