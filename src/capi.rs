@@ -212,9 +212,9 @@ const RMAD_RETRY_BACKOFF: u32 = 1 << 30;
 const RMAD_RETRY_ONE_SHOT: u32 = 1 << 29;
 
 /// The retry rules that `flags` (`RMAD_RETRY_*`) and `deadline_ms` name; `EINVAL` for any
-/// other bit of `flags` that `allowed` does not let through.
-fn retry_rules(flags: u32, allowed: u32, deadline_ms: u32) -> Result<Rules> {
-    if flags & !(allowed | RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT) != 0 {
+/// other bit of `flags`.
+fn retry_rules(flags: u32, deadline_ms: u32) -> Result<Rules> {
+    if flags & !(RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT) != 0 {
         return Err(EINVAL);
     }
     Ok(Rules {

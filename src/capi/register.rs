@@ -241,7 +241,7 @@ impl RegArgs {
             },
             port: u8::try_from(port).map_err(|_| ENODEV)?,
             detach_buffers: flags & RMAD_DETACH_BUFFERS != 0,
-            retry: retry_rules(flags & retry_flags, 0, 0)?,
+            retry: retry_rules(flags & retry_flags, 0)?,
             flags: flags & !(RMAD_DETACH_BUFFERS | retry_flags),
         })
     }

@@ -248,7 +248,7 @@ pub(crate) extern "C" fn rmad_send_buf_set_retry(
     deadline_ms: u32,
 ) -> c_int {
     code(with_buf(send_buf, |b| {
-        let rules = retry_rules(retry_flags, 0, deadline_ms)?;
+        let rules = retry_rules(retry_flags, deadline_ms)?;
         b.body.as_mut().ok_or(EBUSY)?.retry = rules;
         Ok(())
     }))
