@@ -36,7 +36,7 @@
 #   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
 #                 BENCH_REPS runs for each responder
 #   BENCH_GOODPUT_SECS  seconds each retry policy of the goodput row is counted (after a
-#                 4 s warm-up; default 10; 0: no goodput row), BENCH_GOODPUT_REPS times
+#                 12 s warm-up; default 10; 0: no goodput row), BENCH_GOODPUT_REPS times
 #                 (default 2)
 #   BENCH_PROFILE 1: sample every run with perf in the guest (cpu-clock, all CPUs) and
 #                 write build/bench/profile.txt: where the time of each N went, by

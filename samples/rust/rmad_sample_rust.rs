@@ -340,6 +340,16 @@ fn run() -> Result<(i32, i32, i32, i32, i32)> {
     };
     let agent = rmad::Agent::register_with_retry(c"rxe0", 1, &backoff, Counts::new())?;
     let mut bad = 0;
+    // A deadline is per buffer: an agent's default with one is refused.
+    let with_deadline = rmad::Retry {
+        deadline_ms: 1000,
+        ..Default::default()
+    };
+    if rmad::Agent::register_with_retry(c"rxe0", 1, &with_deadline, Counts::new()).err()
+        != Some(EINVAL)
+    {
+        bad += 1;
+    }
     for i in 0..4u32 {
         if request(
             &agent,

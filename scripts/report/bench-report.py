@@ -146,7 +146,8 @@ def goodput_rows(text):
                      "served_per_s": statistics.median(int(d["served"]) / int(d["secs"])
                                                        for d in v),
                      **{k: int(first[k]) for k in ("rate", "queue", "outstanding", "timeout_ms",
-                                                   "retries", "deadline_ms", "secs")}})
+                                                   "retries", "deadline_ms", "secs",
+                                                   "warmup_ms")}})
     return rows
 
 
@@ -158,7 +159,7 @@ def goodput_markdown(rows):
     out = ["", f"Goodput: {f['outstanding']} GETs kept outstanding by 4 requesters against one "
            f"responder that answers {f['rate']} per second and drops what finds its queue of "
            f"{f['queue']} full (rxe0; timeout {f['timeout_ms']} ms, {f['retries']} retries; "
-           f"counted {f['secs']} s after a 4 s warm-up).", "",
+           f"counted {f['secs']} s after a {f['warmup_ms'] / 1000:g} s warm-up).", "",
            "| retry policy | answered/s (min–max) | of the responder's rate | "
            "transmissions per answer | ended in a timeout | runs |",
            "| --- | ---: | ---: | ---: | ---: | ---: |"]

@@ -269,7 +269,8 @@ impl WaitLog {
 /// - A send is in `tids` from its post until its state is `Done`.
 /// - Only this agent's sends are in its trees.
 /// - `fc_send` and `fc_wait` count the flow-controlled sends in `SendStart` and `WaitResp`;
-///   `backlog` counts the sends in `Q_BACKLOG`.
+///   `backlog` counts the sends in `Q_BACKLOG`, and `backlog_deadlines` those of them with a
+///   deadline (Documentation/behaviour.md §2.11).
 pub(crate) struct AgentInner {
     queues: Queues,
     tids: Tree<SendRecord, TID_LINKS>,
@@ -278,6 +279,9 @@ pub(crate) struct AgentInner {
     fc_send: u32,
     fc_wait: u32,
     backlog: u32,
+    /// Sends in the backlog with a deadline: while there are any, the agent's work looks for
+    /// those whose deadline passed ([`Agent::expire_backlog`]).
+    backlog_deadlines: u32,
     /// Successful posts whose send handler has not returned yet.
     outstanding: u32,
     /// Receive handlers running.
@@ -553,6 +557,7 @@ impl Agent {
                     fc_send: 0,
                     fc_wait: 0,
                     backlog: 0,
+                    backlog_deadlines: 0,
                     outstanding: 0,
                     in_recv: 0,
                     dead: false,

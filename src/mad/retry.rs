@@ -15,7 +15,9 @@
 //!   up to [`BACKOFF_CAP_MS`] (a wait never becomes shorter than `timeout_ms`); a modify starts
 //!   the count again;
 //! - **one-shot modify**: a modify sets the current wait only (or, before the send waits, the
-//!   next one); the waits after it are the send's own again.
+//!   next one); the waits after it are the send's own again. A send that expects no response
+//!   (`timeout_ms` 0) keeps its modify's timeout, as in the C layer: it has no wait of its own
+//!   to go back to.
 //!
 //! Segmented (kernel-RMPP) sends keep their windows' rules and are never asked here. With
 //! [`Rules::default`] (the C layer's rules) the engine does not ask either: the state table
@@ -88,6 +90,8 @@ pub(crate) enum Tick {
         ms: u32,
         /// The send is waiting for its response.
         waiting: bool,
+        /// The send's stored timeout before the modify (0: it expects no response).
+        timeout_ms: u32,
     },
 }
 
@@ -158,13 +162,20 @@ pub(crate) fn plan(rules: Rules, clock: Clock, tick: Tick, now_ns: i64) -> Plan 
         Tick::Expired => {
             p.retry = clock.deadline_ns.is_none_or(|d| now_ns < d);
         }
-        Tick::Modified { ms, waiting } => {
+        Tick::Modified {
+            ms,
+            waiting,
+            timeout_ms,
+        } => {
             p.clock.waits = 0;
             p.clock.deadline_ns = clock
                 .deadline_ns
                 .map(|d| d.saturating_add(i64::from(ms).saturating_mul(NS_PER_MS)));
-            p.store = !rules.one_shot_modify;
-            p.clock.once_ms = (rules.one_shot_modify && !waiting).then_some(ms);
+            // A send that expects no response has no wait of its own to go back to after one
+            // wait: its modify is kept, as the C layer keeps it.
+            let one_shot = rules.one_shot_modify && timeout_ms != 0;
+            p.store = !one_shot;
+            p.clock.once_ms = (one_shot && !waiting).then_some(ms);
             if waiting {
                 // The modify's own wait counts as the first of the new count.
                 p.clock.waits = 1;

@@ -75,7 +75,9 @@ static void rmad_atomic_calls(struct rmad_atomic_call *c)
 	if (!IS_ERR(fresh)) {
 		r->send_len = rmad_send_buf_len(fresh);
 		r->mad_ok = !!rmad_send_buf_mad(fresh);
-		r->set = rmad_send_buf_set(fresh, NULL, 100, 2, c);
+		/* Both setters of a buffer: 0 only if each returned 0. */
+		r->set = rmad_send_buf_set(fresh, NULL, 100, 2, c) ?:
+			 rmad_send_buf_set_retry(fresh, RMAD_RETRY_BACKOFF, 1000);
 		r->context_ok = rmad_send_buf_context(fresh) == c;
 		r->retries = rmad_send_buf_retries(fresh);
 		r->free = rmad_free_send_mad(fresh);

@@ -256,8 +256,8 @@ impl Agent {
         }
     }
 
-    /// The agent's work: expire waiting sends (in expiry order), report cancelled ones, move the
-    /// backlog, re-arm the timer, then call the handlers that are due (`timeout_sends`,
+    /// The agent's work: expire waiting sends (in expiry order), report cancelled ones, end the
+    /// backlogged sends past their deadline, move the backlog, re-arm the timer, then call the handlers that are due (`timeout_sends`,
     /// Documentation/behaviour.md §2.4.5). Each step takes the lock for at most [`BATCH`] sends at
     /// a time.
     pub(super) fn run_work(self: &Arc<Self>) {
@@ -272,6 +272,8 @@ impl Agent {
         if self.kernel_rmpp() {
             self.rmpp_expire(now);
         }
+        // Sends held back past their deadline end before the backlog moves.
+        let backlog_ahead = self.expire_backlog(now);
         loop {
             // The guard is dropped at the end of this statement, before the yield.
             let more = self.dispatch_backlog(&mut self.lock(), BATCH);
@@ -284,6 +286,9 @@ impl Agent {
             let mut inner = self.lock();
             if !inner.dead {
                 self.arm_head(&mut inner);
+                if let Some(d) = backlog_ahead {
+                    self.arm(&mut inner, d);
+                }
             }
         }
         self.deliver_due();

@@ -155,19 +155,18 @@ impl Agent {
                 return false;
             };
             Self::with_state(inner, &rec, |inner, state| {
+                // Held back past its deadline: it is not transmitted (rmad.h).
+                if self
+                    .retry_step(state)
+                    .is_some_and(|r| r.deadline_passed(state))
+                {
+                    self.end_past_deadline(inner, &rec, state);
+                    return;
+                }
                 if self
                     .apply(inner, &rec, state, Event::BacklogDispatch)
                     .is_ok()
                 {
-                    // Held back past its deadline: it is not transmitted again, and ends as
-                    // a retransmission the device refused does (rmad.h).
-                    if self
-                        .retry_step(state)
-                        .is_some_and(|r| r.deadline_passed(state))
-                    {
-                        let _ = self.apply(inner, &rec, state, Event::RetransmitFailed);
-                        return;
-                    }
                     match self.transmit(inner, state, false) {
                         Ok(handed) => self.trace_sent(state, handed),
                         Err(e) => {

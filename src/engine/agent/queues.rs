@@ -16,6 +16,7 @@ use super::{
     complete::no_due,
     hold,
     ms_to_ns,
+    retries,
     Agent,
     AgentInner,
     BATCH,
@@ -338,8 +339,15 @@ impl Agent {
             let wait_ns = r.after(state, ev, &mut outcome)?;
             Some((r.now_ns, wait_ns))
         });
+        let was = state.facts.state;
         Self::count_step(inner, state, &outcome);
         self.move_to(inner, rec, state, outcome.place, wait);
+        if was != SendState::Queued && outcome.next == SendState::Queued {
+            // Held back with a deadline: the work must look at it then.
+            if let Some(d) = retries::backlog_deadline(state) {
+                self.arm(inner, d);
+            }
+        }
         if outcome.next == SendState::Done || outcome.next == SendState::Idle {
             Self::untrack(inner, rec);
         }
@@ -355,12 +363,19 @@ impl Agent {
         let was = state.facts.state;
         inner.fc_send = add_delta(inner.fc_send, outcome.fc_send);
         inner.fc_wait = add_delta(inner.fc_wait, outcome.fc_wait);
+        let deadline = retries::backlog_deadline(state).is_some();
         if was == SendState::Queued && outcome.next != SendState::Queued {
             inner.backlog = inner.backlog.saturating_sub(1);
+            if deadline {
+                inner.backlog_deadlines = inner.backlog_deadlines.saturating_sub(1);
+            }
         }
         if outcome.next == SendState::Queued && was != SendState::Queued {
             inner.backlog = inner.backlog.saturating_add(1);
             inner.stats.backlogged = inner.stats.backlogged.saturating_add(1);
+            if deadline {
+                inner.backlog_deadlines = inner.backlog_deadlines.saturating_add(1);
+            }
         }
         if outcome.retry {
             state.facts.retries_left = state.facts.retries_left.saturating_sub(1);

@@ -6,9 +6,19 @@
 //! A send with the C layer's rules, and every segmented (kernel-RMPP) send, is not asked about
 //! and reads no clock: its waits are the state table's own.
 
-use super::Agent;
+use super::{
+    hold,
+    queues::first_entry_from,
+    Agent,
+    AgentInner,
+    BATCH,
+    Q_BACKLOG, //
+};
 use crate::{
-    engine::send::RecordState,
+    engine::send::{
+        RecordState,
+        SendRef, //
+    },
     mad::{
         retry::{
             self,
@@ -20,10 +30,22 @@ use crate::{
             Outcome,
             Place,
             SendFacts,
-            SendState, //
+            SendState,
+            WcStatus, //
         },
     },
+    sys::{
+        sched,
+        trace, //
+    },
 };
+use kernel::sync::Arc;
+
+/// The deadline of the send whose state is `state`, if its rules set one (nanoseconds of its
+/// agent's clock).
+pub(super) fn backlog_deadline(state: &RecordState) -> Option<i64> {
+    state.body.as_ref()?.retry_clock.deadline_ns
+}
 
 /// The rules that apply to one step of a send that opted into some, and the time of the step.
 #[derive(Clone, Copy)]
@@ -46,6 +68,80 @@ impl Agent {
             rules: body.retry,
             now_ns: self.now_ns(),
         })
+    }
+
+    /// Ends the send `rec`, held back by flow control past its deadline, as a retransmission
+    /// the device refused ends (T4 then T13): `RESP_TIMEOUT_ERR`, not transmitted. A retry
+    /// counted when it entered the backlog is taken back: it never went out.
+    pub(super) fn end_past_deadline(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &SendRef,
+        state: &mut RecordState,
+    ) {
+        if self
+            .apply(inner, rec, state, Event::BacklogDispatch)
+            .is_err()
+        {
+            return;
+        }
+        if let Some(b) = state.body.as_mut() {
+            if b.retries > 0 {
+                b.retries = b.retries.saturating_sub(1);
+                inner.stats.retried = inner.stats.retried.saturating_sub(1);
+            }
+        }
+        if self
+            .apply(inner, rec, state, Event::RetransmitFailed)
+            .is_ok()
+        {
+            self.trace_send(trace::Ev::Timeout, state, WcStatus::RespTimeoutErr.code());
+        }
+    }
+
+    /// Ends every send in the backlog whose deadline passed by `now`
+    /// ([`Agent::end_past_deadline`]; their handlers run from the delivery queue), holding the
+    /// lock for at most [`BATCH`] sends at a time; returns the earliest deadline still ahead
+    /// there. It walks the backlog only while a send in it has a deadline.
+    pub(super) fn expire_backlog(self: &Arc<Self>, now: i64) -> Option<i64> {
+        let mut ahead: Option<i64> = None;
+        let mut bound = (i64::MIN, 0);
+        loop {
+            let mut inner = self.lock();
+            if inner.dead || inner.backlog_deadlines == 0 {
+                return ahead;
+            }
+            let mut n = 0u32;
+            let mut more = false;
+            let mut next = first_entry_from(&inner, Q_BACKLOG, bound);
+            while let Some((k, rec)) = next {
+                if n == BATCH {
+                    more = true;
+                    break;
+                }
+                // The send after this one, before this one leaves the backlog.
+                next = inner
+                    .queues
+                    .get(Q_BACKLOG)
+                    .next(&rec)
+                    .map(|(k, r)| (k, r.into()));
+                Self::with_state(&mut inner, &rec, |inner, state| {
+                    match backlog_deadline(state) {
+                        Some(d) if d <= now => self.end_past_deadline(inner, &rec, state),
+                        Some(d) => ahead = Some(ahead.map_or(d, |a| a.min(d))),
+                        None => {}
+                    }
+                });
+                bound = (k.0, k.1.saturating_add(1));
+                n = n.saturating_add(1);
+            }
+            hold::note_batch(n);
+            drop(inner);
+            if !more {
+                return ahead;
+            }
+            sched::cond_resched();
+        }
     }
 }
 
@@ -86,6 +182,7 @@ impl RetryStep {
                 Tick::Modified {
                     ms,
                     waiting: matches!(outcome.place, Place::Waiting { .. }),
+                    timeout_ms: state.facts.timeout_ms,
                 }
             }
             _ => return None,

@@ -41,8 +41,11 @@
 #define GP_TIMEOUT_MS 100
 #define GP_RETRIES 20
 #define GP_DEADLINE_MS 10000
-/* Time before the counting starts. */
-#define GP_WARMUP_MS 4000
+/*
+ * Time before the counting starts: longer than any GET of the first window can
+ * last (the deadline), so the window counts a steady state.
+ */
+#define GP_WARMUP_MS (GP_DEADLINE_MS + 2000)
 
 enum gp_policy { GP_C, GP_RMAD, GP_RMAD_BACKOFF };
 
@@ -67,6 +70,8 @@ struct gp_run {
 	enum gp_policy policy;
 	bool stopping;		/* READ_ONCE: no GET replaces one that ends */
 	atomic_t answered, timed_out, other, outstanding;
+	/* Handlers between their look at stopping and the end of their post. */
+	atomic_t posting;
 	atomic_t lo;		/* TID low words, one per GET */
 	wait_queue_head_t idle;
 	union ib_gid gid;
@@ -100,10 +105,11 @@ static void gp_serve(struct work_struct *w)
 		spin_unlock_bh(&g->lock);
 		if (!b)
 			break;
-		atomic_inc(&g->served);
 		if (ib_post_send_mad(b, NULL)) {
 			rdma_destroy_ah(b->ah, RDMA_DESTROY_AH_SLEEPABLE);
 			ib_free_send_mad(b);
+		} else {
+			atomic_inc(&g->served);
 		}
 	}
 	if (!READ_ONCE(g->stop))
@@ -218,13 +224,22 @@ static void gp_ended(struct gp_run *run, int status)
 
 static int gp_post(struct gp_run *run, int i);
 
-/* A GET of requester @i ended: a new one replaces it unless the run stops. */
+/*
+ * A GET of requester @i ended: a new one replaces it unless the run stops. A
+ * handler that saw the run going on is counted in posting until its post
+ * returned, so that the run's close waits for it before it unregisters.
+ */
 static void gp_replace(struct gp_run *run, int i)
 {
-	if (!READ_ONCE(run->stopping) && !gp_post(run, i))
-		return;
-	if (atomic_dec_and_test(&run->outstanding))
+	bool replaced;
+
+	atomic_inc(&run->posting);
+	smp_mb__after_atomic();
+	replaced = !READ_ONCE(run->stopping) && !gp_post(run, i);
+	if (atomic_dec_and_test(&run->posting))
 		wake_up(&run->idle);
+	if (!replaced)
+		atomic_dec(&run->outstanding);
 }
 
 static void gp_c_send(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
@@ -349,6 +364,9 @@ static void gp_close(struct gp_run *run)
 	int i;
 
 	WRITE_ONCE(run->stopping, true);
+	/* A handler that saw the run going on has posted when this returns. */
+	smp_mb();
+	wait_event(run->idle, !atomic_read(&run->posting));
 	for (i = 0; i < GP_REQUESTERS; i++) {
 		if (run->c[i])
 			ib_unregister_mad_agent(run->c[i]);
@@ -361,13 +379,14 @@ static void gp_close(struct gp_run *run)
 
 /* What the counting window saw. */
 struct gp_counts {
-	u64 answered, timed_out, arrived, dropped, served;
+	u64 answered, timed_out, other, arrived, dropped, served;
 };
 
 static void gp_snap(struct gp_run *run, struct gp_responder *g, struct gp_counts *c)
 {
 	c->answered = atomic_read(&run->answered);
 	c->timed_out = atomic_read(&run->timed_out);
+	c->other = atomic_read(&run->other);
 	c->arrived = atomic_read(&g->arrived);
 	c->dropped = atomic_read(&g->dropped);
 	c->served = atomic_read(&g->served);
@@ -422,14 +441,16 @@ int rmad_bench_goodput(struct ib_device *dev, int policy, u32 secs, u32 rep)
 	gp_responder_stop(g);
 	if (ret)
 		goto out;
+	/* The GETs that other statuses ended after the window: the close's flushes. */
+	b.other = atomic_read(&run->other) - b.other;
 	b.answered -= a.answered;
 	b.timed_out -= a.timed_out;
 	b.arrived -= a.arrived;
-	pr_info("bench-goodput: {\"policy\": \"%s\", \"rep\": %u, \"secs\": %u, \"rate\": %u, \"queue\": %u, \"outstanding\": %u, \"timeout_ms\": %u, \"retries\": %u, \"deadline_ms\": %u, \"answered\": %llu, \"timed_out\": %llu, \"arrived\": %llu, \"dropped\": %llu, \"served\": %llu, \"flushed_at_close\": %d}\n",
-		gp_names[policy], rep, secs, GP_RATE, GP_QUEUE, GP_REQUESTERS * GP_WINDOW,
+	pr_info("bench-goodput: {\"policy\": \"%s\", \"rep\": %u, \"secs\": %u, \"warmup_ms\": %u, \"rate\": %u, \"queue\": %u, \"outstanding\": %u, \"timeout_ms\": %u, \"retries\": %u, \"deadline_ms\": %u, \"answered\": %llu, \"timed_out\": %llu, \"arrived\": %llu, \"dropped\": %llu, \"served\": %llu, \"flushed_at_close\": %llu}\n",
+		gp_names[policy], rep, secs, GP_WARMUP_MS, GP_RATE, GP_QUEUE, GP_REQUESTERS * GP_WINDOW,
 		GP_TIMEOUT_MS, GP_RETRIES, policy == GP_RMAD_BACKOFF ? GP_DEADLINE_MS : 0,
 		b.answered, b.timed_out, b.arrived, b.dropped - a.dropped, b.served - a.served,
-		atomic_read(&run->other));
+		b.other);
 out:
 	kfree(run);
 	kfree(g);

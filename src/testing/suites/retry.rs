@@ -15,6 +15,8 @@ mod tests {
             rmad_cancel_mad,
             rmad_create_send_mad,
             rmad_modify_mad,
+            rmad_modify_post,
+            rmad_post_send,
             rmad_post_send_mad,
             rmad_send_buf_mad,
             rmad_send_buf_retries,
@@ -54,7 +56,7 @@ mod tests {
             request,
             rxe_agent,
             rxe_request,
-            sleep_ms,
+            wait_for,
             wait_state,
             Behaviour,
             Recorder, //
@@ -428,46 +430,151 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn deadline_passed_in_the_backlog_is_not_transmitted() -> Result {
-        // An SA agent's solicited sends past its flow-control limit wait in the backlog; one
-        // whose deadline passes there is not transmitted when a slot frees: it ends with
-        // RESP_TIMEOUT_ERR, no retry used.
+    /// An SA agent on `lb0` (solicited flow control: its sends past `sol_fc_max` wait in the
+    /// backlog) and its recorder.
+    fn sa_agent() -> Result<(Arc<Agent>, Arc<Recorder>)> {
         let (engine, transport) = capi::devices::find(lb0::NAME, 1).ok_or(ENODEV)?;
         let rec = Recorder::new(Behaviour::default())?;
-        let a = register_gsi(
-            &engine,
-            &transport,
-            1,
-            &rec,
-            Some(reg(wire::IB_MGMT_CLASS_SUBN_ADM)),
-        )?;
+        let sa = Some(reg(wire::IB_MGMT_CLASS_SUBN_ADM));
+        let a = register_gsi(&engine, &transport, 1, &rec, sa)?;
+        Ok((a, rec))
+    }
+
+    /// An SA GET with tag `tag` from `a` to nobody.
+    fn sa_get(a: &Arc<Agent>, tag: usize, timeout_ms: i32, retries: i32) -> Result<SendBuf> {
+        request(
+            a,
+            wire::IB_MGMT_CLASS_SUBN_ADM,
+            tag,
+            NOWHERE,
+            timeout_ms,
+            retries,
+        )
+    }
+
+    #[test]
+    fn deadline_ends_a_send_held_back_by_flow_control() -> Result {
+        // A send that waits in the backlog (every flow-control slot taken by sends of 60 s)
+        // ends by its deadline, not when a slot frees: RESP_TIMEOUT_ERR, never transmitted.
+        let (a, rec) = sa_agent()?;
         let limit = usize::try_from(a.sol_fc_max)?;
         let mut handles = KVec::new();
         for tag in 0..limit {
-            let buf = request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, tag, NOWHERE, 60_000, 0)?;
-            handles.push(post(buf)?, GFP_KERNEL)?;
+            handles.push(post(sa_get(&a, tag, 60_000, 0)?)?, GFP_KERNEL)?;
         }
-        let mut late = request(&a, wire::IB_MGMT_CLASS_SUBN_ADM, limit, NOWHERE, 60_000, 3)?;
-        late.set_retry_rules(deadline(50));
+        let mut late = sa_get(&a, limit, 60_000, 3)?;
+        late.set_retry_rules(deadline(100));
         let late = post(late)?;
         let queued = a.send_state(&late) == Some(SendState::Queued);
-        // Past its deadline (no duration is asserted: the send only has to be past it).
-        sleep_ms(200);
-        let sent_before = a.stats().transmitted;
+        let ended = rec.wait_sends(1);
+        let stats = a.stats();
+        let first = rec.sends()?;
+        for h in handles.iter() {
+            let _ = h.cancel();
+        }
+        a.unregister()?;
+        assert!(limit > 0 && queued && ended);
+        assert_eq!(&first[..], &[(limit, WcStatus::RespTimeoutErr, 0)][..]);
+        assert_eq!(stats.transmitted, u64::try_from(limit)?);
+
+        // A retry that finds the backlog taken waits there too: past the deadline it ends, and
+        // the retry it never sent is not counted.
+        let (a, rec) = sa_agent()?;
+        let limit = usize::try_from(a.sol_fc_max)?;
+        let mut retrying = sa_get(&a, 0, 50, 3)?;
+        retrying.set_retry_rules(deadline(400));
+        let mut handles = KVec::new();
+        handles.push(post(retrying)?, GFP_KERNEL)?;
+        for tag in 1..=limit {
+            handles.push(post(sa_get(&a, tag, 60_000, 0)?)?, GFP_KERNEL)?;
+        }
+        let ended = rec.wait_sends(1);
+        let stats = a.stats();
+        let first = rec.sends()?;
+        for h in handles.iter() {
+            let _ = h.cancel();
+        }
+        a.unregister()?;
+        assert!(ended);
+        // It expired once with the last send in the backlog, went there as a retry, and the
+        // last send took its slot: transmitted are the first `limit` posts and that one.
+        assert_eq!(&first[..], &[(0, WcStatus::RespTimeoutErr, 0)][..]);
+        assert_eq!(stats.transmitted, u64::try_from(limit)?.saturating_add(1));
+        assert_eq!(stats.retried, 0);
+        Ok(())
+    }
+
+    /// A send held back by flow control is modified to `modify_ms` under `rules`, then
+    /// dispatched: the waits it began (timeout 100 ms, 1 retry).
+    fn modified_in_the_backlog(rules: Rules, modify_ms: i32) -> Result<(bool, KVec<u32>)> {
+        let (a, rec) = sa_agent()?;
+        let limit = usize::try_from(a.sol_fc_max)?;
+        let mut handles = KVec::new();
+        for tag in 0..limit {
+            handles.push(post(sa_get(&a, tag, 60_000, 0)?)?, GFP_KERNEL)?;
+        }
+        let mut late = sa_get(&a, limit, 100, 1)?;
+        late.set_retry_rules(rules);
+        let late = post(late)?;
+        let queued = a.send_state(&late) == Some(SendState::Queued);
+        let modified = late.modify(modify_ms).is_ok();
+        // A slot frees: the late send goes out, waits, retries once and times out.
         let freed = handles.first().is_some_and(|h| h.cancel().is_ok());
         let done = rec.wait_sends(2);
-        let sent_after = a.stats().transmitted;
+        let stats = a.stats();
         let sends = rec.sends()?;
         for h in handles.iter() {
             let _ = h.cancel();
         }
         a.unregister()?;
-        assert!(limit > 0 && queued && freed && done);
-        assert_eq!(sent_before, u64::try_from(limit)?);
-        assert_eq!(sent_after, sent_before);
-        assert!(sends.contains(&(limit, WcStatus::RespTimeoutErr, 0)));
-        assert!(sends.contains(&(0, WcStatus::WrFlushErr, 0)));
+        let ended = sends.contains(&(limit, WcStatus::RespTimeoutErr, 1));
+        let mut waits = KVec::new();
+        // The holders' waits of 60 s come first.
+        waits.extend_from_slice(
+            stats.waits.as_slice().get(limit..).unwrap_or(&[]),
+            GFP_KERNEL,
+        )?;
+        Ok((queued && modified && freed && done && ended, waits))
+    }
+
+    #[test]
+    fn modify_before_the_send_waits_under_each_mode() -> Result {
+        // The C layer's rule: the modify's timeout is every wait from the next on.
+        let (ok, waits) = modified_in_the_backlog(Rules::default(), 300)?;
+        assert!(ok);
+        assert_eq!(&waits[..], &[300, 300][..]);
+        // One-shot: the next wait only.
+        let (ok, waits) = modified_in_the_backlog(ONE_SHOT, 300)?;
+        assert!(ok);
+        assert_eq!(&waits[..], &[300, 100][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn c_api_one_shot_by_registration_and_modify_post() -> Result {
+        // RMAD_RETRY_ONE_SHOT at registration is the buffers' default; rmad_modify_post() of
+        // the post sets the current wait only.
+        let ah: RmadAh = rxe_ah()?;
+        let probe = CRecorder::new(CBehaviour::default(), ah)?;
+        let agent = c_agent_with_flags(&probe, C_ONE_SHOT)?;
+        let b = c_request(agent, &ah, 10, wire::IB_MGMT_METHOD_SEND, 1000)?;
+        // SAFETY: The client owns `b`; `ah` is valid.
+        let set = unsafe { rmad_send_buf_set(b, &ah, 1000, 1, core::ptr::null_mut()) };
+        let mut id = 0u64;
+        // SAFETY: `id` is valid for a write.
+        let posted = unsafe { rmad_post_send(b, &mut id) };
+        let engine_agent = capi::engine_agent_of(agent)?;
+        let waiting = wait_for(|| !engine_agent.stats().waits.as_slice().is_empty());
+        let modified = rmad_modify_post(b, id, 60);
+        let done = probe.wait_sends(1);
+        let stats = engine_agent.stats();
+        let status = probe.sends()?.first().map_or(-1, |s| s.2);
+        let _ = crate::capi::rmad_free_send_mad(b);
+        let _ = rmad_unregister_agent(agent);
+        assert_eq!((set, posted, modified), (0, 0, 0));
+        assert!(waiting && done);
+        assert_eq!(status, C_RESP_TIMEOUT);
+        assert_eq!(stats.waits.as_slice(), &[1000, 60, 1000][..]);
         Ok(())
     }
 

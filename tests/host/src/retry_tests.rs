@@ -129,7 +129,11 @@ impl Send {
         let p = plan(
             self.rules,
             self.clock,
-            Tick::Modified { ms, waiting },
+            Tick::Modified {
+                ms,
+                waiting,
+                timeout_ms: self.timeout_ms,
+            },
             now_ns,
         );
         assert!(!p.retry, "Modified: {p:?}");
@@ -644,6 +648,7 @@ fn default_rules_are_the_c_layer() {
                 _ => Tick::Modified {
                     ms: pick_ms(&mut rng).max(1),
                     waiting: rng.chance(1, 2),
+                    timeout_ms: stored,
                 },
             };
             let p = plan(rules, clock, tick, now);
@@ -656,7 +661,7 @@ fn default_rules_are_the_c_layer() {
                     );
                 }
                 Tick::Expired => assert!(p.retry, "{input}: Expired at {now}"),
-                Tick::Modified { ms, waiting } => {
+                Tick::Modified { ms, waiting, .. } => {
                     assert!(p.store, "{input}: {tick:?}");
                     stored = ms;
                     let want = waiting.then_some(i64::from(ms) * MS);
@@ -674,4 +679,25 @@ fn default_rules_are_the_c_layer() {
         }
     }
     assert!(steps > 50_000, "{steps} steps");
+}
+
+/// A one-shot modify of a send that expects no response (timeout 0) keeps its timeout, as the
+/// C layer does: the send has no wait of its own to go back to.
+#[test]
+fn one_shot_modify_of_a_send_without_a_response_is_kept() {
+    let rules = Rules {
+        one_shot_modify: true,
+        ..C_LAYER
+    };
+    let modify = |timeout_ms| Tick::Modified {
+        ms: 300,
+        waiting: false,
+        timeout_ms,
+    };
+    let p = plan(rules, Clock::default(), modify(0), 0);
+    assert!(p.store);
+    assert_eq!(p.clock.once_ms, None);
+    let p = plan(rules, Clock::default(), modify(100), 0);
+    assert!(!p.store);
+    assert_eq!(p.clock.once_ms, Some(300));
 }

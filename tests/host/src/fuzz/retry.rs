@@ -158,18 +158,24 @@ impl Model {
                     Some(d) => now < d,
                 };
             }
-            Tick::Modified { ms, waiting } => {
+            Tick::Modified {
+                ms,
+                waiting,
+                timeout_ms,
+            } => {
                 if let Some(d) = self.deadline {
                     self.deadline = Some(i128::from(sat(d + i128::from(ms) * NS)));
                 }
-                e.store = !rules.one_shot_modify;
+                // One-shot only where the send has a timeout of its own to go back to.
+                let one_shot = rules.one_shot_modify && timeout_ms != 0;
+                e.store = !one_shot;
                 self.once = None;
                 if waiting {
                     e.wait = Some(self.bounded(u64::from(ms), now));
                     self.count = 1;
                 } else {
                     self.count = 0;
-                    if rules.one_shot_modify {
+                    if one_shot {
                         self.once = Some(ms);
                     }
                 }
@@ -309,8 +315,10 @@ fn check(
     if !matches!(tick, Tick::Modified { .. }) && p.store {
         return Err(format!("{tick:?}: store outside Modified"));
     }
-    if matches!(tick, Tick::Modified { .. }) && p.store == rules.one_shot_modify {
-        return Err(format!("{tick:?}: store {} under {rules:?}", p.store));
+    if let Tick::Modified { timeout_ms, .. } = tick {
+        if p.store == (rules.one_shot_modify && timeout_ms != 0) {
+            return Err(format!("{tick:?}: store {} under {rules:?}", p.store));
+        }
     }
     if let Some(w) = got_wait {
         if w < 0 {
@@ -383,7 +391,7 @@ fn check(
             }
         }
         Tick::Sent { .. } => {}
-        Tick::Modified { ms, waiting } => {
+        Tick::Modified { ms, waiting, .. } => {
             sim.last_own = None;
             let ext = before
                 .deadline_ns
@@ -504,6 +512,7 @@ fn run_one(rng: &mut Rng) -> Result<(), (String, String)> {
                     } else {
                         !sim.waiting
                     },
+                    timeout_ms: stored,
                 },
             }
         };
@@ -595,6 +604,7 @@ mod tests {
             Tick::Modified {
                 ms: 50,
                 waiting: true,
+                timeout_ms: 20,
             },
             420 * NS,
         );
@@ -647,6 +657,7 @@ mod tests {
                         Tick::Modified {
                             ms: 5,
                             waiting: false,
+                            timeout_ms: timeout,
                         },
                         now,
                     )
