@@ -502,9 +502,10 @@ int rmad_send_buf_set(struct rmad_send_buf *send_buf, const struct rmad_ah *ah,
  *               (plus its delivery) whatever the retries left. A modify
  *               extends it by its timeout.
  *
- * Atomic-safe. A send held back by flow control past its deadline is not
- * transmitted again: it completes with RMAD_WC_RESP_TIMEOUT_ERR when it leaves
- * the backlog.
+ * Atomic-safe. A send still held back by flow control at its deadline is not
+ * transmitted: it completes with RMAD_WC_RESP_TIMEOUT_ERR then too. A modify of
+ * a send that expects no response (timeout_ms 0) keeps its timeout, one-shot
+ * or not, as in the C layer.
  *
  * Return: 0; -EINVAL for another flag or a bad handle; -EBUSY while the buffer
  * is outstanding. Posting a segmented (kernel-RMPP) send with a deadline fails
