@@ -234,6 +234,7 @@ static void gp_replace(struct gp_run *run, int i)
 	bool replaced;
 
 	atomic_inc(&run->posting);
+	/* Pairs with gp_close()'s: it sees this count, or this sees stopping. */
 	smp_mb__after_atomic();
 	replaced = !READ_ONCE(run->stopping) && !gp_post(run, i);
 	if (atomic_dec_and_test(&run->posting))
@@ -365,7 +366,7 @@ static void gp_close(struct gp_run *run)
 
 	WRITE_ONCE(run->stopping, true);
 	/* A handler that saw the run going on has posted when this returns. */
-	smp_mb();
+	smp_mb();	/* Pairs with gp_replace()'s. */
 	wait_event(run->idle, !atomic_read(&run->posting));
 	for (i = 0; i < GP_REQUESTERS; i++) {
 		if (run->c[i])
@@ -447,7 +448,8 @@ int rmad_bench_goodput(struct ib_device *dev, int policy, u32 secs, u32 rep)
 	b.timed_out -= a.timed_out;
 	b.arrived -= a.arrived;
 	pr_info("bench-goodput: {\"policy\": \"%s\", \"rep\": %u, \"secs\": %u, \"warmup_ms\": %u, \"rate\": %u, \"queue\": %u, \"outstanding\": %u, \"timeout_ms\": %u, \"retries\": %u, \"deadline_ms\": %u, \"answered\": %llu, \"timed_out\": %llu, \"arrived\": %llu, \"dropped\": %llu, \"served\": %llu, \"flushed_at_close\": %llu}\n",
-		gp_names[policy], rep, secs, GP_WARMUP_MS, GP_RATE, GP_QUEUE, GP_REQUESTERS * GP_WINDOW,
+		gp_names[policy], rep, secs, GP_WARMUP_MS, GP_RATE, GP_QUEUE,
+		GP_REQUESTERS * GP_WINDOW,
 		GP_TIMEOUT_MS, GP_RETRIES, policy == GP_RMAD_BACKOFF ? GP_DEADLINE_MS : 0,
 		b.answered, b.timed_out, b.arrived, b.dropped - a.dropped, b.served - a.served,
 		b.other);
