@@ -206,10 +206,10 @@ pub(crate) struct Tables {
 const RMAD_DETACH_BUFFERS: u32 = 1 << 31;
 
 /// `RMAD_RETRY_BACKOFF` of `include/rmad.h` (asserted likewise): exponential backoff.
-const RMAD_RETRY_BACKOFF: u32 = 1 << 30;
+pub(crate) const RMAD_RETRY_BACKOFF: u32 = 1 << 30;
 
 /// `RMAD_RETRY_ONE_SHOT` of `include/rmad.h` (asserted likewise): a modify sets one wait.
-const RMAD_RETRY_ONE_SHOT: u32 = 1 << 29;
+pub(crate) const RMAD_RETRY_ONE_SHOT: u32 = 1 << 29;
 
 /// The retry rules that `flags` (`RMAD_RETRY_*`) and `deadline_ms` name; `EINVAL` for any
 /// other bit of `flags`.

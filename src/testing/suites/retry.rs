@@ -23,10 +23,15 @@ mod tests {
             rmad_send_buf_set,
             rmad_send_buf_set_retry,
             rmad_unregister_agent,
-            RmadAh, //
+            RmadAh,
+            RMAD_RETRY_BACKOFF as C_BACKOFF,
+            RMAD_RETRY_ONE_SHOT as C_ONE_SHOT, //
         },
         engine::{
-            agent::Agent,
+            agent::{
+                Agent,
+                Stats, //
+            },
             send::SendBuf, //
         },
         mad::{
@@ -125,6 +130,16 @@ mod tests {
         Ok(buf)
     }
 
+    /// The waits an agent began (its counters `stats`), in milliseconds, from the `first` on.
+    fn waits_from(stats: &Stats, first: usize) -> Result<KVec<u32>> {
+        let mut waits = KVec::new();
+        waits.extend_from_slice(
+            stats.waits.as_slice().get(first..).unwrap_or(&[]),
+            GFP_KERNEL,
+        )?;
+        Ok(waits)
+    }
+
     /// Posts `buf` and waits for its one send-handler call; returns the calls, the waits the
     /// agent began and its transmissions, after unregistering it.
     fn run_one(a: Arc<Agent>, rec: &Arc<Recorder>, buf: SendBuf) -> Result<Run> {
@@ -132,12 +147,10 @@ mod tests {
         let done = rec.wait_sends(1);
         let stats = a.stats();
         a.unregister()?;
-        let mut waits = KVec::new();
-        waits.extend_from_slice(stats.waits.as_slice(), GFP_KERNEL)?;
         Ok(Run {
             completed: posted && done,
             sends: rec.sends()?,
-            waits,
+            waits: waits_from(&stats, 0)?,
             transmitted: stats.transmitted,
         })
     }
@@ -233,8 +246,7 @@ mod tests {
         let stats = a.stats();
         a.unregister()?;
         let sends = rec.sends()?;
-        let mut waits = KVec::new();
-        waits.extend_from_slice(stats.waits.as_slice(), GFP_KERNEL)?;
+        let waits = waits_from(&stats, 0)?;
         let ok = waiting
             && modified
             && done
@@ -369,17 +381,12 @@ mod tests {
         let done_retries = rmad_send_buf_retries(b);
         let _ = crate::capi::rmad_free_send_mad(b);
         let _ = rmad_unregister_agent(agent);
-        let mut waits = KVec::new();
-        waits.extend_from_slice(stats.waits.as_slice(), GFP_KERNEL)?;
+        let waits = waits_from(&stats, 0)?;
         if set != 0 || set_retry != 0 || posted != 0 || !done {
             return Err(EINVAL);
         }
         Ok((status, done_retries, waits))
     }
-
-    /// `RMAD_RETRY_BACKOFF` and `RMAD_RETRY_ONE_SHOT`.
-    const C_BACKOFF: u32 = 1 << 30;
-    const C_ONE_SHOT: u32 = 1 << 29;
 
     #[test]
     fn c_api_registration_flag_and_per_buffer_rules() -> Result {
@@ -528,12 +535,8 @@ mod tests {
         }
         a.unregister()?;
         let ended = sends.contains(&(limit, WcStatus::RespTimeoutErr, 1));
-        let mut waits = KVec::new();
         // The holders' waits of 60 s come first.
-        waits.extend_from_slice(
-            stats.waits.as_slice().get(limit..).unwrap_or(&[]),
-            GFP_KERNEL,
-        )?;
+        let waits = waits_from(&stats, limit)?;
         Ok((queued && modified && freed && done && ended, waits))
     }
 
