@@ -257,9 +257,9 @@ impl Agent {
     }
 
     /// The agent's work: expire waiting sends (in expiry order), report cancelled ones, end the
-    /// backlogged sends past their deadline, move the backlog, re-arm the timer, then call the handlers that are due (`timeout_sends`,
-    /// Documentation/behaviour.md §2.4.5). Each step takes the lock for at most [`BATCH`] sends at
-    /// a time.
+    /// backlogged sends past their deadline, move the backlog, re-arm the timer, then call the
+    /// handlers that are due (`timeout_sends`, Documentation/behaviour.md §2.4.5). Each step
+    /// takes the lock for at most [`BATCH`] sends at a time.
     pub(super) fn run_work(self: &Arc<Self>) {
         self.lock().armed_ns = None;
         let now = self.now_ns();
