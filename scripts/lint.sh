@@ -16,7 +16,9 @@
 #   - every code file under 1 000 lines, README.md at most 13 000 bytes, the
 #     test flavour behind one gate of src/rmad_main.rs and each product file's
 #     test hooks given a reason, product functions of at most 80 lines and no glob import
-#     of a parent (scripts/check/check-tree.py).
+#     of a parent (scripts/check/check-tree.py);
+#   - tests/suites.txt, the suites every run expects, lists each KUnit suite of
+#     the code with its number of cases (scripts/check/check-suites.py).
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
@@ -89,7 +91,14 @@ python3 "$RMAD_ROOT/scripts/check/check-tree.py" sizes "$RMAD_ROOT" || failed=1
 python3 "$RMAD_ROOT/scripts/check/check-tree.py" gates "$RMAD_ROOT" || failed=1
 # Functions of at most 80 lines, explicit imports (issue 33).
 python3 "$RMAD_ROOT/scripts/check/check-tree.py" shape "$RMAD_ROOT" || failed=1
+# No work on the system queues 7.3 deprecated (issue 41).
+python3 "$RMAD_ROOT/scripts/check/check-tree.py" queues "$RMAD_ROOT" || failed=1
 step "tree: code files under 1 000 lines, README.md under 13 000 bytes, test gates"
+
+# One manifest of what each run expects, agreeing with the KUnit suites in the code
+# (scripts/check/check-suites.py).
+python3 "$RMAD_ROOT/scripts/check/check-suites.py" "$RMAD_ROOT" || failed=1
+step "suites: tests/suites.txt lists every KUnit suite with its cases, for test and kcsan"
 
 rustfmt="$(rust_tool rustfmt)"
 mapfile -t rust_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard '*.rs' | grep -v '^tests/host/')

@@ -18,7 +18,7 @@ cycles="${RMAD_HANDLE_CYCLES:-1000000}"
 export RMAD_VM_TIMEOUT="${RMAD_VM_TIMEOUT:-$((seconds * 3 + 9 + cycles / 250 + 600))}"
 # KUnit stays off: the test flavour's suites are `make test`'s business.
 "$RMAD_ROOT/scripts/vm/vm-suite.sh" stress "$RMAD_ROOT/tests/vm/stress.sh" \
-	"$RMAD_ROOT/tests/suites-stress.txt" "RMAD_STRESS_SECONDS=$seconds" \
+	"RMAD_STRESS_SECONDS=$seconds" \
 	"RMAD_HANDLE_CYCLES=$cycles" "kunit.filter_glob=rmad_none_"
 rc=0
 python3 "$RMAD_ROOT/scripts/report/report.py" --junit "$RMAD_ROOT/build/stress-results.xml" \

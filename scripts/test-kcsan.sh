@@ -12,8 +12,7 @@ export RMAD_KERNEL=kcsan
 
 mkdir -p "$RMAD_ROOT/build"
 rc=0
-"$RMAD_ROOT/scripts/vm/vm-suite.sh" kcsan "$RMAD_ROOT/tests/vm/kcsan.sh" \
-	"$RMAD_ROOT/tests/suites-kcsan.txt"
+"$RMAD_ROOT/scripts/vm/vm-suite.sh" kcsan "$RMAD_ROOT/tests/vm/kcsan.sh"
 python3 "$RMAD_ROOT/scripts/report/report.py" --junit "$RMAD_ROOT/build/kcsan-results.xml" \
 	--vm "$RMAD_ROOT/build/kcsan/vm.json" || rc=$?
 python3 "$RMAD_ROOT/scripts/report/kcsan-summary.py" "$RMAD_ROOT/build/kcsan/console.log"

@@ -10,7 +10,8 @@
 # suites (tests/vm/fabric.sh); last, suite rmad_build (scripts/check/build-checks.sh):
 # the build, install and header promises of the README. Ends with one line "N passed, N failed, N skipped" summing
 # everything, writes build/test-results.xml (JUnit), and exits non-zero on any
-# failure or when no test ran. tests/suites.txt lists the suites expected.
+# failure or when no test ran. Columns test, fabric-a and fabric-b of
+# tests/suites.txt list the suites expected.
 #
 # Environment: as scripts/vm/vm-suite.sh, and RMAD_HANDLE_CYCLES (create/free
 # cycles of the stale-handle stress run, default 5000).
@@ -26,11 +27,9 @@ args=()
 if [ -n "${RMAD_HANDLE_CYCLES:-}" ]; then
 	args+=("RMAD_HANDLE_CYCLES=$RMAD_HANDLE_CYCLES")
 fi
-"$RMAD_ROOT/scripts/vm/vm-suite.sh" test "$RMAD_ROOT/tests/vm/test.sh" \
-	"$RMAD_ROOT/tests/suites.txt" "${args[@]}"
+"$RMAD_ROOT/scripts/vm/vm-suite.sh" test "$RMAD_ROOT/tests/vm/test.sh" "${args[@]}"
 # Two nodes on one emulated Ethernet: the rmad_fabric_* suites.
-"$RMAD_ROOT/scripts/vm/vm-pair.sh" fabric "$RMAD_ROOT/tests/vm/fabric.sh" \
-	"$RMAD_ROOT/tests/suites-fabric-a.txt" "$RMAD_ROOT/tests/suites-fabric-b.txt"
+"$RMAD_ROOT/scripts/vm/vm-pair.sh" fabric "$RMAD_ROOT/tests/vm/fabric.sh"
 
 step "build checks (suite rmad_build)"
 rm -f "$RMAD_ROOT/build/build-checks.json"

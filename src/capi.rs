@@ -153,6 +153,22 @@ pub(crate) struct CAgent {
     /// What the asynchronous unregistration does once the agent is gone; set when it is asked
     /// for.
     release: Option<ReleaseCall>,
+    /// The address of that release function (0 for none), kept until the slot is emptied:
+    /// the slot stays until the release has returned, so that the unload of the module it is
+    /// in waits for it ([`unload`]).
+    release_at: usize,
+}
+
+impl CAgent {
+    /// Whether code of this agent's client is at an address where `going` holds (a module
+    /// that unloads): one of its handlers, or the release function of its asynchronous
+    /// unregistration.
+    fn has_code_where(&self, going: &impl Fn(usize) -> bool) -> bool {
+        let [send, recv] = self.code;
+        [send, recv, self.release_at]
+            .into_iter()
+            .any(|a| a != 0 && going(a))
+    }
 }
 
 /// What a send-buffer handle stands for.

@@ -65,7 +65,11 @@ use kernel::{
         Mutex,
         SpinLockIrq, //
     },
-    workqueue::Work, //
+    workqueue::{
+        HasWork,
+        Work,
+        WorkItem, //
+    },
 };
 
 /// `struct ib_device`, opaque.
@@ -180,6 +184,11 @@ extern "C" {
 /// The shim holds one reference on the port (its callback context) from
 /// `rmad_shim_vport_open` until `rmad_shim_vport_close` returns. A `VerbsPort` only ever lives
 /// inside an `Arc` (see [`VerbsPort::open`]).
+///
+/// Dropping a port that was opened and closed never sleeps: its last reference may be an
+/// agent's, dropped with a detached buffer that a client frees from an hrtimer
+/// (`rmad_free_send_mad` is atomic-safe). What must sleep to go, its resolution queue, goes at
+/// [`VerbsPort::close`].
 #[pin_data]
 pub(crate) struct VerbsPort {
     dev: *mut IbDevice,
@@ -226,8 +235,11 @@ pub(crate) struct VerbsPort {
     /// Transmissions whose destination is being resolved, oldest first (see `verbs/neigh.rs`).
     #[pin]
     parked: Mutex<TxQueue>,
-    /// Runs the port's resolutions, several at once; flushed when the port closes.
-    resolve_wq: OwnedQueue,
+    /// Runs the port's resolutions, several at once; destroyed (after it drained) when the
+    /// port closes, where destroying a workqueue may sleep, and not when the port is dropped,
+    /// which may be in any context. `None` from then on: nothing is queued any more.
+    #[pin]
+    resolve_wq: SpinLockIrq<Option<OwnedQueue>>,
     /// The ib_core agents that forward requests to rmad's agents (see `verbs/forward.rs`).
     #[pin]
     forwards: Mutex<forward::Forwards>,
@@ -382,7 +394,10 @@ impl VerbsPort {
                 sent_queued: Atomic::new(0),
                 tx_runs: Atomic::new(0),
                 parked <- new_mutex!(TxQueue::new(), "VerbsPort::parked"),
-                resolve_wq: OwnedQueue::new_concurrent(c"rmad_resolve")?,
+                resolve_wq <- new_spinlock_irq!(
+                    Some(OwnedQueue::new_concurrent(c"rmad_resolve")?),
+                    "VerbsPort::resolve_wq"
+                ),
                 forwards <- new_mutex!(forward::Forwards::new(), "VerbsPort::forwards"),
                 neigh <- new_mutex!(neigh::Neighbours::new(), "VerbsPort::neigh"),
                 short_dropped: Atomic::new(0),
@@ -521,8 +536,11 @@ impl VerbsPort {
         // The transmit work stops using `vp` before the shim's port closes.
         crate::sys::workqueue::disable_work_sync::<VerbsPort, 0>(self);
         // Only the transmit work starts resolutions. Those under way end now (with `vp` null
-        // they flush what they parked); nothing of them holds the port afterwards.
-        self.resolve_wq.flush();
+        // they flush what they parked); nothing of them holds the port afterwards. Their queue
+        // goes with them, drained, here where destroying it may sleep, so that the port's drop
+        // never does; a port event from now on queues no refresh (a closed port needs none).
+        let queue = self.resolve_wq.lock().take();
+        drop(queue);
         self.flush_parked();
         // SAFETY: `vp` was returned by `rmad_shim_vport_open` and is closed exactly once (it is
         // replaced by null under the lock); nothing uses it any more.
@@ -536,6 +554,15 @@ impl VerbsPort {
     /// The device's name.
     pub(crate) fn name(&self) -> &CStr {
         self.name.get()
+    }
+
+    /// Queues `w` on the port's resolution queue (any context); `false` once the port closed.
+    fn queue_resolution<T>(&self, w: Arc<T>) -> bool
+    where
+        T: WorkItem<Pointer = Arc<T>> + HasWork<T> + Send + Sync + 'static,
+    {
+        let q = self.resolve_wq.lock();
+        q.as_ref().is_some_and(|q| q.queue().enqueue(w).is_ok())
     }
 }
 

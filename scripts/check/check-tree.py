@@ -17,9 +17,15 @@
          body is at most 80 lines (the state table, mad/state.rs's `step`,
          is the one exception: one arm per transition reads best in one
          place), and no file imports its parent's names with a glob
-         (`use super::*`, or `*` inside `use super::{...}`).
+         (`use super::*`, or `*` inside `use super::{...}`);
+  queues no code of ours (src/, samples/, tests/clients/, include/) queues
+         work on a system workqueue that 7.3 deprecated (`system_wq`,
+         `system_unbound_wq`, or the kernel crate's `system()` and
+         `system_unbound()`, which return them): the kernel warns at the first
+         item queued there; src/sys/workqueue.rs has `system_dfl()` and
+         `system_percpu()` (issue 41).
 
-Usage: check-tree.py sizes|gates|shape ROOT. Prints what is wrong; exits 1 if anything is.
+Usage: check-tree.py sizes|gates|shape|queues ROOT. Prints what is wrong; exits 1 if anything is.
 """
 import os
 import re
@@ -83,6 +89,8 @@ HOOKS = {
     "src/sys/memalloc.rs": "the effective gfp mask is read through the C helper of "
     "src/sys/memalloc.c, which the production build links",
     "src/sys/rbtree.rs": "accessors of the tree that only the suites read",
+    "src/sys/workqueue.rs": "system_dfl(), the kernel's default system queue, wrapped once "
+    "with the others, on which only the suites queue work (their threads)",
 }
 
 
@@ -207,8 +215,31 @@ def check_shape(root):
     return bad
 
 
+DEPRECATED_QUEUE = re.compile(
+    r"\bsystem_wq\b|\bsystem_unbound_wq\b|workqueue::system(_unbound)?\(\)|"
+    r"\bsystem_unbound\(\)|workqueue::\{[^}]*\bsystem(_unbound)?\b[^}]*\}")
+
+
+def check_queues(root):
+    bad = 0
+    for f in tracked(root, "src", "samples", "tests/clients", "include"):
+        if not f.endswith((".rs", ".c", ".h")):
+            continue
+        # Comments may name them (to say why not); code may not.
+        text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"),
+                      open(os.path.join(root, f)).read(), flags=re.S)
+        text = re.sub(r"//[^\n]*", "", text)
+        for m in DEPRECATED_QUEUE.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            print("%s:%d: %s is a deprecated system workqueue: use system_dfl or system_percpu"
+                  % (f, line, m.group(0).split("\n")[0]))
+            bad += 1
+    return bad
+
+
 def main():
-    checks = {"sizes": check_sizes, "gates": check_gates, "shape": check_shape}
+    checks = {"sizes": check_sizes, "gates": check_gates, "shape": check_shape,
+              "queues": check_queues}
     if len(sys.argv) != 3 or sys.argv[1] not in checks:
         sys.exit(__doc__)
     sys.exit(1 if checks[sys.argv[1]](sys.argv[2]) else 0)

@@ -12,12 +12,12 @@ environment variable RMAD_RUN_SUITE, when one run has several VMs):
 or crashing), `kernel_log_clean` (no WARNING, BUG, oops, lockdep, KASAN,
 kmemleak, hung-task, soft-lockup, RCU-stall or workqueue-lockup report in the
 console or the kernel log, outside the sections where the scenario makes a
-detector fire on purpose), and `suites_as_expected` (every suite of the
-manifest ran with at least its number of cases, and no other suite ran; suites
-that a KUnit filter leaves out count as skipped; a filter that matches nothing
-fails).
+detector fire on purpose), and `suites_as_expected` (every suite that the
+manifest's column RUN lists ran with at least its number of cases, and no other
+suite ran; suites that a KUnit filter leaves out count as skipped; a filter
+that matches nothing fails).
 
-Usage: vm-verdict.py KUNIT_PY RESULTS CONSOLE OUT.json MANIFEST [FILTER]
+Usage: vm-verdict.py KUNIT_PY RESULTS CONSOLE OUT.json MANIFEST RUN [FILTER]
 """
 
 import fnmatch
@@ -37,7 +37,7 @@ SPLAT = re.compile(
     r"Invalid wait context|DEBUG_LOCKS_WARN_ON|KASAN:|KCSAN:|UBSAN:|"
     r"unreferenced object|suspected memory leak|"
     r"sleeping function called from invalid context|scheduling while atomic|"
-    r"panicked at|FAULT_INJECTION: forcing"
+    r"panicked at|FAULT_INJECTION: forcing|enqueued on deprecated workqueue"
 )
 CONTROL = re.compile(r"RMAD-CONTROL-(BEGIN|END) (\S+)")
 SUITE_BEGIN = re.compile(r"^RMAD-SUITE-BEGIN (\S+)")
@@ -132,17 +132,25 @@ def outside_controls(lines):
     return out
 
 
-def read_manifest(path):
-    """[(suite, kind, min cases)] from tests/suites.txt."""
-    rows = []
+def read_manifest(path, run):
+    """[(suite, kind, min cases)] of column `run` of the manifest (tests/suites.txt)."""
+    rows, columns = [], None
     for line in read(path):
-        line = line.split("#", 1)[0].split()
-        if len(line) == 3:
-            rows.append((line[0], line[1], int(line[2])))
+        if line.startswith("# suite "):
+            columns = line[1:].split()
+            continue
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if columns is None or len(fields) != len(columns) or run not in columns:
+            sys.exit(f"{path}: no column '{run}', or a row that does not fit its header: {line}")
+        least = fields[columns.index(run)]
+        if least != "-":
+            rows.append((fields[0], fields[1], int(least)))
     return rows
 
 
-def check_suites(manifest, cases, flt):
+def check_suites(manifest, cases, flt, where):
     """The suites_as_expected case, and a skipped count per suite left out."""
     counts = {}
     for c in cases:
@@ -159,12 +167,12 @@ def check_suites(manifest, cases, flt):
                 skipped.append((suite, least))
             continue
         if have == 0:
-            problems.append(f"suite {suite} did not run (tests/suites.txt expects {least} cases)")
+            problems.append(f"suite {suite} did not run ({where} expects {least} cases)")
         elif have < least and not (flt and kind == "kunit"):
             problems.append(f"suite {suite} ran {have} cases, fewer than the {least} expected")
     for suite in sorted(counts):
         if suite not in known:
-            problems.append(f"suite {suite} ran but is not listed in tests/suites.txt")
+            problems.append(f"suite {suite} ran but is not listed in {where}")
     if flt:
         kunit_suites = {s for s, k, _ in manifest if k == "kunit"}
         if not any(c["suite"] in kunit_suites for c in cases):
@@ -173,8 +181,8 @@ def check_suites(manifest, cases, flt):
 
 
 def main():
-    kunit_py, results_path, console_path, out_path, manifest_path = sys.argv[1:6]
-    flt = sys.argv[6] if len(sys.argv) > 6 else ""
+    kunit_py, results_path, console_path, out_path, manifest_path, run = sys.argv[1:7]
+    flt = sys.argv[7] if len(sys.argv) > 7 else ""
     kunit_py = os.path.abspath(kunit_py)
     console = read(console_path)
     suites, dmesg, completed, rc = split_results(read(results_path))
@@ -208,7 +216,8 @@ def main():
         "status": "FAIL" if splats else "PASS",
         "log": ["kernel reports in the VM log:"] + splats[:60] if splats else [],
     })
-    problems, skipped = check_suites(read_manifest(manifest_path), cases, flt)
+    where = f"column {run} of tests/suites.txt"
+    problems, skipped = check_suites(read_manifest(manifest_path, run), cases, flt, where)
     cases.append({"suite": RUN_SUITE, "name": "suites_as_expected",
                   "status": "FAIL" if problems else "PASS", "log": problems})
     for suite, least in skipped:

@@ -3,23 +3,22 @@
 #
 # Boot two test VMs (nodes a and b) joined by two emulated Ethernet links, each
 # running SCENARIO with RMAD_NODE=a or b on its kernel command line, and turn
-# what each reported into a verdict: build/NAME/a/vm.json against MANIFEST_A,
-# build/NAME/b/vm.json against MANIFEST_B (their own checks in suites
-# rmad_fabric_a_run and rmad_fabric_b_run). The links are QEMU socket netdevs:
+# what each reported into a verdict: build/NAME/a/vm.json against column NAME-a
+# of tests/suites.txt, build/NAME/b/vm.json against column NAME-b (their own
+# checks in suites rmad_fabric_a_run and rmad_fabric_b_run). The links are QEMU socket netdevs:
 # node a listens on two free local ports, node b connects to them; eth0 of both
 # carries RoCE, eth1 the scenario's coordination. acpi=noirq: under emulation
 # the ACPI interpreter can time out while it routes the NICs' interrupts
 # (AE_AML_LOOP_TIMEOUT, "no GSI"), and the NICs then never complete a
 # transmission; the legacy routing table has no such loop.
 #
-# Usage: vm-pair.sh NAME SCENARIO MANIFEST_A MANIFEST_B
+# Usage: vm-pair.sh NAME SCENARIO
 # Environment: RMAD_VM_TIMEOUT (seconds the pair may take, default 900).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
-[ $# -eq 4 ] || die "usage: $0 NAME SCENARIO MANIFEST_A MANIFEST_B"
+[ $# -eq 2 ] || die "usage: $0 NAME SCENARIO"
 name="$1" scenario="$2"
-declare -A manifest=([a]="$3" [b]="$4")
 out="$RMAD_ROOT/build/$name"
 rm -rf "$out"
 mkdir -p "$out/a" "$out/b"
@@ -75,5 +74,5 @@ step "VM pair: finished in $((SECONDS - start)) s (qemu exit a $rc_a, b $rc_b)"
 for node in a b; do
 	RMAD_RUN_SUITE="rmad_fabric_${node}_run" python3 "$RMAD_ROOT/scripts/report/vm-verdict.py" \
 		"$LINUX_TREE/tools/testing/kunit/kunit.py" "$out/$node/results.log" \
-		"$out/$node/console.log" "$out/$node/vm.json" "${manifest[$node]}"
+		"$out/$node/console.log" "$out/$node/vm.json" "$RMAD_ROOT/tests/suites.txt" "$name-$node"
 done

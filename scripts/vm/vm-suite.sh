@@ -3,20 +3,21 @@
 #
 # Build everything for the test kernel RMAD_KERNEL (default "test"), boot it
 # with a scenario of tests/vm/ and turn what the guest reported into a verdict
-# (scripts/report/vm-verdict.py, against a manifest of expected suites). The verdict
+# (scripts/report/vm-verdict.py, against column NAME of tests/suites.txt, the
+# suites expected of each run). The verdict
 # goes to build/NAME/vm.json; a failed set-up or build is recorded there as a
 # failed case, so the caller's report always has something to say.
 #
-# Usage: vm-suite.sh NAME SCENARIO MANIFEST [KERNEL ARGS...]
+# Usage: vm-suite.sh NAME SCENARIO [KERNEL ARGS...]
 # Environment: RMAD_VM_TIMEOUT (seconds the VM may take, default 1500),
 # RMAD_KUNIT_FILTER (a kunit filter_glob), RMAD_KUNIT_TIMEOUT (seconds per KUnit
 # test case, default 300), RMAD_LOGLEVEL (console log level, default 5).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
-[ $# -ge 3 ] || die "usage: $0 NAME SCENARIO MANIFEST [KERNEL ARGS...]"
-name="$1" scenario="$2" manifest="$3"
-shift 3
+[ $# -ge 2 ] || die "usage: $0 NAME SCENARIO [KERNEL ARGS...]"
+name="$1" scenario="$2"
+shift 2
 out="$RMAD_ROOT/build/$name"
 rm -rf "$out"
 mkdir -p "$out"
@@ -44,4 +45,5 @@ vm_rc=0
 	"$out/console.log" "$out/results.log" "${RMAD_VM_TIMEOUT:-1500}" "${args[@]}" || vm_rc=$?
 step "VM: finished in $((SECONDS - start)) s (qemu exit $vm_rc)"
 python3 "$RMAD_ROOT/scripts/report/vm-verdict.py" "$LINUX_TREE/tools/testing/kunit/kunit.py" \
-	"$out/results.log" "$out/console.log" "$out/vm.json" "$manifest" "${RMAD_KUNIT_FILTER:-}"
+	"$out/results.log" "$out/console.log" "$out/vm.json" "$RMAD_ROOT/tests/suites.txt" "$name" \
+	"${RMAD_KUNIT_FILTER:-}"

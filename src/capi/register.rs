@@ -305,6 +305,7 @@ fn register_impl(
                             handlers: handlers.clone(),
                             pending,
                             release: None,
+                            release_at: 0,
                         },
                     )
                     .map_err(|_| EINVAL)

@@ -249,7 +249,7 @@ pub(crate) extern "C" fn rmad_send_buf_set_retry(
 ) -> c_int {
     code(with_buf(send_buf, |b| {
         let rules = retry_rules(retry_flags, deadline_ms)?;
-        b.body.as_mut().ok_or(EBUSY)?.retry = rules;
+        b.body.as_mut().ok_or(EBUSY)?.set_retry(rules);
         Ok(())
     }))
 }

@@ -12,15 +12,25 @@
 //! So rmad watches module unloads (a module notifier, `src/capi/exports.c`): once a module's
 //! exit has returned, and before its memory is freed, rmad unregisters every agent whose
 //! handlers are in that module and that nobody is unregistering, without calling those
-//! handlers again, and waits for every asynchronous unregistration already queued, whose
-//! release call may be in that module.
+//! handlers again, and waits for the unregistrations of such agents that other threads are
+//! making (an asynchronous one until its release call, which may be in that module, has
+//! returned). It waits for nothing else: every module that goes passes here, a failed
+//! `insmod` too, and one must not wait for another's handlers.
 
 use super::tables;
 use core::ffi::c_void;
 use kernel::{
     ffi::c_int,
-    prelude::*, //
+    prelude::*,
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
 };
+
+/// How long [`module_going`] sleeps before it looks again at an agent that another thread is
+/// unregistering.
+const CLOSING_POLL_MS: i64 = 2;
 
 extern "C" {
     /// Starts rmad's module notifier (`src/capi/exports.c`).
@@ -58,34 +68,54 @@ pub(crate) unsafe extern "C" fn rmad_capi_module_going(module: *const c_void) ->
     c_int::try_from(ended).unwrap_or(c_int::MAX)
 }
 
-/// Ends every agent with a handler at an address where `going` holds (the memory of a module
-/// that unloads) and that nobody unregisters, without calling its handlers again, then waits
-/// for the asynchronous unregistrations already queued; returns how many agents it ended.
-/// Process context.
+/// Ends every agent with code at an address where `going` holds (the memory of a module that
+/// unloads: a handler, or the release function of an asynchronous unregistration) and that
+/// nobody unregisters, without calling its handlers again; returns how many it ended.
+///
+/// It returns only once no such agent is left: an agent that another thread is unregistering
+/// (`rmad_unregister_agent`, whose handler calls it waits for; an asynchronous unregistration
+/// queued, or still about to be; a claim about to be given back after `EDEADLK`) is waited
+/// for, release call included, since its handlers and its release may still run that code.
+/// Agents of other modules are neither ended nor waited for: the unload of an unrelated module
+/// never waits for a handler that blocks. Process context.
 pub(crate) fn module_going(going: impl Fn(usize) -> bool) -> usize {
     let Ok(t) = tables() else {
         return 0;
     };
     let mut ended = 0usize;
-    while let Some((h, agent, handlers)) = t.agents.find_map(|h, c| {
-        let in_module = c.code.iter().any(|&a| a != 0 && going(a));
-        (in_module && !c.closing).then(|| {
+    loop {
+        // One pass: claims the first agent of the module that nobody unregisters, and notes
+        // whether another thread is unregistering one.
+        let mut others_closing = false;
+        let claimed = t.agents.find_map(|h, c| {
+            if !c.has_code_where(&going) {
+                return None;
+            }
+            if c.closing {
+                others_closing = true;
+                return None;
+            }
             c.closing = true;
-            (h, c.agent.clone(), c.handlers.clone())
-        })
-    }) {
-        handlers.mute();
-        // A handler call in progress returns first (its code is still there); the buffers
-        // the module still owns are inert from now on and freed at rmad's unload.
-        if agent.unregister_with(false).is_ok() {
-            drop(t.agents.remove(h, |_| Ok(())));
+            Some((h, c.agent.clone(), c.handlers.clone()))
+        });
+        match claimed {
+            Some((h, agent, handlers)) => {
+                handlers.mute();
+                // A handler call in progress returns first (its code is still there); the
+                // buffers the module still owns are inert from now on and freed at rmad's
+                // unload.
+                if agent.unregister_with(false).is_ok() {
+                    drop(t.agents.remove(h, |_| Ok(())));
+                }
+                ended = ended.saturating_add(1);
+            }
+            // Another thread's unregistration empties the slot when it is done (or gives the
+            // claim back, and the next pass takes it): a rare wait, at a module's unload, so
+            // the slots are looked at again after a short sleep rather than signalled.
+            None if others_closing => fsleep(Delta::from_millis(CLOSING_POLL_MS)),
+            None => return ended,
         }
-        ended = ended.saturating_add(1);
     }
-    // Asynchronous unregistrations queued by now, some perhaps with a release function in
-    // this module that could not be pinned: each has run when this returns.
-    t.unregistering.flush();
-    ended
 }
 
 /// Test flavour: makes the agent with handle `agent` look as if its handlers were at `addr`,

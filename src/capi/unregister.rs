@@ -7,8 +7,8 @@
 //! The asynchronous call claims the agent (a second unregistration is refused), pins the
 //! module of the client's release function and queues the agent's work item on rmad's own
 //! queue. The work item unregisters the agent as `rmad_unregister_agent` does, in rmad's
-//! thread, once the handler that asked has returned; then it calls the release function and
-//! unpins its module. So the client's code and memory stay until no handler of the agent can
+//! thread, once the handler that asked has returned; then it calls the release function,
+//! unpins its module, and only then empties the agent's slot (the handle goes stale). So the client's code and memory stay until no handler of the agent can
 //! run, and a client module can be unloaded only after that: nothing of rmad ever calls into
 //! freed module text.
 //!
@@ -139,8 +139,9 @@ impl WorkItem for Pending {
         let Ok(t) = tables() else {
             return;
         };
-        // The agent's slot stays until the unregistration below: it was claimed (`closing`),
-        // so nothing else removes it.
+        // The agent's slot stays until the release below has returned: it was claimed
+        // (`closing`), so nothing else removes it, and the unload of a module with code in it
+        // waits for as long as it is there ([`super::unload`]).
         let Ok((agent, detach, release)) = t.agents.with(this.handle, |c| {
             (c.agent.clone(), c.detach_buffers, c.release.take())
         }) else {
@@ -148,12 +149,13 @@ impl WorkItem for Pending {
         };
         // Not inside any handler of the agent: this waits for the one that asked, if it still
         // runs, and for every other.
-        if agent.unregister_with(!detach).is_ok() {
-            drop(t.agents.remove(this.handle, |_| Ok(())));
-        }
+        let unregistered = agent.unregister_with(!detach).is_ok();
         drop(agent);
         if let Some(r) = release {
             r.run();
+        }
+        if unregistered {
+            drop(t.agents.remove(this.handle, |_| Ok(())));
         }
     }
 }
@@ -183,6 +185,7 @@ pub(crate) unsafe extern "C" fn rmad_unregister_agent_async(
             // cannot be pinned is being unloaded: its unload waits for this unregistration.
             let pinned = !owner.is_null() && unsafe { rmad_capi_module_get(owner) };
             c.closing = true;
+            c.release_at = release.map_or(0, |f| (f as *const c_void).addr());
             // INVARIANT: The reference taken above goes with the release call.
             c.release = Some(ReleaseCall {
                 release,

@@ -247,6 +247,13 @@ pub(crate) struct SendBody {
 }
 
 impl SendBody {
+    /// Sets the retry rules of the next post; what the rules remembered of an earlier post
+    /// goes with the old rules (the post starts its own clock too).
+    pub(crate) fn set_retry(&mut self, rules: Rules) {
+        self.retry = rules;
+        self.retry_clock = RetryClock::default();
+    }
+
     /// RMPP segment `n` (numbered from 1): `seg_size` bytes of the payload; `None` out of
     /// range and for a buffer without segments.
     pub(crate) fn segment_mut(&mut self, n: usize) -> Option<&mut [u8]> {
@@ -558,7 +565,7 @@ impl SendBuf {
     /// Sets the retry rules of the next post (Documentation/behaviour.md §2.11); a deadline
     /// longer than [`crate::mad::retry::MAX_DEADLINE_MS`] counts as that.
     pub(crate) fn set_retry_rules(&mut self, rules: Rules) {
-        self.body.retry = rules;
+        self.body.set_retry(rules);
     }
 
     /// The destination.

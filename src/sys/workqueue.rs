@@ -2,7 +2,8 @@
 
 //! Owned workqueues and re-armable delayed work.
 //!
-//! The 7.3 kernel crate can enqueue work on the system queues but cannot allocate a queue of
+//! The 7.3 kernel crate can enqueue work on the system queues (only on those 7.3 deprecated:
+//! [`system_dfl`] and [`system_percpu`] give the others) but cannot allocate a queue of
 //! its own, flush or destroy one, move a pending delayed work item to an earlier time, or
 //! cancel one. rmad needs all of these: completions are delivered on an ordered queue that the
 //! module owns and drains at unload, and an agent's timer must move earlier when a send with an
@@ -33,6 +34,24 @@ use kernel::{
         WorkItem, //
     },
 };
+
+/// The kernel's default system queue for work that needs no CPU of its own (`system_dfl_wq`,
+/// unbound). 7.3 marks the queues that the kernel crate's `system()` and `system_unbound()`
+/// return (`system_wq`, `system_unbound_wq`) deprecated and logs a warning at the first item
+/// queued on one; this and [`system_percpu`] are what it asks for instead. Only the suites
+/// queue work there (their threads).
+#[cfg(rmad_test)]
+pub(crate) fn system_dfl() -> &'static Queue {
+    // SAFETY: `system_dfl_wq` is a C global, allocated at boot and never destroyed.
+    unsafe { Queue::from_raw(bindings::system_dfl_wq) }
+}
+
+/// The kernel's per-CPU system queue (`system_percpu_wq`): what `system_wq` was, under its
+/// new name (see [`system_dfl`]).
+pub(crate) fn system_percpu() -> &'static Queue {
+    // SAFETY: `system_percpu_wq` is a C global, allocated at boot and never destroyed.
+    unsafe { Queue::from_raw(bindings::system_percpu_wq) }
+}
 
 /// A workqueue that rmad allocated (ordered: one item at a time, in queueing order; or
 /// unbound, several at once); drained and destroyed when dropped.

@@ -170,7 +170,7 @@ fn waiting(env: &Env, n: usize) -> Result<Waiting> {
     let other: Arc<Mutex<Option<Result<KVVec<SendBuf>>>>> =
         Arc::pin_init(new_mutex!(None), GFP_KERNEL)?;
     let (a2, other2) = (a.clone(), other.clone());
-    kernel::workqueue::system_unbound()
+    crate::sys::workqueue::system_dfl()
         .try_spawn(GFP_KERNEL, move || {
             let r = create(&a2, half..n);
             *other2.lock() = Some(r);

@@ -66,41 +66,57 @@ static bool rmad_ah_current(struct rmad_vport *vp, const struct rmad_ah_entry *e
 }
 
 /*
- * After a GID table change (an address removed or replaced): destroys the
- * cached address handles that no send uses and whose source GID entry is gone
- * or replaced, so that none keeps a deleted GID entry allocated. The transmit
- * work calls it first in every run. Only it and close change a handle, so one
- * is read here without the lock; whether a send uses it is decided under the
- * lock, where an entry taken out of use (not ready) can gain no user from a
- * post in the caller's context (rmad_ah_find_ready).
+ * After a GID table change (an address removed or replaced), or once the last
+ * send of a stale handle completed: destroys the cached address handles whose
+ * source GID entry is gone or replaced, so that none keeps a deleted GID entry
+ * allocated, and marks the current ones current (a post from the caller's
+ * context uses no other, rmad_ah_find_ready). A handle that sends still use
+ * is made stale instead: not ready, so that no new send takes it, and
+ * destroyed by the sweep that its last send's completion asks for
+ * (rmad_ah_unuse). The transmit work calls this first in every run. Only it
+ * and close change a handle, so one is read here without the lock; whether a
+ * send uses it is decided under the lock, where an entry taken out of use
+ * (not ready) can gain no user from a post in the caller's context.
  */
 void rmad_shim_vport_sweep(struct rmad_vport *vp)
 {
 	unsigned long flags;
 	struct ib_ah *gone;
+	bool valid;
+	u32 gen;
 	int i;
 
 	if (!atomic_xchg(&vp->gid_changed, 0))
 		return;
+	/* After the exchange: a change from now on asks for another sweep. */
+	gen = atomic_read(&vp->gid_gen);
 	for (i = 0; i < RMAD_AH_CACHE; i++) {
 		struct rmad_ah_entry *e = &vp->ahs[i];
 
-		if (!e->ah || rmad_ah_current(vp, e))
+		if (!e->ah)
 			continue;
+		valid = !e->stale && rmad_ah_current(vp, e);
 		gone = NULL;
 		spin_lock_irqsave(&vp->lock, flags);
-		if (!e->users) {
+		if (valid) {
+			e->gid_gen = gen;
+		} else if (!e->users) {
 			gone = e->ah;
 			e->ah = NULL;
 			e->ready = false;
+			e->stale = false;
 			memset(&e->attr, 0, sizeof(e->attr));
 			memset(&e->key, 0, sizeof(e->key));
+		} else {
+			e->ready = false;
+			e->stale = true;
 		}
 		spin_unlock_irqrestore(&vp->lock, flags);
 		if (gone)
 			rdma_destroy_ah(gone, RDMA_DESTROY_AH_SLEEPABLE);
 	}
 }
+
 
 /* @attr without the destination MAC: what a post in the caller's context matches. */
 static void rmad_ah_key(const struct rdma_ah_attr *attr, struct rdma_ah_attr *key)
@@ -142,8 +158,11 @@ struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_at
 	struct rmad_ah_entry *e, *free = NULL;
 	unsigned long flags;
 	struct ib_ah *ah, *old;
+	u32 gen;
 	int i;
 
+	/* Before the handle is made: a change after this makes it not current. */
+	gen = atomic_read(&vp->gid_gen);
 	spin_lock_irqsave(&vp->lock, flags);
 	for (i = 0; i < RMAD_AH_CACHE; i++) {
 		e = &vp->ahs[i];
@@ -190,6 +209,8 @@ struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_at
 	free->ah = ah;
 	free->attr = *attr;
 	rmad_ah_key(attr, &free->key);
+	free->gid_gen = gen;
+	free->stale = false;
 	free->ready = true;
 	rmad_ah_refresh(vp, free);
 	spin_unlock_irqrestore(&vp->lock, flags);
@@ -198,17 +219,20 @@ struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_at
 
 /*
  * The ready, fresh cached handle whose destination is @key (an address
- * without its MAC), with one more user, or NULL. The caller holds the port's
+ * without its MAC), with one more user, or NULL. Only a handle made or found
+ * current since the last GID table change: its source GID entry may be gone
+ * otherwise, and the transmit work sweeps first. The caller holds the port's
  * lock: any context.
  */
 struct rmad_ah_entry *rmad_ah_find_ready(struct rmad_vport *vp, const struct rdma_ah_attr *key)
 {
+	u32 gen = atomic_read(&vp->gid_gen);
 	int i;
 
 	for (i = 0; i < RMAD_AH_CACHE; i++) {
 		struct rmad_ah_entry *e = &vp->ahs[i];
 
-		if (e->ready && time_before(jiffies, e->fresh_until) &&
+		if (e->ready && e->gid_gen == gen && time_before(jiffies, e->fresh_until) &&
 		    !memcmp(&e->key, key, sizeof(*key))) {
 			e->users++;
 			return e;

@@ -149,7 +149,7 @@ impl VerbsPort {
             }),
             GFP_KERNEL,
         )
-        .map(|r| self.resolve_wq.queue().enqueue(r).is_ok());
+        .map(|r| self.queue_resolution(r));
         if queued != Ok(true) {
             // Out of memory: the next port event tries again.
             self.attrs.refreshing.store(false, Release);

@@ -234,7 +234,7 @@ impl VerbsPort {
             }),
             GFP_KERNEL,
         )
-        .map(|r| self.resolve_wq.queue().enqueue(r).is_ok());
+        .map(|r| self.queue_resolution(r));
         if started != Ok(true) {
             // Nothing will end the wait: forget it, and refuse this one.
             self.neigh.lock().entries.retain(|e| !e.is(grh));

@@ -165,15 +165,13 @@ static void rmad_put_slot(struct rmad_slot *s)
 {
 	struct rmad_vport *vp = s->vp;
 	struct rmad_ah_entry *e = s->ah;
-	bool destroy = false;
+	bool destroy = false, retire = false;
 	unsigned long flags;
 
 	s->ah = NULL;
 	spin_lock_irqsave(&vp->lock, flags);
-	if (e) {
-		e->users--;
-		destroy = e->transient && !e->users;
-	}
+	if (e)
+		retire = rmad_ah_unuse(e, &destroy);
 	vp->free_send[vp->nfree++] = s - vp->send;
 	spin_unlock_irqrestore(&vp->lock, flags);
 	/* Process context: the CQ is polled on a workqueue. */
@@ -181,6 +179,9 @@ static void rmad_put_slot(struct rmad_slot *s)
 		rdma_destroy_ah(e->ah, RDMA_DESTROY_AH_SLEEPABLE);
 		kfree(e);
 	}
+	/* Any context (a failed post from the caller's): the transmit work destroys it. */
+	if (retire)
+		rmad_ah_retire_later(vp);
 }
 
 static void rmad_send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -243,6 +244,9 @@ static void rmad_port_event(struct ib_event_handler *h, struct ib_event *ev)
 		return;
 	switch (ev->event) {
 	case IB_EVENT_GID_CHANGE:
+		/* Ordered before the flag: a sweep that clears it reads the new count. */
+		atomic_inc(&vp->gid_gen);
+		smp_mb__after_atomic();
 		atomic_set(&vp->gid_changed, 1);
 		break;
 	/* Rust checks a post's P_Key index against the table again. */

@@ -49,6 +49,7 @@ use crate::{
         wire::MadHdr,
         Address, //
     },
+    sys::workqueue, //
 };
 use core::ptr;
 use kernel::{
@@ -63,10 +64,7 @@ use kernel::{
         },
         Arc, //
     },
-    workqueue::{
-        system,
-        WorkItem, //
-    },
+    workqueue::WorkItem,
 };
 
 /// The largest MAD a verbs port carries.
@@ -342,14 +340,14 @@ impl VerbsPort {
         Ok(())
     }
 
-    /// Makes sure the transmit work runs: the port's own work item, on the system workqueue
-    /// of the CPU that kicks it (the CPU whose post, or send completion, has something for it),
+    /// Makes sure the transmit work runs: the port's own work item, on the per-CPU system
+    /// workqueue (`system_percpu_wq`, as 7.3 calls `system_wq`) of the CPU that kicks it (the CPU whose post, or send completion, has something for it),
     /// so that no port's transmissions wait behind another's.
     pub(super) fn kick(&self) {
         let this = self.arc();
         // Already queued is fine: that run will see what was just queued. A disabled work (the
         // port is closing) refuses it: `close` flushes what is queued.
-        let _ = system().enqueue(this);
+        let _ = workqueue::system_percpu().enqueue(this);
     }
 
     /// The transmit work: hands queued transmissions to the device, oldest first, until the

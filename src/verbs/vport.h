@@ -51,9 +51,10 @@ struct rmad_slot {
 /*
  * An address handle and the destination it was made for. It is made once,
  * at the first transmission to the destination, and kept until the port
- * closes; @users counts the sends on the QP that use it. @ready, @key and
- * @fresh_until are what a post from the caller's context matches, under the
- * port's lock: @ah and @attr change only while @ready is false.
+ * closes or its source GID goes; @users counts the sends on the QP that use
+ * it. @ready, @key, @fresh_until and @gid_gen are what a post from the
+ * caller's context matches, under the port's lock: @ah and @attr change only
+ * while @ready is false.
  */
 struct rmad_ah_entry {
 	struct ib_ah *ah;
@@ -61,10 +62,17 @@ struct rmad_ah_entry {
 	/* @attr without the destination MAC. */
 	struct rdma_ah_attr key;
 	unsigned long fresh_until;
+	/* The port's gid_gen when the handle was made or last found current. */
+	u32 gid_gen;
 	u32 users;
 	bool ready;
 	/* Not in the cache: destroyed when its last send completes. */
 	bool transient;
+	/*
+	 * Its source GID entry went while sends used it: no send takes it any
+	 * more, and the transmit work destroys it once its last send completed.
+	 */
+	bool stale;
 };
 
 struct rmad_vport {
@@ -95,9 +103,15 @@ struct rmad_vport {
 	 * the cache's handles; posts from the caller's context use ready ones.
 	 */
 	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
-	/* GID table changes of the port, which make the transmit work sweep the cache. */
+	/*
+	 * GID table changes of the port, which make the transmit work sweep the
+	 * cache (gid_changed; also set when a stale handle's last send completed),
+	 * and their count (gid_gen): a post from the caller's context uses only a
+	 * handle found current since the last change.
+	 */
 	struct ib_event_handler events;
 	atomic_t gid_changed;
+	atomic_t gid_gen;
 	/*
 	 * A send completed with an error: the QP may be in the error state (rxe
 	 * moves it there when the netdev refuses a packet, for good), and the
@@ -133,6 +147,31 @@ int rmad_post_recv(struct rmad_slot *s);
 void rmad_repost_later(struct rmad_slot *s);
 void rmad_repost(struct rmad_vport *vp);
 void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+
+/*
+ * Gives back one use of @e (its send completed, or its post failed), under
+ * the port's lock. Sets *@destroy when that was the last use of a transient
+ * handle, which the caller destroys outside the lock, in process context
+ * (only the transmit work makes and posts with transient handles). Returns
+ * true when it was the last use of a stale cached handle: the caller then sets
+ * gid_changed and kicks the transmit work, whose sweep destroys it.
+ */
+static inline bool rmad_ah_unuse(struct rmad_ah_entry *e, bool *destroy)
+{
+	e->users--;
+	*destroy = e->transient && !e->users;
+	return e->stale && !e->users;
+}
+
+/*
+ * A stale handle's last send completed (rmad_ah_unuse): the transmit work
+ * sweeps it. Any context, no lock held.
+ */
+static inline void rmad_ah_retire_later(struct rmad_vport *vp)
+{
+	atomic_set(&vp->gid_changed, 1);
+	rmad_rust_kick(vp->ctx);
+}
 
 /* address.c: the address-handle cache. */
 struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr);

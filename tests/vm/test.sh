@@ -124,6 +124,18 @@ vm_case production_has_tracepoints sh -c '[ -d /sys/kernel/debug/tracing/events/
 # destination).
 vm_case production_lists_ports sh -c 'cat /sys/kernel/debug/rmad/ports &&
 	grep -Eq "^device rxe0 port 1 qpn [1-9][0-9]* short_dropped 0 requests_dropped 0 resolved [0-9]+ unresolved 0 lid 0 lmc 0 qp_resets 0 sent_now [1-9][0-9]* sent_queued [1-9][0-9]* mac [0-9a-f:]{17}$" /sys/kernel/debug/rmad/ports'
+# rmad.h: rmad_free_send_mad is atomic-safe, also when it frees the last of a removed device.
+# A client keeps a buffer of an RMAD_DETACH_BUFFERS agent, rxe0 is deleted, the agent
+# unregistered, and the buffer, the last reference to the agent and through it to rxe0's
+# port, freed from an hrtimer (hard interrupt): DEBUG_ATOMIC_SLEEP reports anything there
+# that may sleep (rmad_vm_run.kernel_log_clean; before the fix, the port's workqueue was
+# destroyed there). rxe0 is made again for what follows.
+vm_case detached_buffer_freed_from_hrtimer_after_removal sh -c '
+	insmod /modules/rmad_hrtimer_client.ko detached=1 && rdma link delete rxe0 &&
+	echo 1 >/sys/module/rmad_hrtimer_client/parameters/finish &&
+	rmmod rmad_hrtimer_client && dmesg | grep "rmad_hrtimer_client: detached: [PF]" |
+	tail -n 1 | grep -q "rmad_hrtimer_client: detached: PASS"'
+vm_case setup_rxe0_after_detached setup_rxe
 vm_case rmmod_production rmmod rmad
 emit_vm_suite rmad_production >"$RESULTS"
 

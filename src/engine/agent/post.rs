@@ -375,6 +375,10 @@ impl Agent {
             return Err((EBUSY, body));
         }
         body.retries = 0;
+        // Every post starts the retry rules' clock afresh: a deadline of an earlier post
+        // (with other rules, perhaps) is not this one's. Only the rules' own `Posted` step
+        // sets it again, for a send that opted into them.
+        body.retry_clock = Default::default();
         body.seg = plan.window.map(|mut w| {
             // Segment 1 goes out with the post.
             let _ = w.next();

@@ -186,6 +186,7 @@ mod contexts;
 mod handlers;
 mod handles;
 mod rmpp;
+mod unload;
 mod unregister;
 
 #[kernel::prelude::kunit_tests(rmad_capi)]
@@ -195,6 +196,7 @@ mod tests {
         handlers,
         handles,
         rmpp,
+        unload,
         unregister, //
     };
     use kernel::prelude::*;
@@ -287,5 +289,15 @@ mod tests {
     #[test]
     fn module_unload_ends_what_its_module_left() -> Result {
         unregister::module_unload_ends_what_its_module_left()
+    }
+
+    #[test]
+    fn unrelated_unload_waits_for_no_blocked_handler() -> Result {
+        unload::unrelated_unload_waits_for_no_blocked_handler()
+    }
+
+    #[test]
+    fn going_module_waits_for_an_unregistration_in_progress() -> Result {
+        unload::going_module_waits_for_an_unregistration_in_progress()
     }
 }

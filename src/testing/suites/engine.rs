@@ -39,7 +39,6 @@ mod tests {
             delay::udelay,
             Delta, //
         },
-        workqueue,
     };
 
     /// What the other thread of a round saw.
@@ -86,7 +85,7 @@ mod tests {
                 env.engine.clone(),
                 env.transport.clone(),
             );
-            workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+            crate::sys::workqueue::system_dfl().try_spawn(GFP_KERNEL, move || {
                 meet(&r2, 2);
                 let a = crate::testing::register_gsi(
                     &engine,

@@ -24,6 +24,7 @@ mod tests {
             rmad_send_buf_set_retry,
             rmad_unregister_agent,
             RmadAh,
+            RmadRegReq,
             RMAD_RETRY_BACKOFF as C_BACKOFF,
             RMAD_RETRY_ONE_SHOT as C_ONE_SHOT, //
         },
@@ -61,12 +62,14 @@ mod tests {
             request,
             rxe_agent,
             rxe_request,
+            sleep_ms,
             wait_for,
             wait_state,
             Behaviour,
             Recorder, //
         },
     };
+    use core::ffi::c_void;
     use kernel::{
         prelude::*,
         sync::Arc, //
@@ -519,6 +522,188 @@ mod tests {
         assert_eq!(&first[..], &[(0, WcStatus::RespTimeoutErr, 0)][..]);
         assert_eq!(stats.transmitted, u64::try_from(limit)?.saturating_add(1));
         assert_eq!(stats.retried, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn reposted_with_default_rules_waits_in_the_backlog() -> Result {
+        // A buffer posted with a deadline, completed, given the C layer's rules back and posted
+        // again behind flow control waits in the backlog until a slot frees: the deadline of
+        // its first post (long past) is not its own any more.
+        let rec = Recorder::new(Behaviour {
+            keep: true,
+            ..Behaviour::default()
+        })?;
+        let (engine, transport) = capi::devices::find(lb0::NAME, 1).ok_or(ENODEV)?;
+        let sa = Some(reg(wire::IB_MGMT_CLASS_SUBN_ADM));
+        let a = register_gsi(&engine, &transport, 1, &rec, sa)?;
+        let limit = usize::try_from(a.sol_fc_max)?;
+        let mut first = sa_get(&a, limit, 20, 0)?;
+        first.set_retry_rules(deadline(50));
+        let _ = post(first)?;
+        let first_done = rec.wait_sends(1);
+        let mut again = rec.take_kept().pop().ok_or(EINVAL)?;
+        again.set_retry_rules(Rules::default());
+        let mut handles = KVec::new();
+        for tag in 0..limit {
+            handles.push(post(sa_get(&a, tag, 60_000, 0)?)?, GFP_KERNEL)?;
+        }
+        let again = post(again)?;
+        // Long past the first post's deadline: the agent's work would have ended it by now.
+        sleep_ms(200);
+        let queued = a.send_state(&again) == Some(SendState::Queued);
+        let calls_while_queued = rec.send_count();
+        let freed = handles.first().is_some_and(|h| h.cancel().is_ok());
+        let limit64 = u64::try_from(limit)?;
+        let sent = wait_for(|| a.stats().transmitted == limit64.saturating_add(2));
+        let cancelled = again.cancel().is_ok();
+        for h in handles.iter() {
+            let _ = h.cancel();
+        }
+        let all_done = rec.wait_sends(limit.saturating_add(2));
+        let sends = rec.sends()?;
+        drop(rec.release_all());
+        a.unregister()?;
+        assert!(limit > 0 && first_done && all_done);
+        assert_eq!(sends.first(), Some(&(limit, WcStatus::RespTimeoutErr, 0)));
+        assert!(queued);
+        assert_eq!(calls_while_queued, 1);
+        assert!(freed && sent && cancelled);
+        let again_calls = sends.iter().skip(1).filter(|s| s.0 == limit).count();
+        assert!(sends.iter().skip(1).all(|s| s.1 == WcStatus::WrFlushErr));
+        assert_eq!(again_calls, 1);
+        Ok(())
+    }
+
+    /// A class-0x03 (SA) GET header with TID low word `lo` into the MAD of the C buffer `b`.
+    fn write_sa_get(agent: *mut c_void, b: *mut c_void, lo: u32) -> Result {
+        let mad = rmad_send_buf_mad(b).cast::<u8>();
+        if mad.is_null() {
+            return Err(EINVAL);
+        }
+        let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
+        let _ = MadHdr {
+            base_version: 1,
+            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
+            class_version: 2,
+            method: wire::IB_MGMT_METHOD_GET,
+            tid: wire::make_tid(crate::capi::rmad_agent_hi_tid(agent), lo),
+            ..MadHdr::default()
+        }
+        .write(&mut hdr);
+        // SAFETY: The test owns the buffer, whose MAD is 256 bytes long.
+        unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
+        Ok(())
+    }
+
+    /// The address of nobody on `lb0`, for the C API.
+    fn c_nowhere() -> RmadAh {
+        RmadAh {
+            dlid: NOWHERE,
+            src_path_bits: 0,
+            has_grh: 0,
+            sgid_index: 0,
+            dgid: [0; 16],
+            hop_limit: 0,
+            traffic_class: 0,
+            sl: 0,
+            flow_label: 0,
+        }
+    }
+
+    /// Through the C API: an SA GET of `agent` to nobody on `lb0`, TID low word `lo`.
+    fn c_sa_get(agent: *mut c_void, lo: u32, timeout_ms: i32) -> Result<*mut c_void> {
+        let ah = c_nowhere();
+        let b = crate::testing::capi_client::create_mad(agent, kernel::bindings::GFP_KERNEL);
+        if crate::testing::capi_client::is_err(b) {
+            return Err(ENOMEM);
+        }
+        write_sa_get(agent, b, lo)?;
+        // SAFETY: The test owns `b`; `ah` is valid.
+        let r = unsafe { rmad_send_buf_set(b, &ah, timeout_ms, 0, core::ptr::null_mut()) };
+        kernel::error::to_result(r)?;
+        Ok(b)
+    }
+
+    #[test]
+    fn c_api_reposted_with_default_rules_waits_in_the_backlog() -> Result {
+        // The same through the C API: rmad_send_buf_set_retry(buf, 0, 0) after a post with a
+        // deadline, then a post behind flow control.
+        let probe = CRecorder::new(CBehaviour::default(), c_nowhere())?;
+        let reg = RmadRegReq {
+            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
+            mgmt_class_version: 2,
+            oui: [0; 3],
+            method_mask: [1 << wire::IB_MGMT_METHOD_GET, 0],
+        };
+        // SAFETY: The name is NUL-terminated and `reg` valid; the handlers match the C
+        // prototypes; the context outlives the agent (unregistered below).
+        let agent = unsafe {
+            crate::capi::rmad_register_agent(
+                lb0::NAME.as_char_ptr(),
+                1,
+                1,
+                &reg,
+                0,
+                Some(crate::testing::capi_client::c_recorder_send),
+                Some(crate::testing::capi_client::c_recorder_recv),
+                probe.ctx(),
+                0,
+            )
+        };
+        if crate::testing::capi_client::is_err(agent) {
+            return Err(ENODEV);
+        }
+        let engine_agent = capi::engine_agent_of(agent)?;
+        let limit = usize::try_from(engine_agent.sol_fc_max)?;
+        let b = c_sa_get(agent, 1000, 20)?;
+        let with_deadline = rmad_send_buf_set_retry(b, 0, 50);
+        // SAFETY: A NULL `bad_send_buf` is allowed.
+        let first = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        let first_done = probe.wait_sends(1);
+        let reset = rmad_send_buf_set_retry(b, 0, 0);
+        let ah = c_nowhere();
+        // SAFETY: The test owns `b`; `ah` is valid.
+        let set = unsafe { rmad_send_buf_set(b, &ah, 60_000, 0, core::ptr::null_mut()) };
+        let mut holders = KVec::new();
+        for lo in 0..limit {
+            let h = c_sa_get(agent, u32::try_from(lo)?, 60_000)?;
+            // SAFETY: As above.
+            let _ = unsafe { rmad_post_send_mad(h, core::ptr::null_mut()) };
+            holders.push(h, GFP_KERNEL)?;
+        }
+        // SAFETY: As above.
+        let again = unsafe { rmad_post_send_mad(b, core::ptr::null_mut()) };
+        sleep_ms(200);
+        let calls_while_queued = probe.sends()?.len();
+        let freed = holders.first().map_or(-1, |&h| rmad_cancel_mad(h));
+        let limit64 = u64::try_from(limit)?;
+        let sent = wait_for(|| engine_agent.stats().transmitted == limit64.saturating_add(2));
+        let cancelled = rmad_cancel_mad(b);
+        for &h in holders.iter() {
+            let _ = rmad_cancel_mad(h);
+        }
+        let all_done = probe.wait_sends(limit.saturating_add(2));
+        let sends = probe.sends()?;
+        for &h in holders.iter() {
+            let _ = crate::capi::rmad_free_send_mad(h);
+        }
+        let _ = crate::capi::rmad_free_send_mad(b);
+        let _ = rmad_unregister_agent(agent);
+        let b_calls: KVec<i32> = {
+            let mut v = KVec::new();
+            for s in sends.iter().filter(|s| s.0 == crate::testing::capi_client::num(b)) {
+                v.push(s.2, GFP_KERNEL)?;
+            }
+            v
+        };
+        assert!(limit > 0 && first_done && all_done);
+        assert_eq!((with_deadline, first, reset, set, again), (0, 0, 0, 0, 0));
+        assert_eq!(calls_while_queued, 1);
+        assert_eq!(freed, 0);
+        assert!(sent);
+        assert_eq!(cancelled, 0);
+        assert_eq!(&b_calls[..], &[C_RESP_TIMEOUT, C_FLUSH][..]);
         Ok(())
     }
 

@@ -576,6 +576,90 @@ mod tests {
         Ok(())
     }
 
+    /// R's GET is answered with 130 segments, of which segment 67 is held back until the
+    /// window is sent again; a retransmission of the GET is lost on the wire before the gap
+    /// (`retry_first`) or after it. Returns whether every step ran, P's ACKs, R's messages,
+    /// R's log and the STOPs and ABORTs P saw.
+    fn response_with_a_gap_and_a_lost_retry(retry_first: bool) -> Result<GapRun> {
+        let t = Pair::new()?;
+        // Enough time for the whole transfer under the test kernel: 10 retries of 2 s.
+        let _h = post(request(&t.r, SA, 5, 2, 2000, 10)?)?;
+        let tid = wire::make_tid(t.r.hi_tid, 5);
+        let send = |from: u32, to: u32| -> Result {
+            for n in (from..=to).filter(|&n| n != 67) {
+                t.segment_with(wire::IB_MGMT_METHOD_GET_RESP, tid, n, 130, 0, 0)?;
+            }
+            Ok(())
+        };
+        // The next request on the wire is a retransmission of the GET (nothing else is in
+        // flight once the fabric is idle: R's ACKs are requests too): lost.
+        let lose_a_retry = || -> bool {
+            let f = t.env.fabric();
+            let idle = t.settle();
+            let before = f.stats().lost;
+            f.set_knobs(|k| k.drop_requests = 1);
+            idle && wait_for(|| f.stats().lost > before)
+        };
+        let mut ran = true;
+        if retry_first {
+            send(1, 65)?;
+            ran &= lose_a_retry();
+            send(66, 129)?;
+        } else {
+            send(1, 129)?;
+            ran &= lose_a_retry();
+        }
+        ran &= t.settle();
+        // P sends the window again, 67 with it, then the last segment.
+        for n in 66..=130 {
+            t.segment_with(wire::IB_MGMT_METHOD_GET_RESP, tid, n, 130, 0, 0)?;
+        }
+        ran &= t.settle();
+        let run = GapRun {
+            ran,
+            acks: t.plog.acks()?,
+            msgs: t.rlog.messages()?,
+            rseen: t.rlog.seen()?,
+            stops: t.plog.stops()?,
+        };
+        t.finish()?;
+        Ok(run)
+    }
+
+    /// What [`response_with_a_gap_and_a_lost_retry`] saw.
+    struct GapRun {
+        ran: bool,
+        acks: KVec<(u32, u32)>,
+        msgs: KVec<(bool, usize, bool)>,
+        rseen: KVec<Seen>,
+        stops: KVec<(u8, u8)>,
+    }
+
+    #[test]
+    fn lost_segment_and_lost_request_retry_in_either_order_complete() -> Result {
+        // Issue 41, item 7: a receiver that stopped ACKing, its request still outstanding,
+        // after a retransmission of the request was lost during the inbound transfer. Either
+        // order of the lost segment and the lost retry: the re-sent window fills the gap (ACK
+        // 129, NewWindowLast 193), the message is reassembled whole and matched once, the GET
+        // completes with SUCCESS, and nothing is stopped or aborted.
+        for retry_first in [false, true] {
+            let r = response_with_a_gap_and_a_lost_retry(retry_first)?;
+            pr_info!(
+                "rmpp: gap and lost retry (retry first: {}): last acks {:?}, messages {:?}\n",
+                retry_first,
+                r.acks.get(r.acks.len().saturating_sub(3)..),
+                r.msgs
+            );
+            assert!(r.ran);
+            assert!(r.acks.contains(&(129, 193)));
+            assert_eq!(r.acks.last().map(|a| a.0), Some(130));
+            assert_eq!(&r.msgs[..], &[(true, len_of(130), true)][..]);
+            assert!(r.rseen.contains(&Seen::Send(WcStatus::Success)));
+            assert_eq!(r.stops.len(), 0);
+        }
+        Ok(())
+    }
+
     #[test]
     fn lost_final_ack_of_a_response_drawn_again() -> Result {
         // Behaviour §8.14 (C drops them): R's GET is answered with 3 segments and completes;

@@ -2,8 +2,10 @@
 
 //! KUnit suite `rmad_rxe`: rmad agents on soft-RoCE (`rxe0`, which the test VM creates on a
 //! dummy netdev before loading rmad). [`hooks`] reaches into `rxe0` and rmad's private QP on
-//! it: port queries counted, receive posts failed, the QP failed.
+//! it: port queries counted, receive posts failed, the QP failed, an address handle held;
+//! [`gid`] holds the case of a GID table change under a handle in use.
 
+mod gid;
 mod hooks;
 
 #[kernel::prelude::kunit_tests(rmad_rxe)]
@@ -880,5 +882,10 @@ mod tests {
         let statuses = sends.iter().map(|s| (s.0, s.1));
         assert!(statuses.eq([(1, WcStatus::WrFlushErr), (2, WcStatus::Success)]));
         Ok(())
+    }
+
+    #[test]
+    fn rxe_handle_in_use_at_a_gid_change_is_retired() -> Result {
+        super::gid::handle_in_use_at_a_gid_change_is_retired()
     }
 }

@@ -8,6 +8,16 @@
  * reports what each call returned and what the send handler saw. Lockdep,
  * which the test kernel has (with raw-lock nesting checks), judges the locks
  * those calls take: the run's clean log is part of the check.
+ *
+ * With detached=1 it does something else: it registers an agent with
+ * RMAD_DETACH_BUFFERS and creates a buffer that it keeps; the test VM then
+ * deletes rxe0, and writing 1 to the parameter "finish" unregisters the agent
+ * and frees the buffer from an hrtimer (hard interrupt). That buffer holds
+ * the last reference to the agent, and the agent the last one to the removed
+ * device's port: the free, which rmad.h says is atomic-safe, ends them all
+ * there. With DEBUG_ATOMIC_SLEEP (the test kernel has it), anything on that
+ * path that may sleep is reported ("sleeping function called from invalid
+ * context"), which fails the run's clean log.
  */
 
 #include <linux/atomic.h>
@@ -32,6 +42,10 @@ struct call {
 	struct rmad_send_buf *buf;
 	int post, cancel, create, free, context_ok, hardirq;
 };
+
+static bool detached;
+module_param(detached, bool, 0400);
+MODULE_PARM_DESC(detached, "keep a buffer of an RMAD_DETACH_BUFFERS agent for \"finish\"");
 
 static void client_send_handler(struct rmad_agent *a, struct rmad_send_wc *wc)
 {
@@ -120,6 +134,63 @@ static bool client_ok(const struct call *c, int ran)
 	return !ran && !c->post && !c->cancel && !c->create && !c->free && c->context_ok;
 }
 
+/* detached=1: the buffer kept, and what the hrtimer's free returned. */
+static struct rmad_send_buf *kept;
+static struct hrtimer free_timer;
+static struct completion freed;
+static int free_ret = -EINPROGRESS, free_hardirq;
+
+static enum hrtimer_restart client_free(struct hrtimer *t)
+{
+	free_hardirq = in_hardirq();
+	free_ret = rmad_free_send_mad(kept);
+	complete(&freed);
+	return HRTIMER_NORESTART;
+}
+
+/* detached=1, "finish": unregisters the agent, then frees the kept buffer from an hrtimer. */
+static int finish_set(const char *val, const struct kernel_param *kp)
+{
+	int unregistered, done;
+
+	if (!detached || IS_ERR_OR_NULL(kept))
+		return -EINVAL;
+	unregistered = rmad_unregister_agent(agent);
+	init_completion(&freed);
+	hrtimer_setup(&free_timer, client_free, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	hrtimer_start(&free_timer, ms_to_ktime(1), HRTIMER_MODE_REL);
+	done = wait_for_completion_timeout(&freed, 20 * HZ) != 0;
+	hrtimer_cancel(&free_timer);
+	pr_info("rmad_hrtimer_client: detached: %s: unregister %d, free from hrtimer (hardirq %d) %d\n",
+		!unregistered && done && free_hardirq && !free_ret ? "PASS" : "FAIL",
+		unregistered, free_hardirq, free_ret);
+	kept = NULL;
+	return 0;
+}
+
+static const struct kernel_param_ops finish_ops = {
+	.set = finish_set,
+};
+
+module_param_cb(finish, &finish_ops, NULL, 0200);
+MODULE_PARM_DESC(finish, "detached=1: unregister, then free the kept buffer from an hrtimer");
+
+/* detached=1 at load: the agent and the buffer it keeps. */
+static int client_detached(void)
+{
+	agent = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, NULL, 0, client_send_handler, NULL,
+				    &ah, RMAD_DETACH_BUFFERS);
+	if (IS_ERR(agent))
+		return PTR_ERR(agent);
+	kept = client_send(7);
+	if (IS_ERR(kept)) {
+		rmad_unregister_agent(agent);
+		return PTR_ERR(kept);
+	}
+	pr_info("rmad_hrtimer_client: detached: agent and buffer kept\n");
+	return 0;
+}
+
 static int __init rmad_hrtimer_client_init(void)
 {
 	struct call timer = {}, hrtimer = {};
@@ -128,6 +199,8 @@ static int __init rmad_hrtimer_client_init(void)
 	ret = rmad_port_gid("rxe0", 1, 1, ah.dgid);
 	if (ret)
 		return ret;
+	if (detached)
+		return client_detached();
 	agent = rmad_register_agent("rxe0", 1, RMAD_QPT_GSI, NULL, 0, client_send_handler, NULL,
 				    &ah, 0);
 	if (IS_ERR(agent))
@@ -154,6 +227,11 @@ static int __init rmad_hrtimer_client_init(void)
 
 static void __exit rmad_hrtimer_client_exit(void)
 {
+	/* "finish" was never written: the agent and the buffer go the usual way. */
+	if (detached && !IS_ERR_OR_NULL(kept)) {
+		rmad_unregister_agent(agent);
+		rmad_free_send_mad(kept);
+	}
 }
 
 module_init(rmad_hrtimer_client_init);

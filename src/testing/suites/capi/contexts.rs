@@ -109,7 +109,7 @@ fn calls_while_another_is_held(
         GFP_KERNEL,
     )?;
     let (s2, ah2, ba2) = (shared.clone(), *ah, num(ba));
-    kernel::workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+    crate::sys::workqueue::system_dfl().try_spawn(GFP_KERNEL, move || {
         while !s2.held.load(Acquire) {
             core::hint::spin_loop();
         }

@@ -205,7 +205,7 @@ pub(super) fn handlers_see_a_finished_handle() -> Result {
     let stop = Arc::new(Atomic::<bool>::new(false), GFP_KERNEL)?;
     let flooded = Arc::new(Atomic::<u32>::new(0), GFP_KERNEL)?;
     let (s2, stop2, flooded2) = (sender.clone(), stop.clone(), flooded.clone());
-    kernel::workqueue::system_unbound()
+    crate::sys::workqueue::system_dfl()
         .try_spawn(GFP_KERNEL, move || {
             let mut tag = 0usize;
             // Bounded: the loop stops at the test's signal or after 200 000 requests.

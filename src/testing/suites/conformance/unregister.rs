@@ -32,7 +32,7 @@ macro_rules! assert_eq {
 /// Runs `f` on the system workqueue and records marker `m` on `rec` when it returns.
 fn spawn_marked(rec: &Arc<Recorder>, m: u32, f: impl FnOnce() + Send + 'static) -> Result {
     let r = rec.clone();
-    kernel::workqueue::system_unbound()
+    crate::sys::workqueue::system_dfl()
         .try_spawn(GFP_KERNEL, move || {
             f();
             r.mark(m);

@@ -5,7 +5,9 @@
  * one QP failed, both by interposing on the device's operations (so that
  * every caller is seen, ib_core's and rmad's alike, with no tracer); the
  * private QP moved to the error state, as rxe moves it when its netdev
- * refuses a packet; and the private port's counters read.
+ * refuses a packet; the private port's counters read; a cached address
+ * handle held in use, as a send on the device holds it; and the netdev's
+ * addresses changed, by the ip tool in user space.
  *
  * One interposition of each kind at a time, on one device: KUnit runs the
  * cases one after the other. The original operation is kept here, so that a
@@ -16,6 +18,9 @@
 #include <linux/atomic.h>
 #include <linux/build_bug.h>
 #include <linux/compiler.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/umh.h>
 #include <rdma/ib_verbs.h>
 
 #include "hooks.h"
@@ -98,4 +103,65 @@ void rmad_test_vport_counts(struct rmad_vport *vp, struct rmad_test_vport_counts
 	out->rq_posted = atomic_read(&vp->rq_posted);
 	out->resets = atomic_read(&vp->resets);
 	out->deferred = atomic_read(&vp->deferred);
+}
+
+/* Whether cache entry @e is a handle from GID index @sgid_index to @dgid. */
+static bool rmad_test_ah_is(const struct rmad_ah_entry *e, u8 sgid_index, const u8 *dgid)
+{
+	const struct ib_global_route *grh = &e->attr.grh;
+
+	return e->ah && (e->attr.ah_flags & IB_AH_GRH) && grh->sgid_index == sgid_index &&
+	       !memcmp(grh->dgid.raw, dgid, 16);
+}
+
+void *rmad_test_ah_hold(struct rmad_vport *vp, u8 sgid_index, const u8 *dgid)
+{
+	struct rmad_ah_entry *held = NULL;
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&vp->lock, flags);
+	for (i = 0; i < RMAD_AH_CACHE && !held; i++) {
+		if (vp->ahs[i].ready && rmad_test_ah_is(&vp->ahs[i], sgid_index, dgid)) {
+			held = &vp->ahs[i];
+			held->users++;
+		}
+	}
+	spin_unlock_irqrestore(&vp->lock, flags);
+	return held;
+}
+
+void rmad_test_ah_unhold(struct rmad_vport *vp, void *held)
+{
+	struct rmad_ah_entry *e = held;
+	bool destroy, retire;
+	unsigned long flags;
+
+	spin_lock_irqsave(&vp->lock, flags);
+	retire = rmad_ah_unuse(e, &destroy);
+	spin_unlock_irqrestore(&vp->lock, flags);
+	/* As rmad_put_slot does for a send's completion (a cached handle is never transient). */
+	if (retire)
+		rmad_ah_retire_later(vp);
+}
+
+u32 rmad_test_ah_cached(struct rmad_vport *vp, u8 sgid_index, const u8 *dgid)
+{
+	unsigned long flags;
+	u32 n = 0;
+	int i;
+
+	spin_lock_irqsave(&vp->lock, flags);
+	for (i = 0; i < RMAD_AH_CACHE; i++)
+		n += rmad_test_ah_is(&vp->ahs[i], sgid_index, dgid);
+	spin_unlock_irqrestore(&vp->lock, flags);
+	return n;
+}
+
+int rmad_test_ip_addr(const char *op, const char *addr, const char *netdev)
+{
+	char *argv[] = { "/bin/ip", "addr", (char *)op, (char *)addr, "dev", (char *)netdev, NULL };
+	char *envp[] = { "PATH=/bin:/sbin", NULL };
+
+	return call_usermodehelper(argv[0], argv, envp, UMH_WAIT_PROC);
 }

@@ -42,4 +42,17 @@ int rmad_test_vport_qp_error(struct rmad_vport *vp);
 /* The counters of @vp. */
 void rmad_test_vport_counts(struct rmad_vport *vp, struct rmad_test_vport_counts *out);
 
+/*
+ * Takes one use of the ready cached address handle of @vp from GID index
+ * @sgid_index to GID @dgid, as a send on the device holds one; NULL if there
+ * is none. rmad_test_ah_unhold() gives it back, as the send's completion does.
+ */
+void *rmad_test_ah_hold(struct rmad_vport *vp, u8 sgid_index, const u8 *dgid);
+void rmad_test_ah_unhold(struct rmad_vport *vp, void *held);
+/* How many cached address handles of @vp go from GID index @sgid_index to @dgid. */
+u32 rmad_test_ah_cached(struct rmad_vport *vp, u8 sgid_index, const u8 *dgid);
+
+/* Runs "ip addr @op @addr dev @netdev" in user space; its exit status, or an errno. */
+int rmad_test_ip_addr(const char *op, const char *addr, const char *netdev);
+
 #endif /* RMAD_TEST_RXE_HOOKS_H */

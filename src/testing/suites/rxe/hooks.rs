@@ -3,16 +3,22 @@
 //! Hooks of suite `rmad_rxe` into `rxe0` and rmad's private QP on it (`hooks.c`): every call
 //! of the device's `query_port` counted ([`PortQueries`]), posts of receives to the private QP
 //! failed ([`FailedRecvPosts`]), the private QP moved to the error state ([`qp_error`]), and
-//! the private port's counters ([`counts`]). The interpositions replace one operation of the
-//! device while their guard lives, and are given back when it drops.
+//! the private port's counters ([`counts`]), a cached address handle held in use as a send on
+//! the device holds it ([`HeldAh`]), and the netdev's addresses changed ([`ip_addr`]). The
+//! interpositions replace one operation of the device while their guard lives, and are given
+//! back when it drops.
 
 use crate::verbs::{
     IbDevice,
     VerbsPort,
     Vport, //
 };
+use core::ffi::c_void;
 use kernel::{
-    ffi::c_int,
+    ffi::{
+        c_char,
+        c_int, //
+    },
     prelude::*, //
 };
 
@@ -43,6 +49,10 @@ extern "C" {
     fn rmad_test_fail_recv_posts_stop(vp: *mut Vport);
     fn rmad_test_vport_qp_error(vp: *mut Vport) -> c_int;
     fn rmad_test_vport_counts(vp: *mut Vport, out: *mut VportCounts);
+    fn rmad_test_ah_hold(vp: *mut Vport, sgid_index: u8, dgid: *const u8) -> *mut c_void;
+    fn rmad_test_ah_unhold(vp: *mut Vport, held: *mut c_void);
+    fn rmad_test_ah_cached(vp: *mut Vport, sgid_index: u8, dgid: *const u8) -> u32;
+    fn rmad_test_ip_addr(op: *const c_char, addr: *const c_char, netdev: *const c_char) -> c_int;
 }
 
 /// Every call of the port's device's `query_port` counted, whoever makes it, while this
@@ -117,4 +127,49 @@ pub(crate) fn counts(port: &VerbsPort) -> Option<VportCounts> {
     // SAFETY: `with_vport` keeps the shim's port open across the call; `c` is writable.
     port.with_vport(|vp| unsafe { rmad_test_vport_counts(vp, &mut c) })?;
     Some(c)
+}
+
+/// One use of a cached address handle of the private QP, taken as a send on the device takes
+/// one, and given back (as its completion gives it back) when this drops.
+pub(crate) struct HeldAh<'a> {
+    port: &'a VerbsPort,
+    held: *mut c_void,
+}
+
+impl<'a> HeldAh<'a> {
+    /// Holds the ready cached handle from source GID index `sgid_index` to `dgid`; `None` if
+    /// the port is closed or has no such handle.
+    pub(crate) fn take(port: &'a VerbsPort, sgid_index: u8, dgid: &[u8; 16]) -> Option<Self> {
+        // SAFETY: `with_vport` keeps the shim's port open across the call; `dgid` has 16 bytes.
+        let held = port.with_vport(|vp| unsafe { rmad_test_ah_hold(vp, sgid_index, dgid.as_ptr()) })?;
+        (!held.is_null()).then_some(Self { port, held })
+    }
+}
+
+impl Drop for HeldAh<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `held` is the entry `take` took a use of, in the cache of the port's shim
+        // port, which lives while the port is open (a closed port's cache went with it).
+        let _ = self
+            .port
+            .with_vport(|vp| unsafe { rmad_test_ah_unhold(vp, self.held) });
+    }
+}
+
+/// How many cached address handles of `port` go from source GID index `sgid_index` to
+/// `dgid`; `None` if the port is closed.
+pub(crate) fn cached_ahs(port: &VerbsPort, sgid_index: u8, dgid: &[u8; 16]) -> Option<u32> {
+    // SAFETY: `with_vport` keeps the shim's port open across the call; `dgid` has 16 bytes.
+    port.with_vport(|vp| unsafe { rmad_test_ah_cached(vp, sgid_index, dgid.as_ptr()) })
+}
+
+/// Runs `ip addr OP ADDR dev NETDEV` in user space; its exit status must be 0.
+pub(crate) fn ip_addr(op: &CStr, addr: &CStr, netdev: &CStr) -> Result {
+    // SAFETY: The three strings are NUL-terminated and live across the call.
+    let r = unsafe { rmad_test_ip_addr(op.as_char_ptr(), addr.as_char_ptr(), netdev.as_char_ptr()) };
+    match r {
+        0 => Ok(()),
+        e if e < 0 => Err(Error::from_errno(e)),
+        _ => Err(EIO),
+    }
 }
