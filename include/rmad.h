@@ -338,12 +338,15 @@ int rmad_unregister_agent(struct rmad_agent *agent);
  * run), it cannot be pinned: the unregistration is made all the same, and the
  * unload waits for it and for @release before the module's memory goes. After
  * this call succeeds, @agent is refused by rmad_unregister_agent() and this
- * function (-EINVAL); its other calls work until the unregistration.
+ * function (-EINVAL); its other calls work until the unregistration, and the
+ * handle is invalid once @release has returned.
  *
  * Whatever a client module leaves registered, rmad unregisters when that
  * module unloads (after its exit, before its memory goes), without calling
- * the agent's handlers again, and logs a warning: no handler ever runs in a
- * module that is gone.
+ * the agent's handlers again, and logs a warning; it also waits there for the
+ * unregistrations of that module's agents in progress in other threads (and
+ * for nothing of other modules): no handler ever runs in a module that is
+ * gone.
  *
  * Return: 0; -EINVAL for a bad handle or an agent already being unregistered.
  */

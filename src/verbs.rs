@@ -50,9 +50,7 @@ use kernel::{
         c_char,
         c_int, //
     },
-    new_mutex,
-    new_spinlock_irq,
-    new_work,
+    new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     str::CString,
     sync::{

@@ -117,7 +117,6 @@ void rmad_shim_vport_sweep(struct rmad_vport *vp)
 	}
 }
 
-
 /* @attr without the destination MAC: what a post in the caller's context matches. */
 static void rmad_ah_key(const struct rdma_ah_attr *attr, struct rdma_ah_attr *key)
 {

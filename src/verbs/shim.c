@@ -244,8 +244,8 @@ static void rmad_port_event(struct ib_event_handler *h, struct ib_event *ev)
 		return;
 	switch (ev->event) {
 	case IB_EVENT_GID_CHANGE:
-		/* Ordered before the flag: a sweep that clears it reads the new count. */
 		atomic_inc(&vp->gid_gen);
+		/* The count before the flag: a sweep that clears the flag reads the new count. */
 		smp_mb__after_atomic();
 		atomic_set(&vp->gid_changed, 1);
 		break;

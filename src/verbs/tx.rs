@@ -341,8 +341,9 @@ impl VerbsPort {
     }
 
     /// Makes sure the transmit work runs: the port's own work item, on the per-CPU system
-    /// workqueue (`system_percpu_wq`, as 7.3 calls `system_wq`) of the CPU that kicks it (the CPU whose post, or send completion, has something for it),
-    /// so that no port's transmissions wait behind another's.
+    /// workqueue (`system_percpu_wq`, as 7.3 calls `system_wq`) of the CPU that kicks it (the
+    /// CPU whose post, or send completion, has something for it), so that no port's
+    /// transmissions wait behind another's.
     pub(super) fn kick(&self) {
         let this = self.arc();
         // Already queued is fine: that run will see what was just queued. A disabled work (the

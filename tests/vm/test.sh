@@ -17,8 +17,12 @@
 . /lib.sh
 
 # A KUnit filter (RMAD_KUNIT_FILTER) asks for some suites only: the stress runs
-# are left out too.
+# are left out too. The VM's own default, every rmad suite (scripts/vm/run-vm.sh),
+# is no filter.
 filter="$(sed -n 's/.*kunit.filter_glob=\([^ ]*\).*/\1/p' /proc/cmdline)"
+if [ "$filter" = "rmad*" ]; then
+	filter=""
+fi
 # Create/free cycles through the C API of the stale-handle run (`make stress`
 # sets a million through the kernel command line; each cycle costs about 2 ms
 # under emulation with KASAN, kmemleak and lockdep, and rmad_handles runs a
@@ -43,9 +47,11 @@ done
 # settings, so each query of its port logs "speed is unknown" (tens of thousands of lines in a
 # run before). rmad reads its port at open and after port events only; the suites answer
 # hundreds of requests on rxe0 (rmad_rxe.rxe_answers_query_no_port alone 100).
+# rmad_rxe.rxe_handle_in_use_at_a_gid_change_is_retired changes rxe0's addresses about ten
+# times, each a port event that rmad answers with at most one query.
 vm_case suites_logged_no_port_query_per_answer sh -c 'dmesg | grep -q RMAD-TEST-LOAD &&
 	n="$(dmesg | sed -n "/RMAD-TEST-LOAD/,\$p" | grep -c "speed is unknown")";
-	echo "rmad-test: $n port-query log lines since the load" | tee /dev/kmsg; [ "$n" -le 10 ]'
+	echo "rmad-test: $n port-query log lines since the load" | tee /dev/kmsg; [ "$n" -le 30 ]'
 
 # 2. Stress with exactly-once accounting (the stress driver reports KTAP).
 if [ -z "$filter" ]; then

@@ -27,6 +27,11 @@
 //!    deviation 2, and that whole bound when the window has no retry left; a shortened wait
 //!    that expires resends without using a retry ([`Window::probe`]). C always waits the
 //!    bound, so each lost segment costs it up to 2 s.
+//! 5. **A probe is one segment**: the first shortened wait that expires resends only the
+//!    segment after the last ACKed one and waits for an ACK again; only if that wait expires
+//!    too does the window go back N. A shortened wait may expire while the ACK is on its way
+//!    (under emulation a round trip varies tenfold): the ACK then stops the resend after one
+//!    segment, where going back N at once resent up to a window before the ACK was seen.
 
 use super::{
     signed,
@@ -285,6 +290,8 @@ pub(crate) struct Window {
     max_retries: u32,
     /// The retries left in this window.
     retries_left: u32,
+    /// A probe's one segment went out, and nothing more goes before an ACK (deviation 5).
+    probing: bool,
 }
 
 impl Window {
@@ -307,6 +314,7 @@ impl Window {
             newwin: repwin.unwrap_or(1).clamp(1, seg_count),
             max_retries: retries,
             retries_left: retries,
+            probing: false,
         })
     }
 
@@ -351,10 +359,14 @@ impl Window {
     }
 
     /// What follows a segment's successful send completion: wait for the response once all is
-    /// ACKed, else the next segment if the window allows, else wait for an ACK.
+    /// ACKed, else the next segment if the window allows and no probe waits for its ACK, else
+    /// wait for an ACK.
     pub(crate) fn after_send(&mut self) -> AfterSend {
         if self.all_acked() {
             return AfterSend::AwaitResponse;
+        }
+        if self.probing {
+            return AfterSend::AwaitAck;
         }
         match self.next() {
             Some(n) => AfterSend::Send(n),
@@ -396,6 +408,8 @@ impl Window {
             self.sent = self.sent.max(seg);
             self.retries_left = self.max_retries;
         }
+        // The receiver answered: sending goes on from where it is.
+        self.probing = false;
         // INVARIANT: `win >= seg >= last_ack`, and `win >= old newwin >= 1`.
         self.newwin = win;
         if self.all_acked() {
@@ -414,23 +428,38 @@ impl Window {
             return Timeout::Fail;
         }
         self.retries_left = self.retries_left.saturating_sub(1);
-        match self.probe() {
+        self.probing = false;
+        match self.go_back() {
             Some(from) => Timeout::Retry { from },
             None => Timeout::NoResponse,
         }
     }
 
-    /// Goes back N: the segment after the last ACKed one is sent next. Alone, it is what a
-    /// shortened ACK wait's expiry does (deviation 4), with no retry used. Returns that
-    /// segment, or `None` when everything is ACKed (the wait was for the response, which
-    /// [`Window::on_timeout`] decides).
+    /// A shortened ACK wait expired (deviation 4): no retry is used. The first time, the
+    /// segment after the last ACKed one goes alone, and the window waits for an ACK before it
+    /// sends more (deviation 5); if that wait expires as well, the window goes back N as a
+    /// retry does. Returns the segment to send now, or `None` when everything is ACKed (the
+    /// wait was for the response, which [`Window::on_timeout`] decides).
     pub(crate) fn probe(&mut self) -> Option<u32> {
+        let from = self.go_back()?;
+        self.probing = !self.probing;
+        Some(from)
+    }
+
+    /// Goes back N: the segment after the last ACKed one is sent next, and returned; `None`
+    /// when everything is ACKed.
+    fn go_back(&mut self) -> Option<u32> {
         if self.all_acked() {
             return None;
         }
         // INVARIANT: not all ACKed, so `last_ack + 1 <= seg_count`.
         self.sent = self.last_ack.saturating_add(1);
         Some(self.sent)
+    }
+
+    /// Whether a probe's segment waits for its ACK before more is sent.
+    pub(crate) fn probing(&self) -> bool {
+        self.probing
     }
 
     /// Whether every segment is ACKed.

@@ -436,6 +436,11 @@ mod tests {
     }
 
     #[test]
+    fn arrived_ack_stops_a_probe_after_one_segment() -> Result {
+        window::arrived_ack_stops_a_probe_after_one_segment()
+    }
+
+    #[test]
     fn response_after_last_ack_with_turnaround_ack() -> Result {
         window::response_after_last_ack_with_turnaround_ack()
     }

@@ -21,13 +21,7 @@ macro_rules! assert {
 #[allow(unused_macros)]
 macro_rules! assert_eq {
     ($l:expr, $r:expr $(,)?) => {{
-        kernel::kunit_assert_eq!(
-            "rmad_capi",
-            c"src/testing/suites/capi/unload.rs",
-            0,
-            $l,
-            $r
-        );
+        kernel::kunit_assert_eq!("rmad_capi", c"src/testing/suites/capi/unload.rs", 0, $l, $r);
     }};
 }
 
@@ -49,11 +43,7 @@ static GATE: Atomic<bool> = Atomic::new(false);
 /// # Safety
 ///
 /// Any arguments: they are not used.
-unsafe extern "C" fn blocking_recv(
-    _agent: *mut c_void,
-    _buf: *mut c_void,
-    _wc: *const RmadRecvWc,
-) {
+unsafe extern "C" fn blocking_recv(_agent: *mut c_void, _buf: *mut c_void, _wc: *const RmadRecvWc) {
     ENTERED.store(true, Release);
     let start = Instant::<Monotonic>::now();
     while !GATE.load(Acquire) && start.elapsed().as_millis() < crate::testing::WAIT_MS {
@@ -119,7 +109,9 @@ fn responder_blocked_in_recv() -> Result<(*mut c_void, Arc<crate::engine::agent:
 
 /// Runs `f` in a thread of the system's queue; the returned flag is set once it returned, and
 /// the value it returned (as an `i32`) stored in the second.
-fn in_thread(f: impl FnOnce() -> i32 + Send + 'static) -> Result<(Arc<Atomic<bool>>, Arc<Atomic<i32>>)> {
+fn in_thread(
+    f: impl FnOnce() -> i32 + Send + 'static,
+) -> Result<(Arc<Atomic<bool>>, Arc<Atomic<i32>>)> {
     let done = Arc::new(Atomic::<bool>::new(false), GFP_KERNEL)?;
     let value = Arc::new(Atomic::<i32>::new(i32::MIN), GFP_KERNEL)?;
     let (d, v) = (done.clone(), value.clone());
@@ -165,23 +157,25 @@ pub(super) fn unrelated_unload_waits_for_no_blocked_handler() -> Result {
     let asked_returned = set_within(&asked, SETTLE_MS);
     // The unregistration is queued, and waits for the handler.
     crate::testing::sleep_ms(50);
-    let (going, ended) = in_thread(|| {
-        i32::try_from(module_going(|addr| addr == UNRELATED)).unwrap_or(i32::MAX)
-    })?;
+    let (going, ended) =
+        in_thread(|| i32::try_from(module_going(|addr| addr == UNRELATED)).unwrap_or(i32::MAX))?;
     let going_returned = set_within(&going, SETTLE_MS);
     let still_blocked = !RETURNED.load(Acquire);
     GATE.store(true, Release);
     let handler_returned = set_within(&RETURNED, crate::testing::WAIT_MS);
     let going_done = set_within(&going, crate::testing::WAIT_MS);
     let gone = crate::testing::wait_for(|| rmad_agent_context(a).is_null());
-    let unreg = sender.unregister();
+    let unreg = sender.unregister().is_ok();
+    let (asked_r, ended) = (asked_r.load(Relaxed), ended.load(Relaxed));
+    // A failed assertion ends the case without its destructors: nothing is left to them.
+    drop((sender, asked, going));
     assert!(asked_returned);
-    assert_eq!(asked_r.load(Relaxed), 0);
+    assert_eq!(asked_r, 0);
     assert!(going_returned);
     assert!(still_blocked);
-    assert_eq!(ended.load(Relaxed), 0);
+    assert_eq!(ended, 0);
     assert!(handler_returned && going_done && gone);
-    assert!(unreg.is_ok());
+    assert!(unreg);
     Ok(())
 }
 
@@ -208,16 +202,19 @@ pub(super) fn going_module_waits_for_an_unregistration_in_progress() -> Result {
     GATE.store(true, Release);
     let t1_done = set_within(&t1, crate::testing::WAIT_MS);
     let t2_done = set_within(&t2, crate::testing::WAIT_MS);
-    let unreg = sender.unregister();
-    let t2_value = ended.load(Relaxed);
+    let unreg = sender.unregister().is_ok();
+    let (t1_r, t2_value) = (t1_r.load(Relaxed), ended.load(Relaxed));
+    let gone = rmad_agent_context(a).is_null();
+    // A failed assertion ends the case without its destructors: nothing is left to them.
+    drop((sender, t1, t2));
     assert!(owned);
     assert!(!t1_early);
     assert!(!t2_early);
     assert!(t1_done && t2_done);
-    assert_eq!(t1_r.load(Relaxed), 0);
+    assert_eq!(t1_r, 0);
     // T2 ended nothing itself (T1 did), and returned after the handler.
     assert_eq!(t2_value, 1 << 16);
-    assert!(rmad_agent_context(a).is_null());
-    assert!(unreg.is_ok());
+    assert!(gone);
+    assert!(unreg);
     Ok(())
 }

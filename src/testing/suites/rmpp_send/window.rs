@@ -175,6 +175,60 @@ pub(super) fn late_ack_after_shortened_waits_costs_no_retry() -> Result {
     Ok(())
 }
 
+pub(super) fn arrived_ack_stops_a_probe_after_one_segment() -> Result {
+    // Issue 41, item 8 (deviation 5): a shortened ACK wait can expire while the window's ACK
+    // has arrived but waits behind other work, as it does on a verbs port when the receive
+    // CQ's work comes after the send CQ's. ACK(1, 9) comes at once, so the window 2..=9 waits
+    // a few round trips (at least 50 ms); P's ACK(9, 17) is then held in the fabric's queue
+    // while the send completions go on being processed ahead of it. The expiry resends
+    // segment 2 alone and waits; once the ACK is let through, 10..=17 follow. Before, the
+    // expiry went back N and every send completion sent the next segment: 2..=9 again before
+    // the ACK was seen.
+    let t = Pair::new(Peer::Script)?;
+    let _h = post(t.transfer(9, 17 * 200, 0, 3)?)?;
+    let first = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.len() == 1));
+    t.ack(9, 1, 9)?;
+    let window = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.contains(&9)));
+    // Well within the shortened wait, which started with segment 9's completion.
+    let f = t.env.fabric().clone();
+    f.set_knobs(|k| k.hold = true);
+    let before = t.r.stats().transmitted;
+    t.ack(9, 9, 17)?;
+    // The shortened wait expires; its resend's completion, and any that follow, are
+    // processed while the ACK waits.
+    let probed = wait_for(|| t.r.stats().transmitted > before);
+    // Each completion processed may send the next segment, whose completion is queued at
+    // once: the chain ends where the window waits for an ACK.
+    let mut chained = 0u32;
+    while chained < 64 && f.complete_send_now() {
+        chained = chained.saturating_add(1);
+    }
+    let resent = t.r.stats().transmitted.saturating_sub(before);
+    f.set_knobs(|k| k.hold = false);
+    let rest = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.contains(&17)));
+    t.ack(9, 17, 17)?;
+    let ended = t.completions(1);
+    let _ = t.settle();
+    let segs = t.ptap.seg_nums()?;
+    let done = t.rtap.done()?;
+    let stats = t.r.stats();
+    t.finish()?;
+    let times = |n: u32| segs.iter().filter(|&&s| s == n).count();
+    let (twice, all_sent) = (times(2) >= 2, (3..=17).all(|n| times(n) >= 1));
+    let succeeded = done
+        .first()
+        .is_some_and(|d| d.status == WcStatus::Success && d.retries == 0);
+    // A failed assertion ends the case without its destructors: nothing is left to them.
+    drop((segs, done, f));
+    pr_info!("rmpp_send: a probe with its ACK held: {} resent\n", resent);
+    assert!(first && window && probed && rest && ended);
+    assert_eq!(resent, 1);
+    assert!(twice && all_sent);
+    assert_eq!(stats.retried, 0);
+    assert!(succeeded);
+    Ok(())
+}
+
 pub(super) fn response_after_last_ack_with_turnaround_ack() -> Result {
     // The double-sided turnaround (§2.10.6): with a response expected, the final ACK starts the wait for it and
     // draws the double-sided turnaround ACK (SegmentNumber 0, NewWindowLast 1, the

@@ -160,8 +160,19 @@ u32 rmad_test_ah_cached(struct rmad_vport *vp, u8 sgid_index, const u8 *dgid)
 
 int rmad_test_ip_addr(const char *op, const char *addr, const char *netdev)
 {
-	char *argv[] = { "/bin/ip", "addr", (char *)op, (char *)addr, "dev", (char *)netdev, NULL };
-	char *envp[] = { "PATH=/bin:/sbin", NULL };
+	static const char path[] = "/bin/ip", addr_cmd[] = "addr", dev[] = "dev";
+	static const char env_path[] = "PATH=/bin:/sbin";
+	char *argv[7], *envp[2];
 
-	return call_usermodehelper(argv[0], argv, envp, UMH_WAIT_PROC);
+	/* The helper copies the strings to the new process: none is written. */
+	argv[0] = (char *)path;
+	argv[1] = (char *)addr_cmd;
+	argv[2] = (char *)op;
+	argv[3] = (char *)addr;
+	argv[4] = (char *)dev;
+	argv[5] = (char *)netdev;
+	argv[6] = NULL;
+	envp[0] = (char *)env_path;
+	envp[1] = NULL;
+	return call_usermodehelper(path, argv, envp, UMH_WAIT_PROC);
 }

@@ -141,7 +141,8 @@ impl<'a> HeldAh<'a> {
     /// the port is closed or has no such handle.
     pub(crate) fn take(port: &'a VerbsPort, sgid_index: u8, dgid: &[u8; 16]) -> Option<Self> {
         // SAFETY: `with_vport` keeps the shim's port open across the call; `dgid` has 16 bytes.
-        let held = port.with_vport(|vp| unsafe { rmad_test_ah_hold(vp, sgid_index, dgid.as_ptr()) })?;
+        let held =
+            port.with_vport(|vp| unsafe { rmad_test_ah_hold(vp, sgid_index, dgid.as_ptr()) })?;
         (!held.is_null()).then_some(Self { port, held })
     }
 }
@@ -166,7 +167,8 @@ pub(crate) fn cached_ahs(port: &VerbsPort, sgid_index: u8, dgid: &[u8; 16]) -> O
 /// Runs `ip addr OP ADDR dev NETDEV` in user space; its exit status must be 0.
 pub(crate) fn ip_addr(op: &CStr, addr: &CStr, netdev: &CStr) -> Result {
     // SAFETY: The three strings are NUL-terminated and live across the call.
-    let r = unsafe { rmad_test_ip_addr(op.as_char_ptr(), addr.as_char_ptr(), netdev.as_char_ptr()) };
+    let r =
+        unsafe { rmad_test_ip_addr(op.as_char_ptr(), addr.as_char_ptr(), netdev.as_char_ptr()) };
     match r {
         0 => Ok(()),
         e if e < 0 => Err(Error::from_errno(e)),

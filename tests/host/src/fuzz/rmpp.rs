@@ -350,6 +350,8 @@ pub(crate) struct ModelTx {
     newwin: i64,
     max_retries: u32,
     left: u32,
+    /// A probe's one segment waits for its ACK.
+    probing: bool,
 }
 
 impl ModelTx {
@@ -374,6 +376,7 @@ impl ModelTx {
             },
             max_retries: retries,
             left: retries,
+            probing: false,
         })
     }
 
@@ -413,6 +416,9 @@ impl ModelTx {
         if self.last_ack == self.count {
             return AfterSend::AwaitResponse;
         }
+        if self.probing {
+            return AfterSend::AwaitAck;
+        }
         match self.next() {
             Some(n) => AfterSend::Send(n),
             None => AfterSend::AwaitAck,
@@ -447,6 +453,7 @@ impl ModelTx {
             }
         }
         self.newwin = win;
+        self.probing = false;
         if self.last_ack == self.count {
             AckVerdict::AllAcked
         } else {
@@ -460,6 +467,7 @@ impl ModelTx {
             return Timeout::Fail;
         }
         self.left -= 1;
+        self.probing = false;
         if self.last_ack == self.count {
             return Timeout::NoResponse;
         }
@@ -469,12 +477,15 @@ impl ModelTx {
         }
     }
 
-    /// A shortened ACK wait expired: go back N with no retry used, unless all is ACKed.
+    /// A shortened ACK wait expired, with no retry used, unless all is ACKed: the segment
+    /// after the last ACKed one alone (then an ACK is awaited), or, after such a probe with no
+    /// ACK since, go back N.
     fn probe(&mut self) -> Option<u32> {
         if self.last_ack == self.count {
             return None;
         }
         self.sent = self.last_ack + 1;
+        self.probing = !self.probing;
         Some(to_u32(self.sent))
     }
 
@@ -486,6 +497,7 @@ impl ModelTx {
             i64::from(w.newwin()),
             w.retries_left(),
             w.all_acked(),
+            w.probing(),
         );
         let model = (
             self.count,
@@ -494,11 +506,12 @@ impl ModelTx {
             self.newwin,
             self.left,
             self.last_ack == self.count,
+            self.probing,
         );
         if mine != model {
             return Err(format!(
-                "window (count, sent, last_ack, newwin, retries_left, all_acked): rmad {mine:?}, \
-                 model {model:?}"
+                "window (count, sent, last_ack, newwin, retries_left, all_acked, probing): rmad \
+                 {mine:?}, model {model:?}"
             ));
         }
         Ok(())

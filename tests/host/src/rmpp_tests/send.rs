@@ -202,6 +202,44 @@ fn only_expiries_of_the_whole_ack_bound_use_a_retry() {
 }
 
 #[test]
+fn probe_sends_one_segment_then_goes_back_n() {
+    // Deviation 5: a window of 8 in flight (2..=9 after ACK(1, 9)).
+    let mut w = Window::new(17, 0, 3, None).unwrap();
+    assert_eq!(w.next(), Some(1));
+    assert_eq!(w.on_ack(&ack_hdr(0, 1, 9)), AckVerdict::Progress { advanced: true });
+    for n in 2..=9 {
+        assert_eq!(w.after_send(), AfterSend::Send(n));
+    }
+    assert_eq!(w.after_send(), AfterSend::AwaitAck);
+    // The first shortened wait's expiry: segment 2 alone, then a wait for an ACK.
+    assert_eq!(w.probe(), Some(2));
+    assert!(w.probing());
+    assert_eq!(w.after_send(), AfterSend::AwaitAck);
+    assert_eq!(w.sent(), 2);
+    // No ACK: the next probe goes back N, the window following segment by segment.
+    assert_eq!(w.probe(), Some(2));
+    assert!(!w.probing());
+    assert_eq!(w.after_send(), AfterSend::Send(3));
+    assert_eq!(w.retries_left(), 3);
+    // The ACK that a probe waits for moves the window and sending goes on after it.
+    let mut w = Window::new(17, 0, 3, None).unwrap();
+    assert_eq!(w.next(), Some(1));
+    assert_eq!(w.on_ack(&ack_hdr(0, 1, 9)), AckVerdict::Progress { advanced: true });
+    while w.after_send() != AfterSend::AwaitAck {}
+    assert_eq!(w.probe(), Some(2));
+    assert_eq!(w.on_ack(&ack_hdr(0, 9, 17)), AckVerdict::Progress { advanced: true });
+    assert!(!w.probing());
+    assert_eq!(w.next(), Some(10));
+    // A retry (a wait of the whole bound) goes back N whatever a probe left.
+    assert_eq!(w.after_send(), AfterSend::Send(11));
+    assert_eq!(w.probe(), Some(10));
+    assert!(w.probing());
+    assert_eq!(w.on_timeout(), Timeout::Retry { from: 10 });
+    assert!(!w.probing());
+    assert_eq!(w.after_send(), AfterSend::Send(11));
+}
+
+#[test]
 fn send_window_go_back_n_and_retries() {
     let mut w = Window::new(10, 0, 2, None).unwrap();
     assert_eq!((w.next(), w.next()), (Some(1), None));
