@@ -39,6 +39,7 @@ mod unregister;
 #[cfg(rmad_test)]
 pub(crate) use {
     recv::{
+        deliver,
         rmad_free_recv_mad,
         rmad_keep_recv_mad,
         rmad_recv_buf_ah,

@@ -43,7 +43,7 @@ pub(crate) struct CRecv {
 /// in except for the MAD and its handle; ends the handle afterwards unless the handler kept
 /// it. Without a free handle (memory, or handles used up), the handler still gets the MAD,
 /// with a NULL `recv_buf` that it cannot keep. `device` is the agent's, where it arrived.
-pub(super) fn deliver(
+pub(crate) fn deliver(
     f: unsafe extern "C" fn(*mut c_void, *mut c_void, *const RmadRecvWc),
     agent: u64,
     bh: u64,

@@ -127,6 +127,14 @@ pub(crate) struct RecvMad {
     pub(crate) wc: RecvWc,
 }
 
+impl Drop for RecvMad {
+    /// A reassembled RMPP message may be vmalloc'ed, and a client frees a MAD it kept in any
+    /// context (`rmad_free_recv_mad` is atomic-safe), a spinlock held among them.
+    fn drop(&mut self) {
+        super::send::free_in_any_context(core::mem::replace(&mut self.mad, KVVec::new()));
+    }
+}
+
 /// A carrier of MADs.
 pub(crate) trait Transport: Send + Sync {
     /// The attributes of `port`, or `None` if the transport has no such port.

@@ -300,4 +300,9 @@ mod tests {
     fn going_module_waits_for_an_unregistration_in_progress() -> Result {
         unload::going_module_waits_for_an_unregistration_in_progress()
     }
+
+    #[test]
+    fn large_kept_mad_freed_with_a_spinlock_held() -> Result {
+        contexts::large_kept_mad_freed_with_a_spinlock_held()
+    }
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Suite `rmad_capi`, where the calls may be made: on one buffer while another's slot is held,
-//! from a timer and an hrtimer, with a caller's `GFP_NOIO` or `GFP_NOFS`; and the arguments of
-//! `rmad_resolve_ah`.
+//! from a timer and an hrtimer, with a caller's `GFP_NOIO` or `GFP_NOFS`, a large kept MAD freed
+//! with a spinlock held; and the arguments of `rmad_resolve_ah`.
 
 use super::*;
 
@@ -331,5 +331,81 @@ pub(super) fn create_honours_noio_and_nofs() -> Result {
     assert_eq!(noio & (io | fs), 0);
     assert_eq!(nofs & (io | fs), io);
     assert_eq!(full & (io | fs), io | fs);
+    Ok(())
+}
+
+/// The handle of the MAD that [`keep_it`] kept (0: none).
+static KEPT: Atomic<usize> = Atomic::new(0);
+
+/// A receive handler that keeps its MAD.
+///
+/// # Safety
+///
+/// `wc` must be a receive completion valid for the call.
+unsafe extern "C" fn keep_it(_agent: *mut c_void, _buf: *mut c_void, wc: *const RmadRecvWc) {
+    // SAFETY: The caller's promise.
+    let recv_buf = unsafe { (*wc).recv_buf };
+    if rmad_keep_recv_mad(recv_buf) == 0 {
+        KEPT.store(recv_buf.addr(), Release);
+    }
+}
+
+pub(super) fn large_kept_mad_freed_with_a_spinlock_held() -> Result {
+    // rmad.h: rmad_free_recv_mad is atomic-safe, a spinlock held too. A kept MAD may be an RMPP
+    // message reassembled past what kmalloc gives (4 MiB), which kvmalloc takes from vmalloc,
+    // and vfree may sleep outside an interrupt: DEBUG_ATOMIC_SLEEP reports such a call
+    // (rmad_vm_run.kernel_log_clean). Before the fix the free ran vfree under the lock. The
+    // 5 MiB MAD reaches the handler as rmad's receive path hands one to a C client.
+    const BYTES: usize = 5 << 20;
+    let mut mad = KVVec::with_capacity(BYTES, GFP_KERNEL)?;
+    mad.resize(BYTES, 0, GFP_KERNEL)?;
+    // SAFETY: Reads where the bytes live, nothing more.
+    let vmalloced = unsafe { kernel::bindings::is_vmalloc_addr(mad.as_ptr().cast()) };
+    let wc = crate::engine::transport::RecvWc {
+        port: 1,
+        slid: 1,
+        dlid_path_bits: 0,
+        src_qp: 1,
+        dst_qp: 1,
+        pkey_index: 0,
+        sl: 0,
+        grh: None,
+        grh_fields: Default::default(),
+        private_request: false,
+    };
+    let c_wc = RmadRecvWc {
+        mad: core::ptr::null(),
+        context: core::ptr::null_mut(),
+        mad_len: 0,
+        src_qp: 1,
+        slid: 1,
+        pkey_index: 0,
+        has_grh: 0,
+        hop_limit: 0,
+        traffic_class: 0,
+        recv_buf: core::ptr::null_mut(),
+        sgid: [0; 16],
+        flow_label: 0,
+    };
+    KEPT.store(0, Relaxed);
+    crate::capi::deliver(
+        keep_it,
+        0,
+        0,
+        c_wc,
+        crate::engine::transport::RecvMad { mad, wc },
+        core::ptr::null(),
+    );
+    let kept = KEPT.load(Acquire);
+    let lock = KBox::pin_init(kernel::new_spinlock_irq!(()), GFP_KERNEL)?;
+    let freed = {
+        let _g = lock.lock();
+        rmad_free_recv_mad(core::ptr::with_exposed_provenance_mut(kept))
+    };
+    let again = rmad_free_recv_mad(core::ptr::with_exposed_provenance_mut(kept));
+    assert!(vmalloced);
+    assert!(kept != 0);
+    assert_eq!(freed, 0);
+    assert_eq!(again, EINVAL.to_errno());
     Ok(())
 }
