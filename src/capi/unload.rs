@@ -103,8 +103,10 @@ pub(crate) fn module_going(going: impl Fn(usize) -> bool) -> usize {
                 handlers.mute();
                 // A handler call in progress returns first (its code is still there); the
                 // buffers the module still owns are inert from now on and freed at rmad's
-                // unload.
-                if agent.unregister_with(false).is_ok() {
+                // unload. The slot goes unless the call came from one of the agent's own
+                // handlers (`EDEADLK`), which an unloading thread never runs: an agent already
+                // unregistered (`EINVAL`) must not hold up every later unload.
+                if agent.unregister_with(false) != Err(EDEADLK) {
                     drop(t.agents.remove(h, |_| Ok(())));
                 }
                 ended = ended.saturating_add(1);

@@ -148,15 +148,14 @@ impl WorkItem for Pending {
             return;
         };
         // Not inside any handler of the agent: this waits for the one that asked, if it still
-        // runs, and for every other.
-        let unregistered = agent.unregister_with(!detach).is_ok();
+        // runs, and for every other. An agent unregistered already (`EINVAL`) is done with
+        // too: its slot must go, or the unload of the release's module would wait for it.
+        let _ = agent.unregister_with(!detach);
         drop(agent);
         if let Some(r) = release {
             r.run();
         }
-        if unregistered {
-            drop(t.agents.remove(this.handle, |_| Ok(())));
-        }
+        drop(t.agents.remove(this.handle, |_| Ok(())));
     }
 }
 
