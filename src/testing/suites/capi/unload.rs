@@ -107,11 +107,12 @@ fn responder_blocked_in_recv() -> Result<(*mut c_void, Arc<crate::engine::agent:
     Ok((a, sender))
 }
 
+/// A thread's end: set once it returned, and the value it returned.
+type Ended = (Arc<Atomic<bool>>, Arc<Atomic<i32>>);
+
 /// Runs `f` in a thread of the system's queue; the returned flag is set once it returned, and
 /// the value it returned (as an `i32`) stored in the second.
-fn in_thread(
-    f: impl FnOnce() -> i32 + Send + 'static,
-) -> Result<(Arc<Atomic<bool>>, Arc<Atomic<i32>>)> {
+fn in_thread(f: impl FnOnce() -> i32 + Send + 'static) -> Result<Ended> {
     let done = Arc::new(Atomic::<bool>::new(false), GFP_KERNEL)?;
     let value = Arc::new(Atomic::<i32>::new(i32::MIN), GFP_KERNEL)?;
     let (d, v) = (done.clone(), value.clone());
