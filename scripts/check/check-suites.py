@@ -21,7 +21,8 @@ import re
 import subprocess
 import sys
 
-KINDS = {"kunit", "stress", "vm", "run"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
+import suites_manifest  # noqa: E402  (scripts/report/suites_manifest.py)
 # The runs whose VM loads the test flavour with every KUnit suite.
 KUNIT_RUNS = ("test", "kcsan")
 SUITE = re.compile(r"kunit_tests\((\w+)\)\]\s*mod\s+\w+\s*\{")
@@ -54,38 +55,10 @@ def kunit_suites(root):
     return suites
 
 
-def manifest(path):
-    """(columns, [(suite, kind, {run: cases or None})], problems) of tests/suites.txt."""
-    columns, rows, problems = None, [], []
-    for n, line in enumerate(open(path), 1):
-        if line.startswith("# suite "):
-            columns = line[1:].split()
-            continue
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        if columns is None or len(fields) != len(columns):
-            problems.append(f"{path}:{n}: the row does not fit the header")
-            continue
-        suite, kind, counts = fields[0], fields[1], fields[2:]
-        if kind not in KINDS:
-            problems.append(f"{path}:{n}: unknown kind {kind}")
-        runs = {}
-        for run, c in zip(columns[2:], counts):
-            if c != "-" and not c.isdigit():
-                problems.append(f"{path}:{n}: '{c}' is neither a number nor '-'")
-                continue
-            runs[run] = None if c == "-" else int(c)
-        rows.append((suite, kind, runs))
-    if columns is None:
-        problems.append(f"{path}: no header line ('# suite kind RUN...')")
-    return columns or [], rows, problems
-
-
 def main():
     root = sys.argv[1]
     path = os.path.join(root, "tests", "suites.txt")
-    columns, rows, problems = manifest(path)
+    columns, rows, problems = suites_manifest.read(path)
     for run in KUNIT_RUNS:
         if run not in columns:
             problems.append(f"{path}: no column {run}")

@@ -28,6 +28,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import suites_manifest  # noqa: E402  (scripts/report/suites_manifest.py)
+
 # Kernel reports that fail a run even when every KUnit verdict passed.
 SPLAT = re.compile(
     r"WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|Call Trace:|"
@@ -134,20 +137,10 @@ def outside_controls(lines):
 
 def read_manifest(path, run):
     """[(suite, kind, min cases)] of column `run` of the manifest (tests/suites.txt)."""
-    rows, columns = [], None
-    for line in read(path):
-        if line.startswith("# suite "):
-            columns = line[1:].split()
-            continue
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        if columns is None or len(fields) != len(columns) or run not in columns:
-            sys.exit(f"{path}: no column '{run}', or a row that does not fit its header: {line}")
-        least = fields[columns.index(run)]
-        if least != "-":
-            rows.append((fields[0], fields[1], int(least)))
-    return rows
+    columns, rows, problems = suites_manifest.read(path)
+    if problems or run not in columns[2:]:
+        sys.exit("\n".join(problems + [f"{path}: no column '{run}'"]))
+    return [(suite, kind, runs[run]) for suite, kind, runs in rows if runs[run] is not None]
 
 
 def check_suites(manifest, cases, flt, where):

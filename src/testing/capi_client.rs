@@ -404,6 +404,18 @@ pub(crate) fn write_request_header(
     method: u8,
     lo: u32,
 ) -> Result {
+    write_header_of(agent, b, (wire::IB_MGMT_CLASS_PERF_MGMT, 1), method, lo)
+}
+
+/// Writes the header of a request of `agent` of `(class, version)` with `method` and TID low
+/// word `lo` into the MAD of `b`, a buffer the caller owns; `EINVAL` if the buffer has no MAD.
+pub(crate) fn write_header_of(
+    agent: *mut c_void,
+    b: *mut c_void,
+    (mgmt_class, class_version): (u8, u8),
+    method: u8,
+    lo: u32,
+) -> Result {
     let mad = rmad_send_buf_mad(b).cast::<u8>();
     if mad.is_null() {
         return Err(EINVAL);
@@ -411,8 +423,8 @@ pub(crate) fn write_request_header(
     let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
     let _ = MadHdr {
         base_version: 1,
-        mgmt_class: wire::IB_MGMT_CLASS_PERF_MGMT,
-        class_version: 1,
+        mgmt_class,
+        class_version,
         method,
         tid: wire::make_tid(rmad_agent_hi_tid(agent), lo),
         ..MadHdr::default()
@@ -421,6 +433,21 @@ pub(crate) fn write_request_header(
     // SAFETY: The caller owns the buffer, whose MAD is 256 bytes long.
     unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
     Ok(())
+}
+
+/// The address of LID `dlid` without a GRH (the loopback fabric's ports), for the C API.
+pub(crate) fn lid_ah(dlid: u16) -> RmadAh {
+    RmadAh {
+        dlid,
+        src_path_bits: 0,
+        has_grh: 0,
+        sgid_index: 0,
+        dgid: [0; 16],
+        hop_limit: 0,
+        traffic_class: 0,
+        sl: 0,
+        flow_label: 0,
+    }
 }
 
 /// A class-0x04 request with `method` from `agent` to QP1 of rxe0 port 1.

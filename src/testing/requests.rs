@@ -10,7 +10,9 @@ use crate::{
         },
         send::SendBuf,
         transport::{
+            GrhFields,
             RecvMad,
+            RecvWc,
             Transport, //
         },
     },
@@ -160,4 +162,21 @@ pub(crate) fn respond(agent: &Arc<Agent>, req: &MadHdr, mad: &RecvMad) -> Result
     let mut buf = answer(agent, req, mad.wc.src_qp, mad.wc.pkey_index, ah)?;
     buf.set_context([usize::MAX, 0]);
     Agent::post(buf).map(|_| ()).map_err(|e| e.err)
+}
+
+/// How a MAD from QP1 of LID `slid` arrives at port `port` without a GRH, in P_Key index 0, as
+/// the loopback fabric hands one to the engine.
+pub(crate) fn plain_arrival(port: u8, slid: u16) -> RecvWc {
+    RecvWc {
+        port,
+        slid,
+        dlid_path_bits: 0,
+        src_qp: 1,
+        dst_qp: 1,
+        pkey_index: 0,
+        sl: 0,
+        grh: None,
+        grh_fields: GrhFields::default(),
+        private_request: false,
+    }
 }

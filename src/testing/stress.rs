@@ -45,6 +45,7 @@ use crate::{
             churn,
             create_mad,
             is_err,
+            lid_ah,
             num,
             ptr_errno,
             write_request_header, //
@@ -717,17 +718,7 @@ fn spawn(run: &Arc<Run>, index: usize, f: unsafe extern "C" fn(*mut c_void) -> c
 
 /// The destination of requests on `dev`.
 fn ah_for(dev: &CStr) -> Result<RmadAh> {
-    let mut ah = RmadAh {
-        dlid: 2,
-        src_path_bits: 0,
-        has_grh: 0,
-        sgid_index: 0,
-        dgid: [0; 16],
-        hop_limit: 0,
-        traffic_class: 0,
-        sl: 0,
-        flow_label: 0,
-    };
+    let mut ah = lid_ah(2);
     if dev.to_bytes() != b"lb0" {
         ah.dlid = 0;
         ah.has_grh = 1;

@@ -23,7 +23,6 @@ use crate::{
         rmad_send_buf_context,
         rmad_send_buf_set,
         rmad_unregister_agent,
-        RmadAh,
         RmadRecvWc,
         RmadSendWc, //
     },
@@ -51,6 +50,7 @@ use crate::{
         capi_client::{
             create_mad,
             is_err,
+            lid_ah,
             ptr_errno,
             write_request_header, //
         },
@@ -334,17 +334,7 @@ mod tests {
                 return Err(ENOMEM);
             }
             write_request_header(agent, buf, wire::IB_MGMT_METHOD_GET, 32)?;
-            let ah = RmadAh {
-                dlid: B,
-                src_path_bits: 0,
-                has_grh: 0,
-                sgid_index: 0,
-                dgid: [0; 16],
-                hop_limit: 0,
-                traffic_class: 0,
-                sl: 0,
-                flow_label: 0,
-            };
+            let ah = lid_ah(B);
             let mut post_id = 0u64;
             // SAFETY: The client owns `buf`; `ah` and `post_id` are valid. The context is a
             // number the handlers compare, never dereferenced.

@@ -18,7 +18,6 @@ mod tests {
             rmad_modify_post,
             rmad_post_send,
             rmad_post_send_mad,
-            rmad_send_buf_mad,
             rmad_send_buf_retries,
             rmad_send_buf_set,
             rmad_send_buf_set_retry,
@@ -41,17 +40,16 @@ mod tests {
                 SendState,
                 WcStatus, //
             },
-            wire::{
-                self,
-                MadHdr, //
-            },
+            wire,
         },
         testing::{
             capi_client::{
                 c_agent_with,
                 c_agent_with_flags,
                 c_request,
+                lid_ah,
                 rxe_ah,
+                write_header_of,
                 CBehaviour,
                 CRecorder, //
             },
@@ -579,40 +577,12 @@ mod tests {
         Ok(())
     }
 
-    /// A class-0x03 (SA) GET header with TID low word `lo` into the MAD of the C buffer `b`.
-    fn write_sa_get(agent: *mut c_void, b: *mut c_void, lo: u32) -> Result {
-        let mad = rmad_send_buf_mad(b).cast::<u8>();
-        if mad.is_null() {
-            return Err(EINVAL);
-        }
-        let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
-        let _ = MadHdr {
-            base_version: 1,
-            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
-            class_version: 2,
-            method: wire::IB_MGMT_METHOD_GET,
-            tid: wire::make_tid(crate::capi::rmad_agent_hi_tid(agent), lo),
-            ..MadHdr::default()
-        }
-        .write(&mut hdr);
-        // SAFETY: The test owns the buffer, whose MAD is 256 bytes long.
-        unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
-        Ok(())
-    }
+    /// The SA class as a C request's header names it: class 0x03, version 2.
+    const C_SA: (u8, u8) = (wire::IB_MGMT_CLASS_SUBN_ADM, 2);
 
     /// The address of nobody on `lb0`, for the C API.
     fn c_nowhere() -> RmadAh {
-        RmadAh {
-            dlid: NOWHERE,
-            src_path_bits: 0,
-            has_grh: 0,
-            sgid_index: 0,
-            dgid: [0; 16],
-            hop_limit: 0,
-            traffic_class: 0,
-            sl: 0,
-            flow_label: 0,
-        }
+        lid_ah(NOWHERE)
     }
 
     /// Through the C API: an SA GET of `agent` to nobody on `lb0`, TID low word `lo`.
@@ -622,7 +592,7 @@ mod tests {
         if crate::testing::capi_client::is_err(b) {
             return Err(ENOMEM);
         }
-        write_sa_get(agent, b, lo)?;
+        write_header_of(agent, b, C_SA, wire::IB_MGMT_METHOD_GET, lo)?;
         // SAFETY: The test owns `b`; `ah` is valid.
         let r = unsafe { rmad_send_buf_set(b, &ah, timeout_ms, 0, core::ptr::null_mut()) };
         kernel::error::to_result(r)?;
@@ -799,21 +769,7 @@ mod tests {
             let _ = rmad_unregister_agent(agent);
             return Err(ENOMEM);
         }
-        let mad = rmad_send_buf_mad(b).cast::<u8>();
-        let mut hdr = [0u8; wire::IB_MGMT_MAD_HDR];
-        let _ = MadHdr {
-            base_version: 1,
-            mgmt_class: wire::IB_MGMT_CLASS_SUBN_ADM,
-            class_version: 2,
-            method: wire::IB_MGMT_METHOD_GET,
-            tid: wire::make_tid(crate::capi::rmad_agent_hi_tid(agent), 9),
-            ..MadHdr::default()
-        }
-        .write(&mut hdr);
-        if !mad.is_null() {
-            // SAFETY: The test owns the buffer, whose MAD is 256 bytes long.
-            unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), mad, hdr.len()) };
-        }
+        let written = write_header_of(agent, b, C_SA, wire::IB_MGMT_METHOD_GET, 9);
         // SAFETY: The client owns `b`; `ah` is valid.
         let set = unsafe { rmad_send_buf_set(b, &ah, 1000, 0, core::ptr::null_mut()) };
         let with_deadline = rmad_send_buf_set_retry(b, C_BACKOFF, 1000);
@@ -827,7 +783,7 @@ mod tests {
         let calls = probe.sends()?.len();
         let _ = crate::capi::rmad_free_send_mad(b);
         let _ = rmad_unregister_agent(agent);
-        assert!(!mad.is_null());
+        assert!(written.is_ok());
         assert_eq!((set, with_deadline, refused), (0, 0, -22));
         assert_eq!((without, posted), (0, 0));
         assert!(done);

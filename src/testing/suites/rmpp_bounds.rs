@@ -26,11 +26,7 @@ use crate::{
             PORT_MAX_BYTES,
             PORT_MAX_TRANSFERS, //
         },
-        transport::{
-            GrhFields,
-            RecvMad,
-            RecvWc, //
-        },
+        transport::RecvMad,
     },
     mad::{
         rmpp::{
@@ -92,18 +88,7 @@ fn arrive(t: &Pair, lo: u32, n: u32, count: u32) -> Result {
         .write(&mut mad)
         .map_err(|_| EINVAL)?;
     Pair::write_segment(&mut mad, n, count, 0, 0)?;
-    let wc = RecvWc {
-        port: 1,
-        slid: 2,
-        dlid_path_bits: 0,
-        src_qp: 1,
-        dst_qp: 1,
-        pkey_index: 0,
-        sl: 0,
-        grh: None,
-        grh_fields: GrhFields::default(),
-        private_request: false,
-    };
+    let wc = crate::testing::requests::plain_arrival(1, 2);
     t.env
         .engine
         .receive(t.env.transport.device(), RecvMad { mad, wc });

@@ -361,18 +361,7 @@ pub(super) fn large_kept_mad_freed_with_a_spinlock_held() -> Result {
     mad.resize(BYTES, 0, GFP_KERNEL)?;
     // SAFETY: Reads where the bytes live, nothing more.
     let vmalloced = unsafe { kernel::bindings::is_vmalloc_addr(mad.as_ptr().cast()) };
-    let wc = crate::engine::transport::RecvWc {
-        port: 1,
-        slid: 1,
-        dlid_path_bits: 0,
-        src_qp: 1,
-        dst_qp: 1,
-        pkey_index: 0,
-        sl: 0,
-        grh: None,
-        grh_fields: Default::default(),
-        private_request: false,
-    };
+    let wc = crate::testing::requests::plain_arrival(1, 1);
     let c_wc = RmadRecvWc {
         mad: core::ptr::null(),
         context: core::ptr::null_mut(),
