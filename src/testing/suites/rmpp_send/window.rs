@@ -175,24 +175,38 @@ pub(super) fn late_ack_after_shortened_waits_costs_no_retry() -> Result {
     Ok(())
 }
 
-pub(super) fn arrived_ack_stops_a_probe_after_one_segment() -> Result {
-    // Issue 41, item 8 (deviation 5): a shortened ACK wait can expire while the window's ACK
-    // has arrived but waits behind other work, as it does on a verbs port when the receive
-    // CQ's work comes after the send CQ's. ACK(1, 9) comes at once, so the window 2..=9 waits
-    // a few round trips (at least 50 ms); P's ACK(9, 17) is then held in the fabric's queue
-    // while the send completions go on being processed ahead of it. The expiry resends
-    // segment 2 alone and waits; once the ACK is let through, 10..=17 follow. Before, the
-    // expiry went back N and every send completion sent the next segment: 2..=9 again before
-    // the ACK was seen.
+/// What one try of [`arrived_ack_stops_a_probe_after_one_segment`] saw.
+#[derive(Clone, Copy, Default)]
+struct ProbeRun {
+    /// Every step ran; `clean`: no probe went out before the ACK was held (else the try says
+    /// nothing: the test machine was too slow for the shortened wait).
+    ran: bool,
+    clean: bool,
+    /// R's transmissions while the ACK was held, and what the transfer looked like at the end.
+    resent: u64,
+    twice: bool,
+    all_sent: bool,
+    retried: u64,
+    succeeded: bool,
+}
+
+/// One try: ACK(1, 9) after about 30 ms, so the window 2..=9 waits 4 round trips (about
+/// 120 ms, at least 50); P's ACK(9, 17) is then held in the fabric's queue while the send
+/// completions go on being processed ahead of it.
+fn probe_with_its_ack_held() -> Result<ProbeRun> {
     let t = Pair::new(Peer::Script)?;
     let _h = post(t.transfer(9, 17 * 200, 0, 3)?)?;
     let first = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.len() == 1));
+    sleep_ms(30);
     t.ack(9, 1, 9)?;
     let window = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.contains(&9)));
-    // Well within the shortened wait, which started with segment 9's completion.
     let f = t.env.fabric().clone();
     f.set_knobs(|k| k.hold = true);
     let before = t.r.stats().transmitted;
+    let mut run = ProbeRun {
+        clean: before == 9,
+        ..ProbeRun::default()
+    };
     t.ack(9, 9, 17)?;
     // The shortened wait expires; its resend's completion, and any that follow, are
     // processed while the ACK waits.
@@ -203,7 +217,7 @@ pub(super) fn arrived_ack_stops_a_probe_after_one_segment() -> Result {
     while chained < 64 && f.complete_send_now() {
         chained = chained.saturating_add(1);
     }
-    let resent = t.r.stats().transmitted.saturating_sub(before);
+    run.resent = t.r.stats().transmitted.saturating_sub(before);
     f.set_knobs(|k| k.hold = false);
     let rest = wait_for(|| t.ptap.seg_nums().is_ok_and(|s| s.contains(&17)));
     t.ack(9, 17, 17)?;
@@ -211,21 +225,41 @@ pub(super) fn arrived_ack_stops_a_probe_after_one_segment() -> Result {
     let _ = t.settle();
     let segs = t.ptap.seg_nums()?;
     let done = t.rtap.done()?;
-    let stats = t.r.stats();
+    run.retried = t.r.stats().retried;
     t.finish()?;
     let times = |n: u32| segs.iter().filter(|&&s| s == n).count();
-    let (twice, all_sent) = (times(2) >= 2, (3..=17).all(|n| times(n) >= 1));
-    let succeeded = done
+    run.twice = times(2) >= 2;
+    run.all_sent = (3..=17).all(|n| times(n) >= 1);
+    run.succeeded = done
         .first()
         .is_some_and(|d| d.status == WcStatus::Success && d.retries == 0);
-    // A failed assertion ends the case without its destructors: nothing is left to them.
-    drop((segs, done, f));
-    pr_info!("rmpp_send: a probe with its ACK held: {} resent\n", resent);
-    assert!(first && window && probed && rest && ended);
-    assert_eq!(resent, 1);
-    assert!(twice && all_sent);
-    assert_eq!(stats.retried, 0);
-    assert!(succeeded);
+    run.ran = first && window && probed && rest && ended;
+    Ok(run)
+}
+
+pub(super) fn arrived_ack_stops_a_probe_after_one_segment() -> Result {
+    // Issue 41, item 8 (deviation 5): a shortened ACK wait can expire while the window's ACK
+    // has arrived but waits behind other work, as it does on a verbs port when the receive
+    // CQ's work comes after the send CQ's. The expiry resends segment 2 alone and waits; once
+    // the ACK is let through, 10..=17 follow. Before, the expiry went back N and every send
+    // completion sent the next segment: 2..=9 again before the ACK was seen. A try in which
+    // the wait expired before the ACK could be held is made again (at most three).
+    let mut run = ProbeRun::default();
+    for _ in 0..3 {
+        run = probe_with_its_ack_held()?;
+        if run.clean {
+            break;
+        }
+    }
+    pr_info!(
+        "rmpp_send: a probe with its ACK held: {} resent\n",
+        run.resent
+    );
+    assert!(run.clean && run.ran);
+    assert_eq!(run.resent, 1);
+    assert!(run.twice && run.all_sent);
+    assert_eq!(run.retried, 0);
+    assert!(run.succeeded);
     Ok(())
 }
 
