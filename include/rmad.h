@@ -344,9 +344,10 @@ int rmad_unregister_agent(struct rmad_agent *agent);
  * Whatever a client module leaves registered, rmad unregisters when that
  * module unloads (after its exit, before its memory goes), without calling
  * the agent's handlers again, and logs a warning; it also waits there for the
- * unregistrations of that module's agents in progress in other threads (and
- * for nothing of other modules): no handler ever runs in a module that is
- * gone.
+ * unregistrations in progress in other threads of the agents with code in
+ * that module (a handler, or the release function of an asynchronous
+ * unregistration), and for nothing else: no handler ever runs in a module
+ * that is gone.
  *
  * Return: 0; -EINVAL for a bad handle or an agent already being unregistered.
  */

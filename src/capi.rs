@@ -75,6 +75,7 @@ pub(crate) use {
         RmadSendWc, //
     },
     unload::{
+        closing,
         module_going,
         set_code, //
     },

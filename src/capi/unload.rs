@@ -32,6 +32,10 @@ use kernel::{
 /// unregistering.
 const CLOSING_POLL_MS: i64 = 2;
 
+/// Polls in about 10 s: a wait that long is logged (a handler that never returns holds up the
+/// unload for good, and the polling task is never reported as hung).
+const LONG_WAIT_POLLS: u32 = 5000;
+
 extern "C" {
     /// Starts rmad's module notifier (`src/capi/exports.c`).
     fn rmad_capi_watch_modules() -> c_int;
@@ -83,6 +87,7 @@ pub(crate) fn module_going(going: impl Fn(usize) -> bool) -> usize {
         return 0;
     };
     let mut ended = 0usize;
+    let mut polls = 0u32;
     loop {
         // One pass: claims the first agent of the module that nobody unregisters, and notes
         // whether another thread is unregistering one.
@@ -103,21 +108,39 @@ pub(crate) fn module_going(going: impl Fn(usize) -> bool) -> usize {
                 handlers.mute();
                 // A handler call in progress returns first (its code is still there); the
                 // buffers the module still owns are inert from now on and freed at rmad's
-                // unload. The slot goes unless the call came from one of the agent's own
-                // handlers (`EDEADLK`), which an unloading thread never runs: an agent already
-                // unregistered (`EINVAL`) must not hold up every later unload.
-                if agent.unregister_with(false) != Err(EDEADLK) {
-                    drop(t.agents.remove(h, |_| Ok(())));
+                // unload. An agent unregistered already (`EINVAL`) goes too: it must not hold
+                // up every later unload. Only a call from one of the agent's own handlers
+                // (`EDEADLK`), which an unloading thread never runs, gives the claim back and
+                // waits for nothing more: it would wait for itself.
+                if agent.unregister_with(false) == Err(EDEADLK) {
+                    let _ = t.agents.with(h, |c| c.closing = false);
+                    return ended;
                 }
+                drop(t.agents.remove(h, |_| Ok(())));
                 ended = ended.saturating_add(1);
             }
             // Another thread's unregistration empties the slot when it is done (or gives the
             // claim back, and the next pass takes it): a rare wait, at a module's unload, so
             // the slots are looked at again after a short sleep rather than signalled.
-            None if others_closing => fsleep(Delta::from_millis(CLOSING_POLL_MS)),
+            None if others_closing => {
+                polls = polls.saturating_add(1);
+                if polls % LONG_WAIT_POLLS == 0 {
+                    pr_warn!(
+                        "unload of a module waits for an unregistration of one of its agents ({} s)\n",
+                        polls / LONG_WAIT_POLLS * 10
+                    );
+                }
+                fsleep(Delta::from_millis(CLOSING_POLL_MS));
+            }
             None => return ended,
         }
     }
+}
+
+/// Test flavour: whether the agent with handle `agent` is being unregistered (claimed).
+#[cfg(rmad_test)]
+pub(crate) fn closing(agent: *mut c_void) -> Result<bool> {
+    tables()?.agents.with(super::from_ptr(agent), |c| c.closing)
 }
 
 /// Test flavour: makes the agent with handle `agent` look as if its handlers were at `addr`,

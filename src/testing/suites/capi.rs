@@ -15,6 +15,7 @@
 
 use crate::{
     capi::{
+        closing,
         devices,
         module_going,
         rmad_agent_context,

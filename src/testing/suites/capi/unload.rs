@@ -190,8 +190,8 @@ pub(super) fn going_module_waits_for_an_unregistration_in_progress() -> Result {
     let owned = set_code(a, GOING).is_ok();
     let handle = num(a);
     let (t1, t1_r) = in_thread(move || rmad_unregister_agent(to_handle(handle)))?;
-    // T1 has claimed A and waits for its handler.
-    crate::testing::sleep_ms(50);
+    // T2 starts once T1 has claimed A (and waits for its handler).
+    let claimed = crate::testing::wait_for(|| closing(a).unwrap_or(false));
     let (t2, ended) = in_thread(|| {
         // What T2 found when it returned: whether the handler had returned.
         let n = module_going(|addr| addr == GOING);
@@ -208,7 +208,7 @@ pub(super) fn going_module_waits_for_an_unregistration_in_progress() -> Result {
     let gone = rmad_agent_context(a).is_null();
     // A failed assertion ends the case without its destructors: nothing is left to them.
     drop((sender, t1, t2));
-    assert!(owned);
+    assert!(owned && claimed);
     assert!(!t1_early);
     assert!(!t2_early);
     assert!(t1_done && t2_done);
