@@ -42,14 +42,10 @@ use crate::{
 use kernel::sync::Arc;
 
 /// The deadline of the send whose state is `state`, if its rules set one (nanoseconds of its
-/// agent's clock). A send with the C layer's rules, or a segmented one, has none, whatever its
-/// clock holds.
+/// agent's clock). Every post starts the clock afresh, and only the rules' own `Posted` step
+/// sets a deadline, so a send with the C layer's rules, or a segmented one, has none.
 pub(super) fn backlog_deadline(state: &RecordState) -> Option<i64> {
-    let body = state.body.as_ref()?;
-    if body.retry.is_c_layer() || body.seg.is_some() {
-        return None;
-    }
-    body.retry_clock.deadline_ns
+    state.body.as_ref()?.retry_clock.deadline_ns
 }
 
 /// The rules that apply to one step of a send that opted into some, and the time of the step.
