@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make bench`: boot the VM once on the bench kernel (built and cached on first
-# use: the test kernel's configuration without its debugging options, plus the
-# irqsoff tracer; scripts/setup/build-kernel.sh bench), create rxe0 and measure the C MAD layer,
-# rmad's Rust API and rmad's C API (and the floor) side by side, for each
-# number of outstanding sends, then one RMPP transfer at a time through each
-# layer (tests/vm/bench.sh); then write build/bench/results.json,
-# results.md and cost-vs-n.svg (scripts/report/bench-report.py). Figures only;
-# nothing is asserted.
+# `make bench`: boot the VM on the bench kernel (built and cached on first
+# use: the test kernel's configuration without its debugging options and
+# without the TRACE_IRQFLAGS hooks; scripts/setup/build-kernel.sh bench), create rxe0 and
+# measure the C MAD layer, rmad's Rust API and rmad's C API (and the floor)
+# side by side, for each number of outstanding sends, then one RMPP transfer
+# at a time through each layer (tests/vm/bench.sh); then boot again on the
+# bench-irqsoff kernel (the same plus the irqsoff tracer) for the
+# interrupts-off figures and the removal row; then write
+# build/bench/results.json, results.md and cost-vs-n.svg
+# (scripts/report/bench-report.py). Figures only; nothing is asserted.
+#
+# BENCH_INSN=1 counts instructions instead (Documentation/performance.md): one
+# boot of the bench kernel under QEMU with one host thread for every vCPU and
+# the plugin of tools/insncount/ (built here), the timed windows of the
+# driver marked (src/testing/bench/insn.h); writes build/bench/insn.md and
+# insn.json, instructions per operation for every row, implementation and N
+# (scripts/report/insn-report.py), and the times of the same run.
 #
 # Knobs (environment):
+#   BENCH_INSN    1: the instruction-count mode (default 0). Its defaults: BENCH_NS
+#                 "100 10000", BENCH_REPS 1, one vCPU, and none of the rows after the
+#                 rounds (scaling, removal, responder, goodput, RMPP, interrupts-off)
+#   BENCH_INSN_PROFILE  1: also where each window's instructions went, per function
+#                 (build/bench/insn-profile.txt; implies BENCH_INSN=1; several times slower)
+#   BENCH_INSN_CPUS  vCPUs of the counting run (default 1: a window then holds only what it
+#                 runs; with 2 the device's work on the other vCPU lands in the post window)
 #   BENCH_KERNEL  bench (default) or test: the sanitizer kernel of `make test`, whose
 #                 figures measure its instrumentation as much as rmad (labelled "test")
 #   BENCH_NS      numbers of outstanding sends (default "10 100 1000 10000 100000"; on the
@@ -45,6 +61,20 @@
 #   RMAD_VM_TIMEOUT  seconds before the guest is killed (default 7200 here)
 set -euo pipefail
 kernel="${BENCH_KERNEL:-bench}"
+insn_profile="${BENCH_INSN_PROFILE:-0}"
+[[ "$insn_profile" =~ ^[01]$ ]] || {
+	echo "error: bench: BENCH_INSN_PROFILE is 0 or 1, not '$insn_profile'" >&2
+	exit 1
+}
+insn="${BENCH_INSN:-$insn_profile}"
+[[ "$insn" =~ ^[01]$ ]] || {
+	echo "error: bench: BENCH_INSN is 0 or 1, not '$insn'" >&2
+	exit 1
+}
+# What a knob defaults to: $1 normally, $2 in the instruction-count mode.
+mode_default() {
+	if [ "$insn" = 1 ]; then echo "$2"; else echo "$1"; fi
+}
 case "$kernel" in
 bench) debug_args="" ;;
 test) debug_args="sysctl.kernel.hung_task_panic=1 slub_debug=U kasan_multi_shot" ;;
@@ -57,18 +87,18 @@ esac
 export RMAD_KERNEL="$kernel" RMAD_VM_DEBUG_ARGS="$debug_args"
 source "$(dirname "$0")/lib.sh"
 
-ns="${BENCH_NS:-10 100 1000 10000 100000}"
-reps="${BENCH_REPS:-5}"
+ns="${BENCH_NS:-$(mode_default "10 100 1000 10000 100000" "100 10000")}"
+reps="${BENCH_REPS:-$(mode_default 5 1)}"
 sample="${BENCH_SAMPLE:-1000}"
 min_ops="${BENCH_MIN_OPS:-10000}"
-rmpp_reps="${BENCH_RMPP_REPS:-2}"
-served="${BENCH_SERVED:-5000}"
-scale_n="${BENCH_SCALE:-10000}"
-removal_ns="${BENCH_REMOVAL_NS-1000 100000}"
+rmpp_reps="${BENCH_RMPP_REPS:-$(mode_default 2 0)}"
+served="${BENCH_SERVED:-$(mode_default 5000 0)}"
+scale_n="${BENCH_SCALE:-$(mode_default 10000 0)}"
+removal_ns="${BENCH_REMOVAL_NS-$(mode_default "1000 100000" "")}"
 removal_reps="${BENCH_REMOVAL_REPS:-3}"
-goodput_secs="${BENCH_GOODPUT_SECS:-10}"
+goodput_secs="${BENCH_GOODPUT_SECS:-$(mode_default 10 0)}"
 goodput_reps="${BENCH_GOODPUT_REPS:-2}"
-irqsoff_reps="${BENCH_IRQSOFF_REPS:-3}"
+irqsoff_reps="${BENCH_IRQSOFF_REPS:-$(mode_default 3 0)}"
 irqsoff_where="${BENCH_IRQSOFF_WHERE:-0}"
 [[ "$irqsoff_where" =~ ^[01]$ ]] || die "bench: BENCH_IRQSOFF_WHERE is 0 or 1, not '$irqsoff_where'"
 for v in $ns $reps $sample $min_ops; do
@@ -91,18 +121,45 @@ if [ "$profile" = 1 ]; then
 	export RMAD_INITRAMFS_TOOLS=perf
 	RMAD_VM_ARGS="$RMAD_VM_ARGS bench_profile=1"
 fi
+[ "$insn" = 0 ] || [ "$kernel" = bench ] || die "bench: BENCH_INSN counts on the bench kernel only"
+[ "$insn" = 0 ] || [ "$profile" = 0 ] || die "bench: BENCH_INSN and BENCH_PROFILE do not go together"
 start="$(date +%s)"
-rm -f "$out/console.log"
+rm -f "$out/console.log" "$out/console-irqsoff.log" "$out/insn.log"
+if [ "$insn" = 1 ]; then
+	plugin="$("$RMAD_ROOT/scripts/setup/build-insncount.sh")"
+	export RMAD_VM_ACCEL="tcg,thread=single" RMAD_VM_CPUS="${BENCH_INSN_CPUS:-1}"
+	[[ "$RMAD_VM_CPUS" =~ ^[12]$ ]] || die "bench: BENCH_INSN_CPUS is 1 or 2, not '$RMAD_VM_CPUS'"
+	opts=""
+	[ "$insn_profile" = 0 ] || opts=",profile=on"
+	export RMAD_VM_QEMU="${RMAD_VM_QEMU:-} -plugin $plugin$opts -d plugin -D $out/insn.log"
+	RMAD_VM_ARGS="$RMAD_VM_ARGS bench_insn=1 bench_insn_profile=$insn_profile"
+fi
 # A guest that fails still leaves figures worth reading; a build that fails leaves none.
 status=0
 "$RMAD_ROOT/scripts/vm/vm-scenario.sh" bench console.log || status=$?
 [ -s "$out/console.log" ] || die "bench: the VM did not run (status $status); see above"
 [ "$status" -eq 0 ] || step "bench: the VM exited with status $status; the figures below may be partial"
-grep -h '^bench: \|\] bench: ' "$out/console.log" | grep -v 'bench-json:' |
+consoles=("$out/console.log")
+# The interrupts-off figures and the removal row: a second boot, on the kernel with the tracer.
+if [ "$kernel" = bench ] && [ "$insn" = 0 ] &&
+	{ [ "$irqsoff_reps" -gt 0 ] || { [ -n "$removal_ns" ] && [ "$removal_reps" -gt 0 ]; }; }; then
+	status=0
+	RMAD_KERNEL=bench-irqsoff RMAD_VM_ARGS="$RMAD_VM_ARGS bench_irqsoff_only=1 bench_rmpp_reps=0 bench_served_n=0 bench_goodput_secs=0" \
+		"$RMAD_ROOT/scripts/vm/vm-scenario.sh" bench console-irqsoff.log || status=$?
+	[ "$status" -eq 0 ] || step "bench: the interrupts-off VM exited with status $status; its figures may be partial"
+	consoles+=("$out/console-irqsoff.log")
+fi
+cat "${consoles[@]}" >"$out/console-all.log"
+grep -h '^bench: \|\] bench: ' "$out/console-all.log" | grep -v 'bench-json:' |
 	sed 's/^\[[^]]*\] //' || true
-python3 "$RMAD_ROOT/scripts/report/bench-report.py" "$out/console.log" "$out" "$kernel"
+python3 "$RMAD_ROOT/scripts/report/bench-report.py" "$out/console-all.log" "$out" "$kernel"
+if [ "$insn" = 1 ]; then
+	python3 "$RMAD_ROOT/scripts/report/insn-report.py" "$out/console.log" "$out/insn.log" "$out"
+	step "bench: instructions per operation: $out/insn.md, insn.json"
+	[ "$insn_profile" = 0 ] || step "bench: where they went: $out/insn-profile.txt"
+fi
 if [ "$irqsoff_where" = 1 ]; then
-	sed -n 's/^.*bench-irqsoff-where: //p' "$out/console.log" >"$out/irqsoff-where.txt"
+	sed -n 's/^.*bench-irqsoff-where: //p' "$out/console-all.log" >"$out/irqsoff-where.txt"
 	step "bench: where each interrupts-off maximum was: $out/irqsoff-where.txt"
 fi
 if [ "$profile" = 1 ]; then

@@ -11,7 +11,8 @@
 #         KASAN, kmemleak, lockdep, the hang detectors, failslab
 #   kcsan tests/vm/kernel.config + tests/vm/kernel-kcsan.config
 #   bench tests/vm/kernel.config minus what tests/vm/kernel-bench.config turns
-#         off (CONFIG_X=n: the debugging options), plus the irqsoff tracer
+#         off (CONFIG_X=n: the debugging options), with no TRACE_IRQFLAGS hooks
+#   bench-irqsoff  the same plus the irqsoff tracer (tests/vm/kernel-irqsoff.config)
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
@@ -20,9 +21,11 @@ case "$flavour" in
 test) extra="$RMAD_ROOT/tests/vm/kernel-kasan.config" ;;
 kcsan) extra="$RMAD_ROOT/tests/vm/kernel-kcsan.config" ;;
 bench) extra="$RMAD_ROOT/tests/vm/kernel-bench.config" ;;
-*) die "unknown kernel flavour '$flavour' (test, kcsan or bench)" ;;
+bench-irqsoff) extra="$RMAD_ROOT/tests/vm/kernel-bench.config" ;;
+*) die "unknown kernel flavour '$flavour' (test, kcsan, bench or bench-irqsoff)" ;;
 esac
 fragments=("$RMAD_ROOT/tests/vm/kernel.config" "$extra")
+[ "$flavour" != bench-irqsoff ] || fragments+=("$RMAD_ROOT/tests/vm/kernel-irqsoff.config")
 [ -f "$LINUX_TREE/.rmad-unpacked" ] || die "no kernel source; run scripts/setup/fetch-sources.sh first"
 [ -x "$BINDGEN_ROOT/bin/bindgen" ] || die "no bindgen; run scripts/setup/install-bindgen.sh first"
 
@@ -88,6 +91,11 @@ still_on="$(for o in "${off[@]}"; do
 	if grep -q "^$o=" "$kbuild/.config"; then echo "$o"; fi
 done)"
 [ -z "$still_on" ] || die "olddefconfig kept on what $extra turns off: $still_on"
+# Times and instruction counts are taken on the bench kernel: no hook on every
+# interrupt save and restore, as in a kernel users run.
+if [ "$flavour" = bench ] && grep -q '^CONFIG_TRACE_IRQFLAGS=y' "$kbuild/.config"; then
+	die "the bench kernel has TRACE_IRQFLAGS (something selects it); see tests/vm/kernel-bench.config"
+fi
 
 jobs="$(nproc)"
 step "kernel ($flavour): building with -j$jobs (15 to 30 minutes on 2 cores)"

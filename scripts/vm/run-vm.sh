@@ -10,7 +10,9 @@
 # The guest has RMAD_VM_MEM megabytes of memory (default 2048) and RMAD_VM_CPUS
 # vCPUs (default 2); RMAD_VM_QEMU adds QEMU arguments (the two-node tests' NIC).
 # RMAD_VM_DEBUG_ARGS replaces the debugging arguments below (the bench kernel
-# boots with none: RMAD_VM_DEBUG_ARGS= ).
+# boots with none: RMAD_VM_DEBUG_ARGS= ). RMAD_VM_ACCEL replaces "tcg"
+# (`make bench BENCH_INSN=1`: tcg,thread=single, one host thread for every vCPU,
+# so that its plugin's instruction count is exact).
 # Exit status: QEMU's, or 124 when the guest was killed for taking too long.
 set -euo pipefail
 
@@ -44,7 +46,7 @@ debug_args="${RMAD_VM_DEBUG_ARGS-sysctl.kernel.hung_task_panic=1 slub_debug=U ka
 kunit_default="kunit.filter_glob=rmad*"
 # shellcheck disable=SC2086 # RMAD_VM_QEMU is a list of QEMU arguments.
 exec timeout --kill-after=10 "$limit" \
-	qemu-system-x86_64 -accel tcg -cpu max -smp "${RMAD_VM_CPUS:-2}" -m "${RMAD_VM_MEM:-2048}" \
+	qemu-system-x86_64 -accel "${RMAD_VM_ACCEL:-tcg}" -cpu max -smp "${RMAD_VM_CPUS:-2}" -m "${RMAD_VM_MEM:-2048}" \
 	-display none -monitor none -no-reboot \
 	-serial "$serial0" -serial "file:$results" \
 	-kernel "$kernel" -initrd "$initrd" ${RMAD_VM_QEMU:-} \

@@ -104,6 +104,7 @@ extern "C" {
         rtt_sample: u32,
         min_ops: u32,
         scale: u32,
+        insn: bool,
         rust: *mut c_void,
         rust2: *mut c_void,
     ) -> c_int;
@@ -769,15 +770,16 @@ unsafe extern "C" fn rmad_bench_rust_holds_take(out: *mut i64) {
 
 /// Runs the benchmark for `n` outstanding sends, `reps` repetitions, with at most `sample`
 /// timed modifies, cancels and matched responses per pass, each figure timing at least
-/// `min_ops` operations at small `n`, and the scaling rounds with `scale` sends each unless 0.
-pub(crate) fn run(n: u32, reps: u32, sample: u32, min_ops: u32, scale: u32) -> Result {
+/// `min_ops` operations at small `n`, and the scaling rounds with `scale` sends each unless 0;
+/// with `insn`, the timed windows are marked for an instruction count (`bench/insn.h`).
+pub(crate) fn run(n: u32, reps: u32, sample: u32, min_ops: u32, scale: u32, insn: bool) -> Result {
     let mut b = KBox::new(RustBench::new(), GFP_KERNEL)?;
     let mut b2 = KBox::new(RustBench::new(), GFP_KERNEL)?;
     let p = core::ptr::from_mut::<RustBench>(&mut b).cast::<c_void>();
     let p2 = core::ptr::from_mut::<RustBench>(&mut b2).cast::<c_void>();
     // SAFETY: `p` and `p2` are two `RustBench`es that stay alive and unused here until the
     // call returns; the driver uses each from one thread at a time (see [`state`]).
-    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, min_ops, scale, p, p2) };
+    let r = unsafe { rmad_bench_run(n, reps, sample, RTT_SAMPLE, min_ops, scale, insn, p, p2) };
     // The second may have its sends on the first's agent: it closes first.
     b2.close();
     b.close();

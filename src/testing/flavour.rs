@@ -60,6 +60,10 @@ macro_rules! declare_module {
                 default: 0,
                 description: "Benchmark: sends per scaling round (one and two CPUs posting), 0: none",
             },
+            bench_insn: bool {
+                default: false,
+                description: "Benchmark: mark the timed windows for an instruction count (make bench BENCH_INSN=1)",
+            },
         });
     };
 }
@@ -89,6 +93,7 @@ impl Flavour {
                 crate::module_parameters::bench_sample.value(),
                 crate::module_parameters::bench_min_ops.value(),
                 crate::module_parameters::bench_scale.value(),
+                crate::module_parameters::bench_insn.value(),
             )?;
         }
         let removal = match crate::module_parameters::rxe_probe.value() {

@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Benchmark scenario for `make bench`: create rxe0, then load rmad with
-# bench=1 twice per number of outstanding sends (KUnit off): once with the
-# irqsoff tracer off for the times (bench_reps repetitions), once with it on
+# bench=1 per number of outstanding sends (KUnit off): on the bench kernel for
+# the times (bench_reps repetitions), which has no irqsoff tracer; on the
+# bench-irqsoff kernel (bench_irqsoff_only=1, a second boot) with the tracer on
 # for the interrupts-off figures (bench_irqsoff_reps repetitions, 0: none). The
-# tracer charges every stretch with interrupts off, which no kernel users run
-# does, so no time is taken with it on. Each load prints its figures as
+# tracer's hooks charge every interrupt save and restore, which no kernel users
+# run does, so no time is taken on that kernel. Each load prints its figures as
 # "bench-json:" lines. bench_ns (comma-separated), bench_reps, bench_sample and
 # bench_min_ops come from the kernel command line (scripts/bench.sh).
 # Then, on two devices, the responder row (bench_served_n GETs, 0: none; see bench_served)
@@ -110,18 +111,29 @@ bench_profile_report() {
 	rm -f "/tmp/perf-$1.data"
 }
 
+# With bench_insn=1 (BENCH_INSN=1) the driver marks its timed windows for QEMU's instruction
+# counter (src/testing/bench/insn.h); with bench_insn_profile=1 too, each load is followed by
+# the guest's text symbols as "bench-ksym:" lines, printed while rmad is still loaded, for the
+# per-function profile (scripts/report/insn-report.py).
+bench_ksyms() {
+	[ "${bench_insn_profile:-0}" = 1 ] || return 0
+	echo 0 >/proc/sys/kernel/kptr_restrict
+	grep ' [tT] ' /proc/kallsyms | sed 's/^/bench-ksym: /'
+}
+
 # bench_load N REPS SCALE [PROFILE]: one load of the benchmark for N outstanding sends, REPS
 # repetitions, SCALE sends per scaling round (0: none); sampled by perf if PROFILE is 1.
 bench_load() {
 	n="$1" profile_this="${4:-}"
 	set -- insmod /modules/rmad.ko bench=1 bench_n="$1" bench_reps="$2" \
 		bench_sample="${bench_sample:-1000}" bench_min_ops="${bench_min_ops:-10000}" \
-		bench_scale="$3"
+		bench_scale="$3" bench_insn="${bench_insn:-0}"
 	if [ "$profile_this" = 1 ]; then
 		set -- env HOME=/tmp /bin/perf record -q -N -a -g -F 499 -o "/tmp/perf-$n.data" -- "$@"
 	fi
 	"$@" || echo "bench: n=$n: the run failed"
 	[ "$profile_this" != 1 ] || bench_profile_report "$n"
+	bench_ksyms
 	grep -q '^rmad ' /proc/modules && rmmod rmad
 }
 
@@ -131,7 +143,8 @@ for n in $ns; do
 	# The scaling rounds run in one load: their own number of sends, not N's.
 	scale=0
 	[ "$n" != "${bench_scale_n:-10000}" ] || scale="$n"
-	bench_load "$n" "${bench_reps:-5}" "$scale" "$profile"
+	# bench_irqsoff_only=1: the interrupts-off pass only (on the bench-irqsoff kernel).
+	[ "${bench_irqsoff_only:-0}" = 1 ] || bench_load "$n" "${bench_reps:-5}" "$scale" "$profile"
 	if [ -n "$irqsoff" ] && [ "${bench_irqsoff_reps:-3}" -gt 0 ]; then
 		irqsoff_on
 		bench_load "$n" "${bench_irqsoff_reps:-3}" 0

@@ -16,11 +16,11 @@ void rmad_bench_event(struct rmad_bench_round *r, int kind, int status);
 /*
  * Runs the benchmark for @n outstanding sends, each figure timing at least
  * @min_ops operations at small @n, and the scaling rounds with @scale sends
- * unless 0 (src/testing/bench.rs passes @rust, and @rust2 for the scaling
- * round's second thread).
+ * unless 0, counting instructions if @insn (src/testing/bench.rs passes
+ * @rust, and @rust2 for the scaling round's second thread).
  */
 int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32 scale,
-		   void *rust, void *rust2);
+		   bool insn, void *rust, void *rust2);
 
 /*
  * The goodput row (src/testing/bench/goodput.c): retry policy @policy (0: the

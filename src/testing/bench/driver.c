@@ -58,7 +58,22 @@ void bench_ctr_init(struct bench_ctr *c)
 	atomic_set(&c->hits, 0);
 	c->target = INT_MAX;
 	c->at_ns = 0;
+	c->insn_id = 0;
+	c->insn_seq = 0;
 	init_completion(&c->done);
+}
+
+/* The target of @c was reached: ends its counted window, if any, and notes when. */
+static void bench_ctr_reached(struct bench_ctr *c)
+{
+	u32 id = c->insn_id;
+
+	if (id) {
+		c->insn_seq = bench_insn_end(id);
+		c->insn_id = 0;
+	}
+	c->at_ns = ktime_get_ns();
+	complete(&c->done);
 }
 
 /* Expects the count to reach @target (cumulative); set before the events start. */
@@ -68,18 +83,14 @@ void bench_ctr_expect(struct bench_ctr *c, int target)
 	WRITE_ONCE(c->target, target);
 	/* Orders the target before reading the count; bench_ctr_hit() pairs with it. */
 	smp_mb();
-	if (atomic_read(&c->hits) >= target) {
-		c->at_ns = ktime_get_ns();
-		complete(&c->done);
-	}
+	if (atomic_read(&c->hits) >= target)
+		bench_ctr_reached(c);
 }
 
 void bench_ctr_hit(struct bench_ctr *c)
 {
-	if (atomic_inc_return(&c->hits) == READ_ONCE(c->target)) {
-		c->at_ns = ktime_get_ns();
-		complete(&c->done);
-	}
+	if (atomic_inc_return(&c->hits) == READ_ONCE(c->target))
+		bench_ctr_reached(c);
 }
 
 /* Waits in one-second slices (so that no hang detector mistakes it for a hang). */
@@ -449,17 +460,19 @@ static void floor_work(struct work_struct *w)
 /*
  * The floor's operations on @s items of @n in @order, @count of them in all
  * (passes of @s, each starting from the list and the queue as the first
- * found them): ns per operation into @ns.
+ * found them): ns per operation into @ns. Each pass is a counted window of
+ * id @id (insn.h), whose figure is printed as @op's of repetition @rep.
  */
-static int floor_run(u32 n, const u32 *order, u32 s, u32 count, s64 *ns)
+static int floor_run(u32 n, const u32 *order, u32 s, u32 count, s64 *ns, u32 id,
+		     const char *op, u32 rep)
 {
 	struct workqueue_struct *wq;
 	struct floor_item *items;
 	LIST_HEAD(from);
 	LIST_HEAD(to);
 	unsigned long flags;
-	u64 t0, last, sum = 0;
-	u32 i, k, done;
+	u64 t0, t, last, sum = 0;
+	u32 i, k, done, seq = 0, first = 0, passes = 0;
 
 	items = kvcalloc(n, sizeof(*items), GFP_KERNEL);
 	if (!items)
@@ -477,6 +490,8 @@ static int floor_run(u32 n, const u32 *order, u32 s, u32 count, s64 *ns)
 		/* Untimed: the items back in the list, and their work run. */
 		list_splice_tail_init(&to, &from);
 		flush_workqueue(wq);
+		bench_insn_quiesce();
+		bench_insn_start(id);
 		t0 = ktime_get_ns();
 		last = t0;
 		for (k = 0; k < s; k++) {
@@ -488,9 +503,14 @@ static int floor_run(u32 n, const u32 *order, u32 s, u32 count, s64 *ns)
 			queue_work(wq, &it->work);
 			bench_resched(k, &last);
 		}
-		sum += ktime_get_ns() - t0;
+		t = ktime_get_ns();
+		seq = bench_insn_end(id);
+		sum += t - t0;
+		if (!passes++)
+			first = seq;
 	}
 	*ns = div_u64(sum, done);
+	bench_insn_emit("floor", op, n, rep, id, first, seq, passes, done);
 	destroy_workqueue(wq);
 	kvfree(items);
 	return 0;
@@ -522,13 +542,14 @@ static void permute(u32 *v, u32 n, u64 seed)
  * bounds the timed modifies, cancels and matched responses, @rtt_sample the
  * round trips; at @n <= BENCH_REPEAT_N each figure repeats its round until
  * it timed @min_ops operations. @scale is the number of sends of each
- * scaling round (0: no scaling round). @rust and @rust2 are two states of
- * the Rust implementation.
+ * scaling round (0: no scaling round). @insn: the instruction-count mode
+ * (insn.h). @rust and @rust2 are two states of the Rust implementation.
  */
 int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32 scale,
-		   void *rust, void *rust2)
+		   bool insn, void *rust, void *rust2)
 {
 	static const char * const floor_ops[] = { "post", "modify", "cancel" };
+	static const enum bench_win floor_wins[] = { WIN_POST, WIN_MODIFY, WIN_CANCEL };
 	struct rmad_test_responder *responder = NULL;
 	void *cimpl, *capi, *cimpl2, *capi2;
 	u32 *perm_m, *perm_c;
@@ -564,6 +585,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32
 		ret = -EBUSY;
 		goto out;
 	}
+	bench_insn = insn;
+	bench_insn_run(n);
 	/* The maximum since the tracer was turned on is not any round's: reading resets it. */
 	bench_irqsoff_pass = bench_irqsoff_take(NULL) >= 0;
 	pr_info("bench: n=%u, %u repetitions, sample %u (responses %u), round trips %u, at least %u operations per figure, %s pass\n",
@@ -614,7 +637,8 @@ int rmad_bench_run(u32 n, u32 reps, u32 sample, u32 rtt_sample, u32 min_ops, u32
 			s64 ns;
 
 			if (!floor_run(n, k == 2 ? perm_c : perm_m, min(n, sample),
-				       bench_target(&cfg, min(n, sample)), &ns))
+				       bench_target(&cfg, min(n, sample)), &ns,
+				       bench_insn_id("floor", floor_wins[k]), floor_ops[k], rep))
 				bench_emit("floor", floor_ops[k], n, rep, ns, "ns");
 		}
 	}

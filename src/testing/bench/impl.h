@@ -17,6 +17,8 @@
 #include <linux/types.h>
 #include <rdma/ib_verbs.h>
 
+#include "insn.h"
+
 #define BENCH_CLASS 0x0b
 #define BENCH_PORT 1
 /* The port's IPv6 link-local GID (requests the responder answers). */
@@ -46,12 +48,16 @@ enum bench_kind {
 /* For events that need a packet through the device, which UD may drop. */
 #define BENCH_PACKET_WAIT_MS 20000
 
-/* Counts events and notes when a target count was reached. */
+/*
+ * Counts events and notes when a target count was reached; ends the counted
+ * window @insn_id there (insn.h; 0: none), whose number it notes in @insn_seq.
+ */
 struct bench_ctr {
 	atomic_t hits;
 	int target;
 	u64 at_ns;
 	struct completion done;
+	u32 insn_id, insn_seq;
 };
 
 /* The counters of one round, shared by the handlers of every implementation. */

@@ -24,27 +24,48 @@
 #include "bench.h"
 #include "impl.h"
 
-/* The time and the operations of one figure, summed over the passes of its round. */
+/*
+ * The time and the operations of one figure, summed over the passes of its
+ * round, and the counted windows (insn.h) of id @id that they were: those
+ * numbered @first to @last.
+ */
 struct bench_sum {
 	u64 ns;
 	u32 ops, passes;
+	u32 id, first, last;
 };
 
-static void sum_add(struct bench_sum *s, u64 ns, u32 ops)
+/* A figure of window @w of @ops, nothing summed yet. */
+static struct bench_sum sum_of(const struct bench_ops *ops, enum bench_win w)
 {
+	return (struct bench_sum){ .id = bench_insn_id(ops->name, w) };
+}
+
+/* Adds a pass of @ns and @ops operations, whose counted window was number @seq. */
+static void sum_add(struct bench_sum *s, u64 ns, u32 ops, u32 seq)
+{
+	if (!s->passes)
+		s->first = seq;
+	s->last = seq;
 	s->ns += ns;
 	s->ops += ops;
 	s->passes++;
 }
 
-/* Emits @s as ns per operation, or per pass if @per_pass (a figure for N sends in all). */
+/*
+ * Emits @s as ns per operation, or per pass if @per_pass (a figure for N sends
+ * in all), and its counted windows (always per operation).
+ */
 static void sum_emit(const struct bench_ops *ops, const struct bench_cfg *cfg, const char *op,
 		     const struct bench_sum *s, bool per_pass)
 {
 	u32 d = per_pass ? s->passes : s->ops;
 
-	if (d)
-		bench_emit(ops->name, op, cfg->n, cfg->rep, div_u64(s->ns, d), "ns");
+	if (!d)
+		return;
+	bench_emit(ops->name, op, cfg->n, cfg->rep, div_u64(s->ns, d), "ns");
+	bench_insn_emit(ops->name, op, cfg->n, cfg->rep, s->id, s->first, s->last, s->passes,
+			s->ops);
 }
 
 /* Waits until the responder holds @target answers, at most @ms; returns how many it holds. */
@@ -70,9 +91,14 @@ static int pass_post(const struct bench_ops *ops, void *p, struct rmad_bench_rou
 		     const struct bench_cfg *cfg, struct bench_sum *post, struct bench_sum *settle)
 {
 	u64 t0, t, last;
-	u32 i;
+	u32 i, seq;
 	int ret;
 
+	/* The settle window ends in the marker's handler. */
+	r->marker.insn_id = settle->id;
+	bench_insn_quiesce();
+	bench_insn_start(settle->id);
+	bench_insn_start(post->id);
 	t0 = ktime_get_ns();
 	last = t0;
 	for (i = 0; i < cfg->n; i++) {
@@ -82,47 +108,60 @@ static int pass_post(const struct bench_ops *ops, void *p, struct rmad_bench_rou
 		bench_resched(i, &last);
 	}
 	t = ktime_get_ns();
+	seq = bench_insn_end(post->id);
 	bench_ctr_expect_more(&r->marker, 1);
 	ret = ops->post_marker(p, 0);
 	if (!ret)
 		ret = bench_ctr_wait(&r->marker);
 	if (ret)
 		return ret;
-	sum_add(post, t - t0, cfg->n);
-	sum_add(settle, r->marker.at_ns - t0, cfg->n);
+	sum_add(post, t - t0, cfg->n, seq);
+	sum_add(settle, r->marker.at_ns - t0, cfg->n, r->marker.insn_seq);
 	return 0;
 }
 
 /*
  * Cancels the sends in cfg->perm_cancel's order, the first @timed of them
  * timed (cancel), then the others up to @all, and waits until all were
- * delivered.
+ * delivered. The counted window, when all are timed, runs until the last
+ * flush was delivered: a cancel's whole cost.
  */
 static int pass_cancel(const struct bench_ops *ops, void *p, struct rmad_bench_round *r,
 		       const struct bench_cfg *cfg, u32 timed, u32 all, struct bench_sum *cancel)
 {
-	u64 t0, last;
+	u64 t0, t, last;
 	u32 k;
+	int ret;
 
+	if (timed == all)
+		r->silent.insn_id = cancel->id;
 	bench_ctr_expect_more(&r->silent, all);
+	bench_insn_quiesce();
+	if (timed == all)
+		bench_insn_start(cancel->id);
 	t0 = ktime_get_ns();
 	last = t0;
 	for (k = 0; k < timed; k++) {
 		ops->cancel(p, cfg->perm_cancel[k]);
 		bench_resched(k, &last);
 	}
-	sum_add(cancel, ktime_get_ns() - t0, timed);
+	t = ktime_get_ns();
 	for (; k < all; k++)
 		ops->cancel(p, cfg->perm_cancel[k]);
-	return bench_ctr_wait(&r->silent);
+	ret = bench_ctr_wait(&r->silent);
+	if (!ret)
+		sum_add(cancel, t - t0, timed, r->silent.insn_seq);
+	return ret;
 }
 
 /* modify: random sends to the same timeout again, @s of them per pass. */
 static void pass_modify(const struct bench_ops *ops, void *p, const struct bench_cfg *cfg, u32 s)
 {
-	u32 count = bench_target(cfg, s), k, j;
-	u64 t0, last;
+	u32 count = bench_target(cfg, s), k, j, id = bench_insn_id(ops->name, WIN_MODIFY), seq;
+	u64 t0, t, last;
 
+	bench_insn_quiesce();
+	bench_insn_start(id);
 	t0 = ktime_get_ns();
 	last = t0;
 	for (k = 0, j = 0; k < count; k++) {
@@ -131,8 +170,10 @@ static void pass_modify(const struct bench_ops *ops, void *p, const struct bench
 			j = 0;
 		bench_resched(k, &last);
 	}
-	bench_emit(ops->name, "modify", cfg->n, cfg->rep, div_u64(ktime_get_ns() - t0, count),
-		   "ns");
+	t = ktime_get_ns();
+	seq = bench_insn_end(id);
+	bench_emit(ops->name, "modify", cfg->n, cfg->rep, div_u64(t - t0, count), "ns");
+	bench_insn_emit(ops->name, "modify", cfg->n, cfg->rep, id, seq, seq, 1, count);
 }
 
 /*
@@ -170,8 +211,11 @@ static int match_once(const struct bench_ops *ops, void *p, struct rmad_bench_ro
 		pr_warn("bench: %s n=%u: %u of %u requests were lost\n", ops->name, cfg->n,
 			m - held, m);
 	/* No request's send handler runs before its response: both are expected from here. */
+	r->resp.insn_id = sum->id;
 	bench_ctr_expect_more(&r->resp, held);
 	bench_ctr_expect_more(&r->req, held);
+	bench_insn_quiesce();
+	bench_insn_start(sum->id);
 	t0 = ktime_get_ns();
 	rmad_test_responder_release(cfg->responder);
 	if (bench_wait_slices(&r->resp.done, BENCH_PACKET_WAIT_MS)) {
@@ -181,7 +225,7 @@ static int match_once(const struct bench_ops *ops, void *p, struct rmad_bench_ro
 		bench_wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS);
 		return 1;
 	}
-	sum_add(sum, r->resp.at_ns - t0, held);
+	sum_add(sum, r->resp.at_ns - t0, held, r->resp.insn_seq);
 	bench_wait_slices(&r->req.done, BENCH_PACKET_WAIT_MS);
 	return 0;
 }
@@ -190,7 +234,7 @@ static int match_once(const struct bench_ops *ops, void *p, struct rmad_bench_ro
 static int pass_match(const struct bench_ops *ops, void *p, struct rmad_bench_round *r,
 		      const struct bench_cfg *cfg, u32 m)
 {
-	struct bench_sum sum = {};
+	struct bench_sum sum = sum_of(ops, WIN_MATCH);
 	u32 count = bench_target(cfg, m);
 	int ret;
 
@@ -294,7 +338,8 @@ static int pass_again(const struct bench_ops *ops, void *p, struct rmad_bench_ro
  */
 int bench_round_ops(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
 {
-	struct bench_sum post = {}, settle = {}, cancel = {};
+	struct bench_sum post = sum_of(ops, WIN_POST), settle = sum_of(ops, WIN_SETTLE);
+	struct bench_sum cancel = sum_of(ops, WIN_CANCEL);
 	struct rmad_bench_round *r;
 	u32 n = cfg->n, s = min(cfg->n, cfg->sample), q = min(cfg->n, cfg->rtt_sample);
 	/* A response costs a trip through the device: a fifth of the sample is enough. */
@@ -439,14 +484,17 @@ static int timeouts_once(const struct bench_ops *ops, void *p, struct rmad_bench
 	if (ret)
 		return ret;
 	msleep(ms + wait_ms);
+	r->silent.insn_id = sum->id;
 	bench_ctr_expect_more(&r->silent, cfg->n);
 	bench_irqsoff_take(NULL);
+	bench_insn_quiesce();
+	bench_insn_start(sum->id);
 	t0 = ktime_get_ns();
 	complete_all(&r->gate_go);
 	ret = bench_ctr_wait(&r->silent);
 	if (ret)
 		return ret;
-	sum_add(sum, r->silent.at_ns - t0, cfg->n);
+	sum_add(sum, r->silent.at_ns - t0, cfg->n, r->silent.insn_seq);
 	if (atomic_read(&r->timed_out) - timed_out != cfg->n) {
 		tally->timed_out += atomic_read(&r->timed_out) - timed_out;
 		tally->flushed += atomic_read(&r->flushed) - flushed;
@@ -464,7 +512,7 @@ int bench_round_timeouts(const struct bench_ops *ops, void *p, struct bench_cfg 
 {
 	struct timeouts_tally tally = {};
 	struct rmad_bench_round *r;
-	struct bench_sum sum = {};
+	struct bench_sum sum = sum_of(ops, WIN_TIMEOUTS);
 	u32 n = cfg->n, count = bench_target(cfg, n);
 	bool again = count > n;
 	int ret;
@@ -526,7 +574,7 @@ static int wait_completed(const struct bench_ops *ops, void *p, struct rmad_benc
 static int unregister_once(const struct bench_ops *ops, void *p, struct rmad_bench_round *r,
 			   struct bench_cfg *cfg, struct bench_sum *sum)
 {
-	u32 n = cfg->n;
+	u32 n = cfg->n, seq;
 	u64 t0, t;
 	int ret;
 
@@ -542,14 +590,17 @@ static int unregister_once(const struct bench_ops *ops, void *p, struct rmad_ben
 	if (ret)
 		goto out;
 	bench_irqsoff_take(NULL);
+	bench_insn_quiesce();
+	bench_insn_start(sum->id);
 	t0 = ktime_get_ns();
 	/* Returns once every send handler ran. */
 	ops->unregister(p);
 	t = ktime_get_ns();
+	seq = bench_insn_end(sum->id);
 	if (!sum->passes)
 		bench_irqsoff_emit(ops, cfg, "irqoff_unregister");
 	if (atomic_read(&r->flushed) == n) {
-		sum_add(sum, t - t0, n);
+		sum_add(sum, t - t0, n, seq);
 	} else {
 		pr_warn("bench: %s n=%u: the unregistration flushed %d of %u sends, %d other\n",
 			ops->name, n, atomic_read(&r->flushed), n,
@@ -565,7 +616,7 @@ out:
 int bench_round_unregister(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
 {
 	struct rmad_bench_round *r;
-	struct bench_sum sum = {};
+	struct bench_sum sum = sum_of(ops, WIN_UNREGISTER);
 	u32 count = bench_target(cfg, cfg->n);
 	int ret = 0;
 

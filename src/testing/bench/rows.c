@@ -28,23 +28,28 @@
  */
 void bench_row_create_free(const struct bench_ops *ops, void *p, struct bench_cfg *cfg)
 {
-	u32 count = max(cfg->min_ops, min(cfg->n, cfg->sample)), k;
-	u64 t0, last;
+	u32 count = max(cfg->min_ops, min(cfg->n, cfg->sample)), k, seq;
+	u32 id = bench_insn_id(ops->name, WIN_CREATE_FREE);
+	u64 t0, t, last;
 	int ret = 0;
 
+	bench_insn_quiesce();
+	bench_insn_start(id);
 	t0 = ktime_get_ns();
 	last = t0;
 	for (k = 0; k < count && !ret; k++) {
 		ret = ops->create_free(p);
 		bench_resched(k, &last);
 	}
+	t = ktime_get_ns();
+	seq = bench_insn_end(id);
 	if (ret) {
 		pr_warn("bench: %s n=%u: create_free failed (%d); no create_free figure\n",
 			ops->name, cfg->n, ret);
 		return;
 	}
-	bench_emit(ops->name, "create_free", cfg->n, cfg->rep, div_u64(ktime_get_ns() - t0, count),
-		   "ns");
+	bench_emit(ops->name, "create_free", cfg->n, cfg->rep, div_u64(t - t0, count), "ns");
+	bench_insn_emit(ops->name, "create_free", cfg->n, cfg->rep, id, seq, seq, 1, count);
 }
 
 /*
@@ -58,10 +63,14 @@ int bench_row_txn(const struct bench_ops *ops, void *p, struct rmad_bench_round 
 		  struct bench_cfg *cfg)
 {
 	u32 count = bench_target(cfg, min(cfg->n, cfg->sample)), k;
+	u32 id = bench_insn_id(ops->name, WIN_TXN);
 	int failed = atomic_read(&r->txn_failed), target, ret = 0;
 	u64 t0, last;
 
+	r->txn.insn_id = id;
 	target = bench_ctr_expect_more(&r->txn, count);
+	bench_insn_quiesce();
+	bench_insn_start(id);
 	t0 = ktime_get_ns();
 	last = t0;
 	for (k = 0; k < count; k++) {
@@ -93,5 +102,7 @@ int bench_row_txn(const struct bench_ops *ops, void *p, struct rmad_bench_round 
 	}
 	bench_emit(ops->name, "transaction", cfg->n, cfg->rep, div_u64(r->txn.at_ns - t0, count),
 		   "ns");
+	bench_insn_emit(ops->name, "transaction", cfg->n, cfg->rep, id, r->txn.insn_seq,
+			r->txn.insn_seq, 1, count);
 	return 0;
 }
