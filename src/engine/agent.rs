@@ -101,6 +101,7 @@ use kernel::{
 mod cancel;
 mod complete;
 mod create;
+mod direct;
 mod frames;
 mod hold;
 mod matching;

@@ -554,6 +554,36 @@ pub(crate) fn step(s: SendFacts, ev: Event) -> Result<Outcome, Reject> {
     Ok(o)
 }
 
+/// The ends of a send that the engine carries out directly, from where the send waits (the wait
+/// queue, or the queue of cancelled sends) to its handler, with no retry, no transmission and
+/// no response (`src/engine/agent/direct.rs`): the handler's status and the change of
+/// `sol_fc_wait_count`, exactly as [`step`] decides `ev` (then [`Event::Delivered`], which
+/// leaves the send [`SendState::Idle`]) — the host tests and the `step` fuzz target check it
+/// for every state. `None` where `ev` does anything else: the engine asks [`step`].
+///
+/// - T13: a waiting send expires with no retry left: `RESP_TIMEOUT_ERR`;
+/// - T25: a waiting send is flushed by its agent's unregistration;
+/// - T21 (and T25 of the same send): a cancelled send's flush is reported.
+pub(crate) fn direct_end(s: SendFacts, ev: Event) -> Option<(WcStatus, Delta)> {
+    use CancelWait::TimeoutWork;
+    use SendState::{
+        Canceled,
+        WaitResp, //
+    };
+
+    let wait: Delta = if s.fc { -1 } else { 0 };
+    match (s.state, ev) {
+        (WaitResp, Event::Expired { .. }) if s.retries_left == 0 => {
+            Some((WcStatus::RespTimeoutErr, wait))
+        }
+        (WaitResp, Event::Unregister) => Some((WcStatus::WrFlushErr, wait)),
+        (Canceled(TimeoutWork), Event::Expired { .. } | Event::Unregister) => {
+            Some((WcStatus::WrFlushErr, 0))
+        }
+        _ => None,
+    }
+}
+
 /// Whether a send is a solicited flow-control send (Documentation/behaviour.md §3.3): it expects a
 /// response, it is not an active kernel-RMPP transfer, and its class is CM, SA or a
 /// subnet-management class.

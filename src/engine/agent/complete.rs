@@ -326,6 +326,9 @@ impl Agent {
                         backlog_empty: q == Q_CANCEL || inner.backlog == 0,
                     },
                 };
+                if self.end_direct(inner, &rec, state, ev, &mut due, &mut taken) {
+                    return;
+                }
                 if let Ok(outcome) = self.apply_to(inner, &rec, state, ev, Settle::Caller) {
                     if outcome.retry {
                         self.trace_send(trace::Ev::Retry, state, 0);

@@ -167,6 +167,10 @@ impl Agent {
                     // The send after this one, before `ev` moves this one: no search per send.
                     next = inner.queues.get(q).next(&rec).map(|(k, r)| (k, r.into()));
                     Self::with_state(&mut inner, &rec, |inner, state| {
+                        if deliver && self.end_direct(inner, &rec, state, ev, &mut due, &mut taken)
+                        {
+                            return;
+                        }
                         if self.apply_to(inner, &rec, state, ev, settle).is_ok()
                             && Self::left_to_caller(state)
                         {

@@ -116,6 +116,62 @@ mod state_tests {
     fn random_walks() {
         run(checks::random_walks);
     }
+
+    /// `state::direct_end` equals `step` then delivery, for every state, flow control on and
+    /// off, edge timeouts and retry counts, and every event that can end a send directly (the
+    /// fuzz target `step` checks the same on arbitrary facts and events).
+    #[test]
+    fn direct_ends_equal_the_table() {
+        use crate::fuzz::state::check_direct;
+        use crate::mad::state::*;
+        let states = [
+            SendState::Idle,
+            SendState::Queued,
+            SendState::SendStart,
+            SendState::WaitResp,
+            SendState::EarlyResp,
+            SendState::Canceled(CancelWait::SendCompletion),
+            SendState::Canceled(CancelWait::TimeoutWork),
+            SendState::Done,
+        ];
+        let events = [
+            Event::Expired {
+                backlog_empty: true,
+            },
+            Event::Expired {
+                backlog_empty: false,
+            },
+            Event::Unregister,
+            Event::Delivered,
+            Event::Modify(0),
+            Event::Response,
+            Event::SendCompleted(WcStatus::Success),
+        ];
+        let mut direct = 0;
+        for state in states {
+            for fc in [false, true] {
+                for timeout_ms in [0, 1, 100, u32::MAX] {
+                    for retries_left in [0, 1, 2, u32::MAX] {
+                        let f = SendFacts {
+                            state,
+                            fc,
+                            timeout_ms,
+                            retries_left,
+                        };
+                        for ev in events {
+                            if let Err(e) = check_direct(f, ev) {
+                                panic!("{e}");
+                            }
+                            direct += usize::from(direct_end(f, ev).is_some());
+                        }
+                    }
+                }
+            }
+        }
+        // WAIT_RESP with no retry left (2 expiries), every WAIT_RESP unregistered, every
+        // cancelled send expired (2) or unregistered: 2 × 4 timeouts × (2 + 4 + 12).
+        assert_eq!(direct, 2 * 4 * (2 + 4 + 12));
+    }
 }
 
 /// The RMPP machines of `src/mad/rmpp/` on the worked cases of Documentation/behaviour.md

@@ -662,6 +662,65 @@ fn compare(f: SendFacts, ev: Event, strict: bool) -> Result<(Result<Outcome, Rej
     ))
 }
 
+/// `direct_end(f, ev)` against `step`: where it gives a status, `step` gives exactly that end
+/// (DONE, in no queue, no retry, no transmission, no response, that status, that change of the
+/// wait count) and delivery then leaves the send IDLE; and it gives one wherever `step` ends a
+/// waiting or cancelled send so at an expiry or an unregistration (the direct paths of
+/// `src/engine/agent/direct.rs` cover every such end).
+pub(crate) fn check_direct(f: SendFacts, ev: Event) -> Result<(), String> {
+    let got = step(f, ev);
+    let ends_directly = |o: &Outcome| {
+        o.next == SendState::Done
+            && o.place == Place::Nowhere
+            && o.fc_send == 0
+            && !o.transmit
+            && !o.retry
+            && o.store_timeout.is_none()
+            && o.recv == Recv::None
+            && o.complete.is_some()
+    };
+    match direct_end(f, ev) {
+        Some((status, wait)) => {
+            let want = Outcome {
+                next: SendState::Done,
+                place: Place::Nowhere,
+                fc_send: 0,
+                fc_wait: wait,
+                transmit: false,
+                retry: false,
+                store_timeout: None,
+                recv: Recv::None,
+                complete: Some(status),
+                frees_fc_slot: wait < 0,
+            };
+            if got != Ok(want) {
+                return Err(format!(
+                    "direct_end({f:?}, {ev:?}) = {:?}, but step gives {got:?}",
+                    (status, wait)
+                ));
+            }
+            let done = SendFacts {
+                state: SendState::Done,
+                ..f
+            };
+            match step(done, Event::Delivered) {
+                Ok(o) if o.next == SendState::Idle && o.place == Place::Unchanged => Ok(()),
+                other => Err(format!("delivery after a direct end gives {other:?}")),
+            }
+        }
+        None => {
+            let covered = matches!(f.state, SendState::WaitResp | TW)
+                && matches!(ev, Event::Expired { .. } | Event::Unregister);
+            match got {
+                Ok(o) if covered && ends_directly(&o) => Err(format!(
+                    "step({f:?}, {ev:?}) ends the send directly ({o:?}), but direct_end does not"
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
 /// Runs inputs `first..first + inputs` of the `step` target.
 pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, Disagreement> {
     let strict = strict();
@@ -684,6 +743,7 @@ pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, 
         };
         let res = std::panic::catch_unwind(|| -> Result<(), String> {
             let _ = compare(f, ev, strict)?;
+            check_direct(f, ev)?;
             let fc = is_solicited_fc(class, f.timeout_ms, rmpp);
             if fc != ref_solicited_fc(class, f.timeout_ms, rmpp) {
                 return Err(format!(

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The direct paths: the common ends of a send carried out in straight-line code.
+//!
+//! [`Agent::apply_to`] is the general transition: it asks the state table
+//! ([`crate::mad::state::step`]) and then carries out whatever the outcome says, and a send
+//! whose status it decides goes through it a second time for its delivery. The ends that
+//! [`state::direct_end`] names — an expiry with no retry left, the report of a cancelled
+//! send's flush, and an unregistration's flush of a waiting or cancelled send — need only a
+//! fixed part of that: unlink the send from its queue and from the TID index, count, and hand
+//! it to the handler's batch. The table stays the specification: `direct_end` is checked
+//! against `step` for every state on the host (`tests/host`: `direct_ends_equal_the_table`
+//! and the `step` fuzz target), and a send this path does not cover in every respect takes the
+//! general one.
+
+use super::{
+    add_delta,
+    complete::Due,
+    Agent,
+    AgentInner,
+    Q_DONE, //
+};
+use crate::{
+    engine::send::{
+        RecordState,
+        SendCompletion,
+        SendRef, //
+    },
+    mad::state::{
+        self,
+        Event,
+        SendState,
+        WcStatus, //
+    },
+    sys::trace,
+};
+use kernel::sync::Arc;
+
+impl Agent {
+    /// Ends the send `rec` (state `state`) for `ev` straight into `due` at `*taken`, the next
+    /// free place, for delivery after this hold, when `ev` is one of the ends of
+    /// [`state::direct_end`]: the same counters, traces and queue moves as
+    /// [`Agent::apply_to`] with [`super::queues::Settle::Caller`] followed by
+    /// [`Agent::take_into`]. Returns whether it did; if not, nothing changed and the caller
+    /// takes the general path.
+    pub(super) fn end_direct(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &SendRef,
+        state: &mut RecordState,
+        ev: Event,
+        due: &mut [Due],
+        taken: &mut u32,
+    ) -> bool {
+        let Some((status, fc_wait)) = state::direct_end(state.facts, ev) else {
+            return false;
+        };
+        let Some(body) = state.body.as_ref() else {
+            return false;
+        };
+        // The general path: retry rules beyond the C layer's (they read the clock around the
+        // step), a segmented send (its window decides), a receive handler of its response
+        // still running, a status decided earlier (it stands), or sends already waiting in
+        // the delivery queue (this one must be delivered after them).
+        if !body.retry.is_c_layer()
+            || body.seg.is_some()
+            || state.in_recv
+            || state.status.is_some()
+            || !inner.queues.get(Q_DONE).is_empty()
+        {
+            return false;
+        }
+        let Some(slot) = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i)) else {
+            return false;
+        };
+        Self::unqueue(inner, rec, state);
+        Self::untrack(inner, rec);
+        inner.fc_wait = add_delta(inner.fc_wait, fc_wait);
+        // Delivered right after this hold: the send is the client's again (DONE, then IDLE).
+        state.facts.state = SendState::Idle;
+        if status == WcStatus::RespTimeoutErr {
+            inner.stats.timed_out = inner.stats.timed_out.saturating_add(1);
+            self.trace_send(trace::Ev::Timeout, state, status.code());
+        } else {
+            inner.stats.cancelled = inner.stats.cancelled.saturating_add(1);
+        }
+        let Some(body) = state.body.take() else {
+            return true;
+        };
+        if !body.internal {
+            self.trace_send(trace::Ev::SendHandler, state, status.code());
+            inner.stats.completed = inner.stats.completed.saturating_add(1);
+        }
+        *slot = Some((
+            body,
+            SendCompletion {
+                status,
+                vendor_err: 0,
+                post: state.gen,
+            },
+        ));
+        *taken = taken.saturating_add(1);
+        true
+    }
+}
