@@ -206,10 +206,7 @@ fn probe_sends_one_segment_then_goes_back_n() {
     // Deviation 5: a window of 8 in flight (2..=9 after ACK(1, 9)).
     let mut w = Window::new(17, 0, 3, None).unwrap();
     assert_eq!(w.next(), Some(1));
-    assert_eq!(
-        w.on_ack(&ack_hdr(0, 1, 9)),
-        AckVerdict::Progress { advanced: true }
-    );
+    assert_eq!(w.on_ack(&ack_hdr(0, 1, 9)), AckVerdict::Progress { advanced: true });
     for n in 2..=9 {
         assert_eq!(w.after_send(), AfterSend::Send(n));
     }
@@ -227,16 +224,10 @@ fn probe_sends_one_segment_then_goes_back_n() {
     // The ACK that a probe waits for moves the window and sending goes on after it.
     let mut w = Window::new(17, 0, 3, None).unwrap();
     assert_eq!(w.next(), Some(1));
-    assert_eq!(
-        w.on_ack(&ack_hdr(0, 1, 9)),
-        AckVerdict::Progress { advanced: true }
-    );
+    assert_eq!(w.on_ack(&ack_hdr(0, 1, 9)), AckVerdict::Progress { advanced: true });
     while w.after_send() != AfterSend::AwaitAck {}
     assert_eq!(w.probe(), Some(2));
-    assert_eq!(
-        w.on_ack(&ack_hdr(0, 9, 17)),
-        AckVerdict::Progress { advanced: true }
-    );
+    assert_eq!(w.on_ack(&ack_hdr(0, 9, 17)), AckVerdict::Progress { advanced: true });
     assert!(!w.probing());
     assert_eq!(w.next(), Some(10));
     // A retry (a wait of the whole bound) goes back N whatever a probe left.
