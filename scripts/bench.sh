@@ -133,8 +133,9 @@ if [ "$insn" = 1 ]; then
 	[ "$insn_profile" = 0 ] || opts=",profile=on"
 	# -icount: the guest's clock advances by 1 ns per instruction (shift=0), not with the
 	# host's: timer ticks, and the preemptions they bring, fall at the same instructions in
-	# every run however loaded the host is (sleep=on: an idle guest waits in real time).
-	export RMAD_VM_QEMU="${RMAD_VM_QEMU:-} -icount shift=0,sleep=on -plugin $plugin$opts -d plugin -D $out/insn.log"
+	# every run however loaded the host is; sleep=off: an idle guest's clock jumps to its
+	# next timer instead of waiting in real time, which would move them again.
+	export RMAD_VM_QEMU="${RMAD_VM_QEMU:-} -icount shift=0,sleep=off -plugin $plugin$opts -d plugin -D $out/insn.log"
 	RMAD_VM_ARGS="$RMAD_VM_ARGS bench_insn=1 bench_insn_profile=$insn_profile"
 fi
 # A guest that fails still leaves figures worth reading; a build that fails leaves none.

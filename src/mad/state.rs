@@ -584,6 +584,19 @@ pub(crate) fn direct_end(s: SendFacts, ev: Event) -> Option<(WcStatus, Delta)> {
     }
 }
 
+/// A post that goes straight to the transport (T1 with room; the direct path of
+/// `src/engine/agent/direct.rs`): the change of `sol_fc_send_count`, exactly as [`step`]
+/// decides [`Event::Post`] when it transmits — the host tests and the `step` fuzz target check
+/// it for every state. `None` for every other post: held back (T2), or refused.
+pub(crate) fn direct_post(s: SendFacts, a: Admission) -> Option<Delta> {
+    if s.state != SendState::Idle
+        || (s.fc && a.limit != 0 && (!a.backlog_empty || a.in_use >= a.limit))
+    {
+        return None;
+    }
+    Some(if s.fc { 1 } else { 0 })
+}
+
 /// Whether a send is a solicited flow-control send (Documentation/behaviour.md §3.3): it expects a
 /// response, it is not an active kernel-RMPP transfer, and its class is CM, SA or a
 /// subnet-management class.

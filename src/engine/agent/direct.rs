@@ -8,17 +8,20 @@
 //! [`state::direct_end`] names — an expiry with no retry left, the report of a cancelled
 //! send's flush, and an unregistration's flush of a waiting or cancelled send — need only a
 //! fixed part of that: unlink the send from its queue and from the TID index, count, and hand
-//! it to the handler's batch. The table stays the specification: `direct_end` is checked
-//! against `step` for every state on the host (`tests/host`: `direct_ends_equal_the_table`
-//! and the `step` fuzz target), and a send this path does not cover in every respect takes the
-//! general one.
+//! it to the handler's batch. So does a post that goes straight to the transport
+//! ([`state::direct_post`]): count, and link the send at the end of the in-flight queue. The
+//! table stays the specification: `direct_end` and `direct_post` are checked against `step`
+//! for every state on the host (`tests/host`: `direct_ends_equal_the_table`,
+//! `direct_posts_equal_the_table` and the `step` fuzz target), and a send these paths do not
+//! cover in every respect takes the general one.
 
 use super::{
     add_delta,
     complete::Due,
     Agent,
     AgentInner,
-    Q_DONE, //
+    Q_DONE,
+    Q_FLIGHT, //
 };
 use crate::{
     engine::send::{
@@ -28,6 +31,7 @@ use crate::{
     },
     mad::state::{
         self,
+        Admission,
         Event,
         SendState,
         WcStatus, //
@@ -100,6 +104,34 @@ impl Agent {
             },
         ));
         *taken = taken.saturating_add(1);
+        true
+    }
+
+    /// Carries out the post of `rec` (state `state`, just begun) with admission `adm` when it
+    /// goes straight to the transport ([`state::direct_post`]): the same counters and queue
+    /// move as [`Agent::apply`] with [`Event::Post`]. Returns whether it did; if not, nothing
+    /// changed and the caller takes the general path.
+    pub(super) fn post_direct(
+        inner: &mut AgentInner,
+        rec: &SendRef,
+        state: &mut RecordState,
+        adm: Admission,
+    ) -> bool {
+        // Retry rules beyond the C layer's start their clock at the post: the general path.
+        let general = state
+            .body
+            .as_ref()
+            .is_none_or(|b| !b.retry.is_c_layer() && b.seg.is_none());
+        if general {
+            return false;
+        }
+        let Some(fc_send) = state::direct_post(state.facts, adm) else {
+            return false;
+        };
+        inner.fc_send = add_delta(inner.fc_send, fc_send);
+        state.facts.state = SendState::SendStart;
+        let k = (0, Self::next_seq(inner));
+        Self::enqueue(inner, rec, state, Q_FLIGHT, k);
         true
     }
 }

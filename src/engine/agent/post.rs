@@ -394,9 +394,10 @@ impl Agent {
             in_use: inner.fc_send.saturating_add(inner.fc_wait),
             backlog_empty: inner.backlog == 0,
         };
-        let transmit = self
-            .apply(inner, rec, state, Event::Post(adm))
-            .is_ok_and(|outcome| outcome.transmit);
+        let transmit = Self::post_direct(inner, rec, state, adm)
+            || self
+                .apply(inner, rec, state, Event::Post(adm))
+                .is_ok_and(|outcome| outcome.transmit);
         let handed = if transmit {
             match self.transmit(inner, state, true) {
                 Ok(handed) => Some(handed),

@@ -6,6 +6,7 @@
 
 #include <linux/atomic.h>
 #include <linux/delay.h>
+#include <linux/preempt.h>
 #include <linux/printk.h>
 #include <linux/string.h>
 
@@ -63,6 +64,16 @@ void bench_insn_quiesce(void)
 {
 	if (bench_insn)
 		msleep(BENCH_INSN_QUIET_MS);
+}
+
+void bench_insn_pin(bool on)
+{
+	if (!bench_insn)
+		return;
+	if (on)
+		preempt_disable();
+	else
+		preempt_enable();
 }
 
 void bench_insn_start(u32 id)

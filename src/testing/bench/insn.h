@@ -50,6 +50,13 @@ u32 bench_insn_id(const char *impl, enum bench_win w);
  */
 void bench_insn_quiesce(void);
 
+/*
+ * In the counting mode, keeps this thread on its CPU from @on until !@on: what
+ * would preempt it (the device's work, woken by the posts) waits, so that a
+ * window of calls counts the calls alone, the same way in every run.
+ */
+void bench_insn_pin(bool on);
+
 /* Starts window @id (after bench_insn_quiesce(), and before its clock is read). */
 void bench_insn_start(u32 id);
 

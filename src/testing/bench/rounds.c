@@ -97,6 +97,7 @@ static int pass_post(const struct bench_ops *ops, void *p, struct rmad_bench_rou
 	/* The settle window ends in the marker's handler. */
 	r->marker.insn_id = settle->id;
 	bench_insn_quiesce();
+	bench_insn_pin(true);
 	bench_insn_start(settle->id);
 	bench_insn_start(post->id);
 	t0 = ktime_get_ns();
@@ -104,11 +105,14 @@ static int pass_post(const struct bench_ops *ops, void *p, struct rmad_bench_rou
 	for (i = 0; i < cfg->n; i++) {
 		ret = ops->post(p, i);
 		if (ret)
-			return ret;
+			break;
 		bench_resched(i, &last);
 	}
 	t = ktime_get_ns();
 	seq = bench_insn_end(post->id);
+	bench_insn_pin(false);
+	if (ret)
+		return ret;
 	bench_ctr_expect_more(&r->marker, 1);
 	ret = ops->post_marker(p, 0);
 	if (!ret)

@@ -172,6 +172,54 @@ mod state_tests {
         // cancelled send expired (2) or unregistered: 2 × 4 timeouts × (2 + 4 + 12).
         assert_eq!(direct, 2 * 4 * (2 + 4 + 12));
     }
+
+    /// `state::direct_post` equals `step`'s transmitting post, for every state, flow control on
+    /// and off, and admissions at and around the limit, with the backlog empty or not.
+    #[test]
+    fn direct_posts_equal_the_table() {
+        use crate::fuzz::state::check_direct_post;
+        use crate::mad::state::*;
+        let states = [
+            SendState::Idle,
+            SendState::Queued,
+            SendState::SendStart,
+            SendState::WaitResp,
+            SendState::EarlyResp,
+            SendState::Canceled(CancelWait::SendCompletion),
+            SendState::Canceled(CancelWait::TimeoutWork),
+            SendState::Done,
+        ];
+        let mut direct = 0;
+        for state in states {
+            for fc in [false, true] {
+                for limit in [0, 1, 4] {
+                    for in_use in [0, 3, 4, 5] {
+                        for backlog_empty in [true, false] {
+                            let f = SendFacts {
+                                state,
+                                fc,
+                                timeout_ms: 100,
+                                retries_left: 1,
+                            };
+                            let a = Admission {
+                                limit,
+                                in_use,
+                                backlog_empty,
+                            };
+                            if let Err(e) = check_direct_post(f, Event::Post(a)) {
+                                panic!("{e}");
+                            }
+                            direct += usize::from(direct_post(f, a).is_some());
+                        }
+                    }
+                }
+            }
+        }
+        // From IDLE only: every post without flow control (24), and with it those the limit
+        // lets through: no limit (8), or room with an empty backlog (in use 0 of 1: 1; in use
+        // 0 or 3 of 4: 2).
+        assert_eq!(direct, 24 + 8 + 1 + 2);
+    }
 }
 
 /// The RMPP machines of `src/mad/rmpp/` on the worked cases of Documentation/behaviour.md

@@ -721,6 +721,43 @@ pub(crate) fn check_direct(f: SendFacts, ev: Event) -> Result<(), String> {
     }
 }
 
+/// `direct_post(f, a)` against `step`: where it gives a change of the send count, `step` gives
+/// exactly the transmitting post (SEND_START, in flight, that change, nothing else); and it
+/// gives one wherever `step` transmits a post.
+pub(crate) fn check_direct_post(f: SendFacts, ev: Event) -> Result<(), String> {
+    let Event::Post(a) = ev else {
+        return Ok(());
+    };
+    let got = step(f, ev);
+    match direct_post(f, a) {
+        Some(send) => {
+            let want = Outcome {
+                next: SendState::SendStart,
+                place: Place::InFlight,
+                fc_send: send,
+                fc_wait: 0,
+                transmit: true,
+                retry: false,
+                store_timeout: None,
+                recv: Recv::None,
+                complete: None,
+                frees_fc_slot: false,
+            };
+            if got == Ok(want) {
+                Ok(())
+            } else {
+                Err(format!("direct_post({f:?}, {a:?}) = {send}, but step gives {got:?}"))
+            }
+        }
+        None => match got {
+            Ok(o) if o.transmit => Err(format!(
+                "step({f:?}, {ev:?}) transmits ({o:?}), but direct_post does not"
+            )),
+            _ => Ok(()),
+        },
+    }
+}
+
 /// Runs inputs `first..first + inputs` of the `step` target.
 pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, Disagreement> {
     let strict = strict();
@@ -744,6 +781,7 @@ pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, 
         let res = std::panic::catch_unwind(|| -> Result<(), String> {
             let _ = compare(f, ev, strict)?;
             check_direct(f, ev)?;
+            check_direct_post(f, ev)?;
             let fc = is_solicited_fc(class, f.timeout_ms, rmpp);
             if fc != ref_solicited_fc(class, f.timeout_ms, rmpp) {
                 return Err(format!(
