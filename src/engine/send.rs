@@ -102,6 +102,48 @@ pub(crate) enum MadBytes {
     Heap(KVec<u8>),
 }
 
+/// How a new record's MAD is made ([`BodyBox::new`]).
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a MAD of bytes is moved in once, into the record; the common case is `Zeroed`"
+)]
+pub(crate) enum MadInit {
+    /// `len` zero bytes (at most an IB MAD), written where the record lives: no copy.
+    Zeroed(usize),
+    /// These bytes, moved in.
+    Bytes(MadBytes),
+}
+
+impl MadInit {
+    /// `size` zero bytes: in place up to an IB MAD, allocated with `gfp` above.
+    pub(crate) fn zeroed(size: usize, gfp: Flags) -> Result<Self> {
+        if size <= wire::IB_MGMT_MAD_SIZE {
+            return Ok(Self::Zeroed(size));
+        }
+        Ok(Self::Bytes(MadBytes::zeroed(size, gfp)?))
+    }
+
+    /// The initialiser of a record's MAD field.
+    fn init(self) -> impl Init<UnsafeCell<MadBytes>> {
+        // SAFETY: The closure writes a valid `MadBytes` at `slot` (`UnsafeCell` has the layout
+        // of what it wraps) and never fails.
+        unsafe {
+            pin_init::init_from_closure(move |slot: *mut UnsafeCell<MadBytes>| {
+                let slot = UnsafeCell::raw_get(slot);
+                match self {
+                    // INVARIANT: `len` is at most an IB MAD: `MadInit::zeroed` made it so.
+                    Self::Zeroed(len) => slot.write(MadBytes::Inline {
+                        len: len.min(wire::IB_MGMT_MAD_SIZE),
+                        bytes: [0; wire::IB_MGMT_MAD_SIZE],
+                    }),
+                    Self::Bytes(b) => slot.write(b),
+                }
+                Ok(())
+            })
+        }
+    }
+}
+
 impl MadBytes {
     /// `size` zero bytes.
     pub(crate) fn zeroed(size: usize, gfp: Flags) -> Result<Self> {
@@ -458,7 +500,7 @@ const _: () = assert!(core::mem::size_of::<SendRecord>() <= 768);
 impl SendRecord {
     /// A new record of a buffer of `agent`, with `mad` and `body` (only [`BodyBox::new`] makes
     /// one).
-    fn new(agent: &Arc<Agent>, mad: MadBytes, body: SendBody) -> impl PinInit<Self> {
+    fn new(agent: &Arc<Agent>, mad: MadInit, body: SendBody) -> impl PinInit<Self> {
         let state = LockedBy::new(&agent.inner, RecordState::default());
         let agent = agent.clone();
         pin_init!(SendRecord {
@@ -472,7 +514,7 @@ impl SendRecord {
             tx_dest: UnsafeCell::new(None),
             tx_taken: Atomic::new(false),
             parked: Atomic::new(false),
-            mad: UnsafeCell::new(mad),
+            mad <- mad.init(),
             body: UnsafeCell::new(MaybeUninit::new(body)),
         })
     }

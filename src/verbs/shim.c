@@ -587,9 +587,20 @@ static int rmad_tx_post(struct rmad_vport *vp, struct rmad_slot *s, struct rmad_
 	int ret;
 
 	s->ah = e;
-	memcpy(s->buf, tx->mad, tx->len);
-	memset(s->buf + tx->len, 0, RMAD_MAD_SIZE - tx->len);
-	s->dma = ib_dma_map_single(vp->dev, s->buf, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+	if (tx->len == RMAD_MAD_SIZE) {
+		/*
+		 * The device reads the send's own MAD, as the C MAD layer's reads
+		 * its send buffer's: the transmission (wr_id) keeps the record, and
+		 * its MAD unwritten, until the send completion hands it back
+		 * (src/verbs/tx.rs). No copy per post.
+		 */
+		s->dma = ib_dma_map_single(vp->dev, (void *)tx->mad, RMAD_MAD_SIZE,
+					   DMA_TO_DEVICE);
+	} else {
+		memcpy(s->buf, tx->mad, tx->len);
+		memset(s->buf + tx->len, 0, RMAD_MAD_SIZE - tx->len);
+		s->dma = ib_dma_map_single(vp->dev, s->buf, RMAD_MAD_SIZE, DMA_TO_DEVICE);
+	}
 	if (ib_dma_mapping_error(vp->dev, s->dma)) {
 		rmad_put_slot(s);
 		return -ENOMEM;

@@ -235,8 +235,9 @@ impl VerbsPort {
                 let wr_id = tx.into_raw();
                 let frame = TxFrame::new(mad, wr.remote_qpn, wr.pkey_index, &wr.ah, [0; 6], wr_id);
                 // SAFETY: The port is open and its lock held, so the shim's port is; `frame`'s
-                // MAD is the send's, borrowed for the call. On success the shim hands `wr_id`
-                // back exactly once, to `rmad_rust_send_done`.
+                // MAD is the send's, which `wr_id` holds alive and unwritten until the send
+                // completion: the device reads it until then. On success the shim hands
+                // `wr_id` back exactly once, to `rmad_rust_send_done`.
                 let r = unsafe { rmad_shim_vport_send_now(*vp, &frame) };
                 if r == 0 {
                     self.tx_waiting.fetch_sub(1, Relaxed);
@@ -409,8 +410,9 @@ impl VerbsPort {
                 wr_id,
             );
             // SAFETY: `vp` stays open while this work runs: `close` nulls it, then waits for
-            // this work before it closes the shim's port. `frame`'s MAD is alive for the call;
-            // on success the shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
+            // this work before it closes the shim's port. `frame`'s MAD is alive and unwritten
+            // until the send completion, and the device reads it until then; on success the
+            // shim hands `wr_id` back exactly once, to `rmad_rust_send_done`.
             let r = unsafe { rmad_shim_vport_send(vp, &frame) };
             if r == 0 {
                 self.sent_queued.add(1, Relaxed);

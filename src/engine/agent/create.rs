@@ -7,7 +7,7 @@ use super::Agent;
 use crate::{
     engine::send::{
         BodyBox,
-        MadBytes,
+        MadInit,
         Segments,
         SendBody,
         SendBuf, //
@@ -175,17 +175,8 @@ impl Agent {
         } else {
             Segments::none()
         };
-        let mut mad = MadBytes::zeroed(mad_size, gfp)?;
-        if rmpp_active {
-            if let Ok(r) = wire::rmpp_hdr_mut(&mut mad) {
-                // RMPP version and type DATA; the header is at least 12 bytes long.
-                if let [version, kind, ..] = r {
-                    *version = self.rmpp_version;
-                    *kind = wire::IB_MGMT_RMPP_TYPE_DATA;
-                }
-                let _ = wire::ib_set_rmpp_flags(r, wire::IB_MGMT_RMPP_FLAG_ACTIVE);
-            }
-        }
+        // Zeroed where the record lives, not built here and copied there.
+        let mad = MadInit::zeroed(mad_size, gfp)?;
         // Count the buffer without the lock. Full: unregistration sets `dying` and then reads
         // the count (both Full as well), so either it sees this buffer counted, or this sees
         // `dying` and gives the count back (waking it if it sleeps, as a dropped buffer does);
@@ -218,6 +209,18 @@ impl Agent {
             },
             gfp,
         )?;
-        Ok(SendBuf { body })
+        let mut buf = SendBuf { body };
+        if rmpp_active {
+            // Not posted yet: the MAD can be written.
+            if let Ok(r) = wire::rmpp_hdr_mut(buf.body.mad_mut()) {
+                // RMPP version and type DATA; the header is at least 12 bytes long.
+                if let [version, kind, ..] = r {
+                    *version = self.rmpp_version;
+                    *kind = wire::IB_MGMT_RMPP_TYPE_DATA;
+                }
+                let _ = wire::ib_set_rmpp_flags(r, wire::IB_MGMT_RMPP_FLAG_ACTIVE);
+            }
+        }
+        Ok(buf)
     }
 }

@@ -12,7 +12,7 @@
 //!   intrusive queue of them, as the kernel crate's `ListArc` and `List` are for an `Arc`.
 
 use super::{
-    MadBytes,
+    MadInit,
     SendBody,
     SendRecord,
     TxDest, //
@@ -186,7 +186,7 @@ impl BodyBox {
     /// buffer against `agent`; on failure its count is given back.
     pub(crate) fn new(
         agent: &Arc<Agent>,
-        mad: MadBytes,
+        mad: MadInit,
         body: SendBody,
         gfp: Flags,
     ) -> Result<Self> {
