@@ -189,6 +189,9 @@ impl core::ops::DerefMut for MadBytes {
 /// interrupt context, where vmalloc is not allowed) gets kmalloc'ed bytes or `ENOMEM`. Either
 /// is freed atomic-safely (see `drop`).
 pub(crate) enum Segments {
+    /// None (a buffer without RMPP): nothing to free, where even an empty vector's drop calls
+    /// the allocator.
+    None,
     /// From kmalloc: the caller could not sleep.
     Kmalloc(KVec<u8>),
     /// From kvmalloc: the caller could sleep.
@@ -198,7 +201,7 @@ pub(crate) enum Segments {
 impl Segments {
     /// No payload (a buffer without RMPP).
     pub(crate) fn none() -> Self {
-        Self::Kmalloc(KVec::new())
+        Self::None
     }
 
     /// `bytes` zero bytes, allocated with `gfp` (vmalloc allowed only if `gfp` may sleep).
@@ -240,6 +243,7 @@ impl core::ops::Deref for Segments {
 
     fn deref(&self) -> &[u8] {
         match self {
+            Self::None => &[],
             Self::Kmalloc(v) => v,
             Self::Kvmalloc(v) => v,
         }
@@ -249,6 +253,7 @@ impl core::ops::Deref for Segments {
 impl core::ops::DerefMut for Segments {
     fn deref_mut(&mut self) -> &mut [u8] {
         match self {
+            Self::None => &mut [],
             Self::Kmalloc(v) => v,
             Self::Kvmalloc(v) => v,
         }
