@@ -117,6 +117,23 @@ mod state_tests {
         run(checks::random_walks);
     }
 
+    use crate::mad::state::{
+        CancelWait,
+        SendState, //
+    };
+
+    /// Every state of a send.
+    const ALL_STATES: [SendState; 8] = [
+        SendState::Idle,
+        SendState::Queued,
+        SendState::SendStart,
+        SendState::WaitResp,
+        SendState::EarlyResp,
+        SendState::Canceled(CancelWait::SendCompletion),
+        SendState::Canceled(CancelWait::TimeoutWork),
+        SendState::Done,
+    ];
+
     /// `state::direct_end` equals `step` then delivery, for every state, flow control on and
     /// off, edge timeouts and retry counts, and every event that can end a send directly (the
     /// fuzz target `step` checks the same on arbitrary facts and events).
@@ -124,16 +141,6 @@ mod state_tests {
     fn direct_ends_equal_the_table() {
         use crate::fuzz::state::check_direct;
         use crate::mad::state::*;
-        let states = [
-            SendState::Idle,
-            SendState::Queued,
-            SendState::SendStart,
-            SendState::WaitResp,
-            SendState::EarlyResp,
-            SendState::Canceled(CancelWait::SendCompletion),
-            SendState::Canceled(CancelWait::TimeoutWork),
-            SendState::Done,
-        ];
         let events = [
             Event::Expired {
                 backlog_empty: true,
@@ -148,7 +155,7 @@ mod state_tests {
             Event::SendCompleted(WcStatus::Success),
         ];
         let mut direct = 0;
-        for state in states {
+        for state in ALL_STATES {
             for fc in [false, true] {
                 for timeout_ms in [0, 1, 100, u32::MAX] {
                     for retries_left in [0, 1, 2, u32::MAX] {
@@ -179,18 +186,8 @@ mod state_tests {
     fn direct_posts_equal_the_table() {
         use crate::fuzz::state::check_direct_post;
         use crate::mad::state::*;
-        let states = [
-            SendState::Idle,
-            SendState::Queued,
-            SendState::SendStart,
-            SendState::WaitResp,
-            SendState::EarlyResp,
-            SendState::Canceled(CancelWait::SendCompletion),
-            SendState::Canceled(CancelWait::TimeoutWork),
-            SendState::Done,
-        ];
         let mut direct = 0;
-        for state in states {
+        for state in ALL_STATES {
             for fc in [false, true] {
                 for limit in [0, 1, 4] {
                     for in_use in [0, 3, 4, 5] {
