@@ -88,10 +88,6 @@ extern "C" {
 }
 
 /// Fires `ev` with the fields `info` computes, if the event is enabled. Any context.
-///
-/// Inline, down to one load and a branch at every trace site while no probe is attached (four
-/// or five sites a send); the rest is out of line.
-#[inline(always)]
 pub(crate) fn fire(ev: Ev, info: impl FnOnce() -> Info) {
     // SAFETY: `rmad_trace_probes` is a C `int` that lives as long as the module; the tracepoint
     // core writes it (under its mutex) with `WRITE_ONCE`, and it is only read atomically here.
@@ -101,13 +97,6 @@ pub(crate) fn fire(ev: Ev, info: impl FnOnce() -> Info) {
     if probes.load(Relaxed) == 0 {
         return;
     }
-    fire_probed(ev, info);
-}
-
-/// [`fire`] once some event of rmad's has a probe.
-#[cold]
-#[inline(never)]
-fn fire_probed(ev: Ev, info: impl FnOnce() -> Info) {
     // The discriminants are the C enum's values.
     let n = ev as u32;
     // SAFETY: Plain call; safe in any context.

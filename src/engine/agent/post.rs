@@ -110,14 +110,12 @@ impl Agent {
     }
 
     /// Fires trace event `ev` for the send whose state is `state`, with `status`.
-    #[inline(always)]
     pub(super) fn trace_send(&self, ev: trace::Ev, state: &RecordState, status: u32) {
         // The fields are read only if the event is enabled.
         self.trace_fields(ev, || state.trace_fields(), status);
     }
 
     /// Fires trace event `ev` for a send whose traced fields `fields` gives, with `status`.
-    #[inline(always)]
     fn trace_fields(&self, ev: trace::Ev, fields: impl FnOnce() -> SendTrace, status: u32) {
         trace::fire(ev, || {
             let f = fields();
