@@ -19,6 +19,8 @@
 #     of a parent (scripts/check/check-tree.py);
 #   - tests/suites.txt, the suites every run expects, lists each KUnit suite of
 #     the code with its number of cases (scripts/check/check-suites.py).
+#   - the reader of `make bench BENCH_INSN=1`'s counts pairs windows, divides and
+#     demangles as it should, on a made-up run (scripts/report/insn-report.py --self-test).
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
@@ -103,6 +105,9 @@ step "tree: code files under 1 000 lines, README.md under 13 000 bytes, test gat
 # (scripts/check/check-suites.py).
 python3 "$RMAD_ROOT/scripts/check/check-suites.py" "$RMAD_ROOT" || failed=1
 step "suites: tests/suites.txt lists every KUnit suite with its cases, for test and kcsan"
+
+python3 "$RMAD_ROOT/scripts/report/insn-report.py" --self-test >/dev/null || failed=1
+step "insn-report: the instruction counts' reader on a made-up run"
 
 rustfmt="$(rust_tool rustfmt)"
 mapfile -t rust_files < <(cd "$RMAD_ROOT" && git ls-files -co --exclude-standard '*.rs' | grep -v '^tests/host/')

@@ -3,6 +3,7 @@
 """The tables of `make bench BENCH_INSN=1`: instructions per operation.
 
 Usage: insn-report.py CONSOLE PLUGIN_LOG OUT_DIR
+       insn-report.py --self-test   (make lint: the parsing on a made-up run)
 
 CONSOLE is the guest's console: a "bench-insn-run: n=N" line at each load of
 the benchmark, then one "bench-insn: {...}" line per figure, saying which
@@ -223,7 +224,41 @@ def profile(results, runs, ksyms, path):
             f.write("\n")
 
 
+def self_test():
+    """Checks the pairing, the division and the demangling on a made-up run (`make lint`)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        log, con = os.path.join(d, "plugin.log"), os.path.join(d, "console.log")
+        with open(log, "w") as f:
+            # A load; two windows of the C layer's post (ids 2, 3), one nested in a settle
+            # (ids 4, 5); a window of another load's numbering is not theirs.
+            f.write("M 80 0\nM 4 100\nM 2 110\nM 3 210\nM 5 1110\nM 2 2000\nM 3 2300\n"
+                    "P ffffffff81000010 7\nT\nM 80 5000\nM 2 6000\nM 3 6001\n")
+        with open(con, "w") as f:
+            f.write("[ 1.0] bench-insn-run: n=10\n"
+                    '[ 1.1] bench-insn: {"impl": "c", "op": "post", "n": 10, "rep": 0, "id": 2, '
+                    '"first": 0, "last": 1, "windows": 2, "ops": 20}\n'
+                    '[ 1.2] bench-insn: {"impl": "c", "op": "settle", "n": 10, "rep": 0, '
+                    '"id": 4, "first": 0, "last": 0, "windows": 1, "ops": 10}\n'
+                    '[ 1.3] bench-insn: {"impl": "c", "op": "modify", "n": 10, "rep": 0, '
+                    '"id": 2, "first": 3, "last": 3, "windows": 1, "ops": 1}\n'
+                    "bench-ksym: ffffffff81000000 T _stext\n")
+        runs = read_plugin(log)
+        figures, _, ksyms = read_console(con)
+        got = [(r["op"], r["per_op"]) for r in counted(figures, runs)]
+        assert got == [("post", 20.0), ("settle", 101.0), ("modify", None)], got
+        assert runs[0].profiles[2][1] == {0xffffffff81000010: 7}, runs[0].profiles
+        assert ksyms == [[(0xffffffff81000000, "_stext")]], ksyms
+    assert demangle("_RNvNtNtCse4lvjNbR0cw_9rmad_main3mad5state4step [rmad]") == \
+        "rmad_main::mad::state::step [rmad]"
+    assert demangle("kfree") == "kfree"
+    print("insn-report: self-test passed")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return
     console, plugin_log, out = sys.argv[1:4]
     runs = read_plugin(plugin_log)
     figures, times, ksyms = read_console(console)
