@@ -32,10 +32,12 @@
 #   BENCH_NS      numbers of outstanding sends (default "10 100 1000 10000 100000"; on the
 #                 bench kernel 100000 takes about a minute per repetition, on the test kernel
 #                 takes roughly 15 minutes per repetition here, see README.md)
-#   BENCH_REPS    repetitions of each timed figure (default 5), taken with the irqsoff tracer
-#                 off: it charges every stretch with interrupts off, as no kernel users run does
-#   BENCH_IRQSOFF_REPS  repetitions of each interrupts-off figure, taken in a second load per
-#                 N with the irqsoff tracer on (default 3; 0: no interrupts-off figures)
+#   BENCH_REPS    repetitions of each timed figure (default 5), on the bench kernel, which has
+#                 no irqsoff tracer: its hooks charge every interrupt save and restore, as no
+#                 kernel users run does
+#   BENCH_IRQSOFF_REPS  repetitions of each interrupts-off figure, taken in the second boot, on
+#                 the bench-irqsoff kernel, with the tracer on (default 3; 0: no
+#                 interrupts-off figures; with BENCH_REMOVAL_NS "" too, no second boot)
 #   BENCH_IRQSOFF_WHERE  1: the console also says, for each interrupts-off figure, where its
 #                 longest stretch started and ended and the stack at its end
 #                 (build/bench/irqsoff-where.txt; default 0)
