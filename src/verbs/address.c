@@ -107,6 +107,7 @@ void rmad_shim_vport_sweep(struct rmad_vport *vp)
 			e->stale = false;
 			memset(&e->attr, 0, sizeof(e->attr));
 			memset(&e->key, 0, sizeof(e->key));
+			e->ver++;
 		} else {
 			e->ready = false;
 			e->stale = true;
@@ -208,6 +209,7 @@ struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_at
 	free->ah = ah;
 	free->attr = *attr;
 	rmad_ah_key(attr, &free->key);
+	free->ver++;
 	free->gid_gen = gen;
 	free->stale = false;
 	free->ready = true;
@@ -238,6 +240,45 @@ struct rmad_ah_entry *rmad_ah_find_ready(struct rmad_vport *vp, const struct rdm
 		}
 	}
 	return NULL;
+}
+
+static_assert(sizeof(struct rmad_ah_tkey) == 4 * sizeof(u64));
+
+/* Whether two transmissions' keys are equal: four words, no byte compare. */
+static bool rmad_ah_tkey_eq(const struct rmad_ah_tkey *a, const struct rmad_ah_tkey *b)
+{
+	const u64 *x = (const u64 *)a, *y = (const u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
+/*
+ * The handle of the last destination a post in the caller's context found
+ * (rmad_ah_remember), if @tk is that destination and its entry still serves
+ * it as rmad_ah_find_ready would (ready, current, fresh, and not given another
+ * destination since), with one more user; otherwise NULL, and the caller asks
+ * rmad_ah_find_ready. The caller holds the port's lock.
+ */
+struct rmad_ah_entry *rmad_ah_find_last(struct rmad_vport *vp, const struct rmad_ah_tkey *tk)
+{
+	struct rmad_ah_entry *e = vp->last_e;
+
+	if (!e || e->ver != vp->last_ver || !rmad_ah_tkey_eq(&vp->last_tkey, tk))
+		return NULL;
+	if (!e->ready || e->gid_gen != atomic_read(&vp->gid_gen) ||
+	    !time_before(jiffies, e->fresh_until))
+		return NULL;
+	e->users++;
+	return e;
+}
+
+/* @e, found by rmad_ah_find_ready, serves @tk: the next such post looks here first. */
+void rmad_ah_remember(struct rmad_vport *vp, const struct rmad_ah_tkey *tk,
+		      struct rmad_ah_entry *e)
+{
+	vp->last_tkey = *tk;
+	vp->last_e = e;
+	vp->last_ver = e->ver;
 }
 
 /* Destroys the cached address handles (the port is closing: no send uses them). */

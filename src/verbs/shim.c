@@ -573,6 +573,22 @@ static void rmad_tx_attr(struct rmad_vport *vp, const struct rmad_tx *tx, bool m
 		ether_addr_copy(attr->roce.dmac, tx->dmac);
 }
 
+/* The fields of @tx that its address handle is made from (struct rmad_ah_tkey). */
+static void rmad_tx_tkey(const struct rmad_tx *tx, struct rmad_ah_tkey *k)
+{
+	memcpy(k->dgid, tx->dgid, sizeof(k->dgid));
+	k->dlid = tx->dlid;
+	k->flow_label = tx->flow_label;
+	k->sl = tx->sl;
+	k->path_bits = tx->src_path_bits;
+	k->has_grh = tx->has_grh;
+	k->sgid_index = tx->sgid_index;
+	k->hop_limit = tx->hop_limit;
+	k->traffic_class = tx->traffic_class;
+	k->pad[0] = 0;
+	k->pad[1] = 0;
+}
+
 /*
  * Posts @tx from slot @s with the address handle of @e (one use of it taken
  * for the slot). On failure the slot and its use are given back. Any context:
@@ -674,26 +690,35 @@ int rmad_shim_vport_send(struct rmad_vport *vp, const struct rmad_tx *tx)
 int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx)
 {
 	struct rdma_ah_attr key;
+	struct rmad_ah_tkey tk;
 	struct rmad_ah_entry *e;
 	struct rmad_slot *s;
 
 	lockdep_assert_irqs_disabled();
 	if (tx->len > RMAD_MAD_SIZE)
 		return -EINVAL;
+	rmad_tx_tkey(tx, &tk);
 	/*
 	 * Slots are looked at under the port's lock only: a send completion
 	 * frees one under it before it looks whether a transmission waits, which
 	 * the caller counted before this call (src/verbs/tx.rs).
 	 */
-	rmad_tx_attr(vp, tx, false, &key);
 	spin_lock(&vp->lock);
 	if (!vp->nfree) {
 		spin_unlock(&vp->lock);
 		return -EBUSY;
 	}
 	e = NULL;
-	if (!atomic_read(&vp->send_failed) && !atomic_read(&vp->recovering))
-		e = rmad_ah_find_ready(vp, &key);
+	if (!atomic_read(&vp->send_failed) && !atomic_read(&vp->recovering)) {
+		/* The last destination again, as a run of posts alike is: no whole compare. */
+		e = rmad_ah_find_last(vp, &tk);
+		if (!e) {
+			rmad_tx_attr(vp, tx, false, &key);
+			e = rmad_ah_find_ready(vp, &key);
+			if (e)
+				rmad_ah_remember(vp, &tk, e);
+		}
+	}
 	if (!e) {
 		spin_unlock(&vp->lock);
 		return -EAGAIN;

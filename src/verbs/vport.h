@@ -56,6 +56,25 @@ struct rmad_slot {
  * caller's context matches, under the port's lock: @ah and @attr change only
  * while @ready is false.
  */
+/*
+ * The fields of a transmission (struct rmad_tx) that its address handle is made
+ * from, as they come: two equal ones make the same handle (rmad_tx_attr), so a
+ * post compares these 32 bytes with the last destination's, not whole
+ * attributes with every cached handle's (rmad_ah_find_last).
+ */
+struct rmad_ah_tkey {
+	u8 dgid[16];
+	u32 dlid;
+	u32 flow_label;
+	u8 sl;
+	u8 path_bits;
+	u8 has_grh;
+	u8 sgid_index;
+	u8 hop_limit;
+	u8 traffic_class;
+	u8 pad[2];
+} __aligned(8);
+
 struct rmad_ah_entry {
 	struct ib_ah *ah;
 	struct rdma_ah_attr attr;
@@ -73,6 +92,8 @@ struct rmad_ah_entry {
 	 * more, and the transmit work destroys it once its last send completed.
 	 */
 	bool stale;
+	/* Grows whenever the entry is given another destination or emptied. */
+	u32 ver;
 };
 
 struct rmad_vport {
@@ -103,6 +124,14 @@ struct rmad_vport {
 	 * the cache's handles; posts from the caller's context use ready ones.
 	 */
 	struct rmad_ah_entry ahs[RMAD_AH_CACHE];
+	/*
+	 * The destination a post in the caller's context found last (under the
+	 * lock): its key, its entry, and that entry's ver then, so that a
+	 * destination given to the entry since does not match.
+	 */
+	struct rmad_ah_tkey last_tkey;
+	struct rmad_ah_entry *last_e;
+	u32 last_ver;
 	/*
 	 * GID table changes of the port, which make the transmit work sweep the
 	 * cache (gid_changed; also set when a stale handle's last send completed),
@@ -176,6 +205,9 @@ static inline void rmad_ah_retire_later(struct rmad_vport *vp)
 /* address.c: the address-handle cache. */
 struct rmad_ah_entry *rmad_ah_get(struct rmad_vport *vp, const struct rdma_ah_attr *attr);
 struct rmad_ah_entry *rmad_ah_find_ready(struct rmad_vport *vp, const struct rdma_ah_attr *key);
+struct rmad_ah_entry *rmad_ah_find_last(struct rmad_vport *vp, const struct rmad_ah_tkey *tk);
+void rmad_ah_remember(struct rmad_vport *vp, const struct rmad_ah_tkey *tk,
+		      struct rmad_ah_entry *e);
 void rmad_ah_destroy_all(struct rmad_vport *vp);
 
 #endif /* RMAD_VERBS_VPORT_H */
