@@ -118,11 +118,7 @@ impl Agent {
         adm: Admission,
     ) -> bool {
         // Retry rules beyond the C layer's start their clock at the post: the general path.
-        let general = state
-            .body
-            .as_ref()
-            .is_none_or(|b| !b.retry.is_c_layer() && b.seg.is_none());
-        if general {
+        if Self::asks_retry_rules(state) {
             return false;
         }
         let Some(fc_send) = state::direct_post(state.facts, adm) else {

@@ -58,15 +58,23 @@ pub(super) struct RetryStep {
 }
 
 impl Agent {
-    /// The rules for a step of the send whose state is `state`, if it opted into any that apply
-    /// (a segmented send keeps its windows' rules).
+    /// Whether the send whose state is `state` opted into retry rules that apply to it (a
+    /// segmented send keeps its windows' rules): its steps then read the clock around the
+    /// state table's ([`Agent::retry_step`]).
+    pub(super) fn asks_retry_rules(state: &RecordState) -> bool {
+        state
+            .body
+            .as_ref()
+            .is_some_and(|b| !b.retry.is_c_layer() && b.seg.is_none())
+    }
+
+    /// The rules for a step of the send whose state is `state`, if it opted into any that apply.
     pub(super) fn retry_step(&self, state: &RecordState) -> Option<RetryStep> {
-        let body = state.body.as_ref()?;
-        if body.retry.is_c_layer() || body.seg.is_some() {
+        if !Self::asks_retry_rules(state) {
             return None;
         }
         Some(RetryStep {
-            rules: body.retry,
+            rules: state.body.as_ref()?.retry,
             now_ns: self.now_ns(),
         })
     }
