@@ -57,6 +57,8 @@ class Run:
         self.windows = collections.defaultdict(dict)
         # id -> {number: Counter(block -> instructions)}, with a profile
         self.profiles = collections.defaultdict(dict)
+        # id -> {number: Counter(block -> times it ran)}, with a profile
+        self.runs = collections.defaultdict(dict)
         self.ends = collections.Counter()
         self.open = {}
 
@@ -90,9 +92,11 @@ def read_plugin(path):
                     run.windows[start][seq] = total - run.open.pop(start)
                     profile_of = (start, seq)
                     run.profiles[start][seq] = collections.Counter()
-            elif parts[0] == "P" and profile_of and len(parts) == 3:
+                    run.runs[start][seq] = collections.Counter()
+            elif parts[0] == "P" and profile_of and len(parts) == 4:
                 start, seq = profile_of
                 run.profiles[start][seq][int(parts[1], 16)] += int(parts[2])
+                run.runs[start][seq][int(parts[1], 16)] += int(parts[3])
             elif parts[0] == "T":
                 profile_of = None
     return runs
@@ -212,15 +216,21 @@ def profile(results, runs, ksyms, path):
                 continue
             syms = sorted(ksyms[load]) if load < len(ksyms) else []
             addrs = [a for a, _ in syms]
-            by_fn = collections.Counter()
+            by_fn, calls = collections.Counter(), collections.Counter()
             for seq in range(r["first"], r["last"] + 1):
+                ran = runs[load].runs[r["id"]].get(seq, {})
                 for block, count in runs[load].profiles[r["id"]].get(seq, {}).items():
                     k = bisect.bisect_right(addrs, block) - 1
-                    by_fn[demangle(syms[k][1]) if k >= 0 else f"{block:#x}"] += count
+                    name = demangle(syms[k][1]) if k >= 0 else f"{block:#x}"
+                    by_fn[name] += count
+                    # A run of the block at the function's first byte is a call of it.
+                    if k >= 0 and syms[k][0] == block:
+                        calls[name] += ran.get(block, 0)
             f.write(f"== {r['impl']} {r['op']} n={r['n']} rep={r['rep']}: "
-                    f"{r['per_op']:.0f} instructions per operation\n")
+                    f"{r['per_op']:.0f} instructions per operation "
+                    "(per operation: instructions, calls)\n")
             for name, count in by_fn.most_common(TOP):
-                f.write(f"  {count / r['ops']:10.1f}  {name}\n")
+                f.write(f"  {count / r['ops']:10.1f} {calls[name] / r['ops']:7.2f}  {name}\n")
             f.write("\n")
 
 
@@ -233,7 +243,7 @@ def self_test():
             # A load; two windows of the C layer's post (ids 2, 3), one nested in a settle
             # (ids 4, 5); a window of another load's numbering is not theirs.
             f.write("M 80 0\nM 4 100\nM 2 110\nM 3 210\nM 5 1110\nM 2 2000\nM 3 2300\n"
-                    "P ffffffff81000010 7\nT\nM 80 5000\nM 2 6000\nM 3 6001\n")
+                    "P ffffffff81000010 7 1\nT\nM 80 5000\nM 2 6000\nM 3 6001\n")
         with open(con, "w") as f:
             f.write("[ 1.0] bench-insn-run: n=10\n"
                     '[ 1.1] bench-insn: {"impl": "c", "op": "post", "n": 10, "rep": 0, "id": 2, '
@@ -248,6 +258,7 @@ def self_test():
         got = [(r["op"], r["per_op"]) for r in counted(figures, runs)]
         assert got == [("post", 20.0), ("settle", 101.0), ("modify", None)], got
         assert runs[0].profiles[2][1] == {0xffffffff81000010: 7}, runs[0].profiles
+        assert runs[0].runs[2][1] == {0xffffffff81000010: 1}, runs[0].runs
         assert ksyms == [[(0xffffffff81000000, "_stext")]], ksyms
     assert demangle("_RNvNtNtCse4lvjNbR0cw_9rmad_main3mad5state4step [rmad]") == \
         "rmad_main::mad::state::step [rmad]"

@@ -597,6 +597,47 @@ pub(crate) fn direct_post(s: SendFacts, a: Admission) -> Option<Delta> {
     Some(if s.fc { 1 } else { 0 })
 }
 
+/// What a send completion does to a send when the engine carries it out directly
+/// ([`direct_completion`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Completed {
+    /// T5: the send waits `ms` milliseconds for its response (WAIT_RESP, in the wait queue);
+    /// `sol_fc_send_count` and `sol_fc_wait_count` change by `fc_send` and `fc_wait`.
+    Wait {
+        /// Relative timeout in milliseconds (the send's `timeout_ms`).
+        ms: u32,
+        /// Change of `sol_fc_send_count`.
+        fc_send: Delta,
+        /// Change of `sol_fc_wait_count`.
+        fc_wait: Delta,
+    },
+    /// T6 (a send that expects no response and is not flow-controlled), T8 (the response came
+    /// first) and T20 (a cancelled send in flight: `WR_FLUSH_ERR`, whatever the transport
+    /// said): the send is DONE, out of every queue, and its handler gets `status`.
+    Done(WcStatus),
+}
+
+/// A send completion with status `st` that the engine carries out directly
+/// (`src/engine/agent/direct.rs`), exactly as [`step`] decides [`Event::SendCompleted`] —
+/// the host tests and the `step` fuzz target check it for every state. `None` where the
+/// completion does anything else (a flow-controlled send that frees its slot, a completion in
+/// a state that has none): the engine asks [`step`].
+pub(crate) fn direct_completion(s: SendFacts, st: WcStatus) -> Option<Completed> {
+    match s.state {
+        SendState::SendStart if s.timeout_ms != 0 => Some(Completed::Wait {
+            ms: s.timeout_ms,
+            fc_send: if s.fc { -1 } else { 0 },
+            fc_wait: if s.fc { 1 } else { 0 },
+        }),
+        SendState::SendStart if !s.fc => Some(Completed::Done(st)),
+        SendState::EarlyResp => Some(Completed::Done(st)),
+        SendState::Canceled(CancelWait::SendCompletion) => {
+            Some(Completed::Done(WcStatus::WrFlushErr))
+        }
+        _ => None,
+    }
+}
+
 /// Whether a send is a solicited flow-control send (Documentation/behaviour.md §3.3): it expects a
 /// response, it is not an active kernel-RMPP transfer, and its class is CM, SA or a
 /// subnet-management class.

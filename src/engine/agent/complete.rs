@@ -65,6 +65,9 @@ impl Agent {
                 return;
             }
             this.trace_send(trace::Ev::SendCompletion, state, status.code());
+            if this.complete_direct(inner, rec, state, status, vendor_err) {
+                return;
+            }
             // A segmented send in flight asks its window what comes next (§2.8).
             let ev = match state.facts.state {
                 SendState::SendStart => rmpp_send::after_segment(state, status, this.now_ns())

@@ -9,15 +9,18 @@
 //! send's flush, and an unregistration's flush of a waiting or cancelled send — need only a
 //! fixed part of that: unlink the send from its queue and from the TID index, count, and hand
 //! it to the handler's batch. So does a post that goes straight to the transport
-//! ([`state::direct_post`]): count, and link the send at the end of the in-flight queue. The
-//! table stays the specification: `direct_end` and `direct_post` are checked against `step`
-//! for every state on the host (`tests/host`: `direct_ends_equal_the_table`,
-//! `direct_posts_equal_the_table` and the `step` fuzz target), and a send these paths do not
-//! cover in every respect takes the general one.
+//! ([`state::direct_post`]): count, and link the send at the end of the in-flight queue; and
+//! a send completion ([`state::direct_completion`]): count, and move the send to the wait
+//! queue, or decide its status. The table stays the specification: `direct_end`,
+//! `direct_post` and `direct_completion` are checked against `step` for every state on the
+//! host (`tests/host`: `direct_ends_equal_the_table`, `direct_posts_equal_the_table`,
+//! `direct_completions_equal_the_table` and the `step` fuzz target), and a send these paths
+//! do not cover in every respect takes the general one.
 
 use super::{
     add_delta,
     complete::Due,
+    queues::Settle,
     Agent,
     AgentInner,
     Q_DONE,
@@ -32,7 +35,10 @@ use crate::{
     mad::state::{
         self,
         Admission,
+        Completed,
         Event,
+        Place,
+        Recv,
         SendState,
         WcStatus, //
     },
@@ -129,5 +135,51 @@ impl Agent {
         let k = (0, Self::next_seq(inner));
         Self::enqueue(inner, rec, state, Q_FLIGHT, k);
         true
+    }
+
+    /// Carries out the send completion of `rec` (state `state`) with status `st` and
+    /// `vendor_err` when [`state::direct_completion`] covers it: the same counters, queue moves
+    /// and timer as [`Agent::apply`] with [`Event::SendCompleted`], and the status stored as
+    /// [`Agent::send_completed`] stores it. Returns whether it did; if not, nothing changed and
+    /// the caller takes the general path.
+    pub(super) fn complete_direct(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &SendRef,
+        state: &mut RecordState,
+        st: WcStatus,
+        vendor_err: u32,
+    ) -> bool {
+        // The general path: retry rules beyond the C layer's (they decide the wait), a
+        // segmented send (its window decides), a status decided earlier (an RMPP abort: it
+        // stands), or a receive handler of the send's response still running.
+        if Self::asks_retry_rules(state)
+            || state.body.as_ref().map_or(true, |b| b.seg.is_some())
+            || state.status.is_some()
+            || state.in_recv
+        {
+            return false;
+        }
+        match state::direct_completion(state.facts, st) {
+            Some(Completed::Wait {
+                ms,
+                fc_send,
+                fc_wait,
+            }) => {
+                inner.fc_send = add_delta(inner.fc_send, fc_send);
+                inner.fc_wait = add_delta(inner.fc_wait, fc_wait);
+                state.facts.state = SendState::WaitResp;
+                self.move_to(inner, rec, state, Place::Waiting { ms }, None);
+                true
+            }
+            Some(Completed::Done(status)) => {
+                state.facts.state = SendState::Done;
+                Self::untrack(inner, rec);
+                state.status = Some((status, vendor_err));
+                self.settle(inner, rec, state, status, Recv::None, Settle::Queue);
+                true
+            }
+            None => false,
+        }
     }
 }

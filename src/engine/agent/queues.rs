@@ -406,7 +406,10 @@ impl Agent {
     /// Moves the send `rec` to the queue `place` names, at the end of its key order. A wait
     /// the retry rules decided (`wait`: the time they read, and the wait in nanoseconds)
     /// replaces the one `place` names.
-    fn move_to(
+    // Inlined into both callers (`apply_to`, and the direct send completion): an outlined call
+    // costs a modify 27 instructions.
+    #[inline(always)]
+    pub(super) fn move_to(
         self: &Arc<Self>,
         inner: &mut AgentInner,
         rec: &SendRef,
@@ -449,7 +452,7 @@ impl Agent {
     /// handler (`recv`); a send decided in a hold that delivers what it decides goes to that
     /// hold's batch if nothing decided earlier waits ([`Settle::Caller`]); everything else
     /// through the delivery queue.
-    fn settle(
+    pub(super) fn settle(
         self: &Arc<Self>,
         inner: &mut AgentInner,
         rec: &SendRef,

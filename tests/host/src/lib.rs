@@ -217,6 +217,40 @@ mod state_tests {
         // 0 or 3 of 4: 2).
         assert_eq!(direct, 24 + 8 + 1 + 2);
     }
+
+    /// `state::direct_completion` equals `step`'s send completion, for every state, flow
+    /// control on and off, edge timeouts and retry counts, and every status.
+    #[test]
+    fn direct_completions_equal_the_table() {
+        use crate::fuzz::state::check_direct_completion;
+        use crate::mad::state::*;
+        let mut direct = 0;
+        for state in ALL_STATES {
+            for fc in [false, true] {
+                for timeout_ms in [0, 1, 100, u32::MAX] {
+                    for retries_left in [0, 1, u32::MAX] {
+                        for code in 0..32 {
+                            let f = SendFacts {
+                                state,
+                                fc,
+                                timeout_ms,
+                                retries_left,
+                            };
+                            let st = WcStatus::from_code(code);
+                            if let Err(e) = check_direct_completion(f, Event::SendCompleted(st)) {
+                                panic!("{e}");
+                            }
+                            direct += usize::from(direct_completion(f, st).is_some());
+                        }
+                    }
+                }
+            }
+        }
+        // SEND_START with a timeout (2 × 3 timeouts), without one and without flow control
+        // (1), EARLY_RESP and CANCELED waiting for the completion (2 × 2 × 4 timeouts): 23
+        // facts, × 3 retry counts × 32 statuses.
+        assert_eq!(direct, (6 + 1 + 16) * 3 * 32);
+    }
 }
 
 /// The RMPP machines of `src/mad/rmpp/` on the worked cases of Documentation/behaviour.md

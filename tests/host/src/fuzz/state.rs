@@ -758,6 +758,56 @@ pub(crate) fn check_direct_post(f: SendFacts, ev: Event) -> Result<(), String> {
     }
 }
 
+/// `direct_completion(f, st)` against `step`: where it gives a completion, `step` gives exactly
+/// that (a wait in the wait queue with the counters' changes, or DONE out of every queue with
+/// the status, nothing else); and it gives one wherever `step` moves SEND_START to the wait
+/// queue without freeing a slot, or decides the completion's own status with no counter moving.
+pub(crate) fn check_direct_completion(f: SendFacts, ev: Event) -> Result<(), String> {
+    let Event::SendCompleted(st) = ev else {
+        return Ok(());
+    };
+    let got = step(f, ev);
+    let base = stay(SendState::Idle);
+    let direct = direct_completion(f, st);
+    let want = match direct {
+        Some(Completed::Wait {
+            ms,
+            fc_send,
+            fc_wait,
+        }) => Outcome {
+            next: SendState::WaitResp,
+            place: Place::Waiting { ms },
+            fc_send,
+            fc_wait,
+            ..base
+        },
+        Some(Completed::Done(status)) => Outcome {
+            next: SendState::Done,
+            place: Place::Nowhere,
+            complete: Some(status),
+            ..base
+        },
+        None => {
+            return match got {
+                Ok(o) if o.next == SendState::WaitResp && !o.frees_fc_slot => Err(format!(
+                    "step({f:?}, {ev:?}) waits ({o:?}), but direct_completion does not"
+                )),
+                Ok(o) if o.complete == Some(st) && o.fc_send == 0 && o.fc_wait == 0 => {
+                    Err(format!(
+                        "step({f:?}, {ev:?}) decides {st:?} ({o:?}), but direct_completion does not"
+                    ))
+                }
+                _ => Ok(()),
+            };
+        }
+    };
+    if got == Ok(want) {
+        Ok(())
+    } else {
+        Err(format!("direct_completion({f:?}, {st:?}) = {direct:?}, but step gives {got:?}"))
+    }
+}
+
 /// Runs inputs `first..first + inputs` of the `step` target.
 pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, Disagreement> {
     let strict = strict();
@@ -782,6 +832,7 @@ pub(crate) fn run_step_range(seed: u64, first: u64, inputs: u64) -> Result<u64, 
             let _ = compare(f, ev, strict)?;
             check_direct(f, ev)?;
             check_direct_post(f, ev)?;
+            check_direct_completion(f, ev)?;
             let fc = is_solicited_fc(class, f.timeout_ms, rmpp);
             if fc != ref_solicited_fc(class, f.timeout_ms, rmpp) {
                 return Err(format!(
