@@ -21,6 +21,8 @@
 #     the code with its number of cases (scripts/check/check-suites.py).
 #   - the reader of `make bench BENCH_INSN=1`'s counts pairs windows, divides and
 #     demangles as it should, on a made-up run (scripts/report/insn-report.py --self-test).
+#   - the engine's files (src/engine.rs, src/engine/) import each other in no circle
+#     beyond the one it still lists, which may only shrink (scripts/check/check-imports.py).
 # Not part of `make test`: `make test` builds with the same toolchain but does
 # not run clippy (about 35 s more).
 set -euo pipefail
@@ -100,6 +102,11 @@ python3 "$RMAD_ROOT/scripts/check/check-tree.py" shape "$RMAD_ROOT" || failed=1
 # No work on the system queues 7.3 deprecated (issue 41).
 python3 "$RMAD_ROOT/scripts/check/check-tree.py" queues "$RMAD_ROOT" || failed=1
 step "tree: code files under 1 000 lines, README.md under 13 000 bytes, test gates"
+
+# The engine's imports form no new circle (issue 42, item 3); the check checks itself first.
+python3 "$RMAD_ROOT/scripts/check/check-imports.py" --self-test || failed=1
+python3 "$RMAD_ROOT/scripts/check/check-imports.py" "$RMAD_ROOT" || failed=1
+step "imports: the engine's files import each other in no circle but the one listed"
 
 # One manifest of what each run expects, agreeing with the KUnit suites in the code
 # (scripts/check/check-suites.py).

@@ -32,8 +32,10 @@
 //! This file holds the types and registration; each path has a file of its own under
 //! `agent/`: `create.rs` (send buffers), `post.rs` (post, chains, the backlog), `cancel.rs`
 //! (modify and cancel), `complete.rs` (send completions, timeouts and handler delivery),
-//! `matching.rs` (received MADs and response matching), `unregister.rs`, and `queues.rs` (the
-//! indexes and [`Agent::apply`], where every state change happens).
+//! `matching.rs` (received MADs and response matching), `unregister.rs`, `queues.rs` (the
+//! queues and the TID index, and every move between them), `apply.rs` ([`Agent::apply`],
+//! where every state change the table decides happens) and `direct.rs` (the common
+//! transitions in straight-line code).
 //!
 //! # Where handlers run
 //!
@@ -49,9 +51,7 @@ use crate::{
         send::{
             SendBuf,
             SendCompletion,
-            SendHandle,
-            SendRecord,
-            TID_LINKS, //
+            SendHandle, //
         },
         transport::{
             PortAttr,
@@ -70,7 +70,6 @@ use crate::{
         QpType,
         RegReq, //
     },
-    sys::rbtree::Tree, //
 };
 use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,
@@ -98,6 +97,7 @@ use kernel::{
     },
 };
 
+mod apply;
 mod cancel;
 mod complete;
 mod create;
@@ -261,22 +261,19 @@ impl WaitLog {
 ///
 /// # Invariants
 ///
-/// - Every send whose state is not `Idle` is in exactly one of `queues`, the one its
+/// - Every send whose state is not `Idle` is in exactly one of the queues of `queues`, the one its
 ///   `RecordState::queue` names and that matches its state (see [`Queue`]), except a `Done`
 ///   send left to whoever decided it, who takes it for its handler before dropping the lock,
 ///   or left to the receive path while the receive handler of its response runs
 ///   (`RecordState::in_recv`), which takes it when that handler returns; other sends are in
 ///   none.
-/// - A send is in `tids` from its post until its state is `Done`.
+/// - A send is in the TID index of `queues` from its post until its state is `Done`.
 /// - Only this agent's sends are in its trees.
 /// - `fc_send` and `fc_wait` count the flow-controlled sends in `SendStart` and `WaitResp`;
 ///   `backlog` counts the sends in `Q_BACKLOG`, and `backlog_deadlines` those of them with a
 ///   deadline (Documentation/behaviour.md §2.11).
 pub(crate) struct AgentInner {
     queues: Queues,
-    tids: Tree<SendRecord, TID_LINKS>,
-    /// Source of unique secondary keys.
-    seq: u64,
     fc_send: u32,
     fc_wait: u32,
     backlog: u32,
@@ -553,8 +550,6 @@ impl Agent {
             inner <- new_spinlock_irq!(
                 AgentInner {
                     queues: Queues::new(),
-                    tids: Tree::new(),
-                    seq: 0,
                     fc_send: 0,
                     fc_wait: 0,
                     backlog: 0,

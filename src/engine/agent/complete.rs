@@ -5,14 +5,11 @@
 //! handlers.
 
 use super::{
+    apply::Settle,
     hold::{
         self,
-        BATCH_USIZE, //
-    },
-    queues::{
-        first_entry,
-        first_in,
-        Settle, //
+        no_due,
+        Due, //
     },
     rmpp_send,
     Agent,
@@ -45,15 +42,6 @@ use kernel::{
     prelude::*,
     sync::Arc, //
 };
-
-/// A send taken out for its handler: its body (which holds its record), and what the handler
-/// learns.
-pub(super) type Due = Option<(BodyBox, SendCompletion)>;
-
-/// Room for one hold's worth of sends to deliver.
-pub(super) fn no_due() -> [Due; BATCH_USIZE] {
-    core::array::from_fn(|_| None)
-}
 
 impl Agent {
     /// The transport's report that transmission `gen` of `rec` completed with `status`.
@@ -117,8 +105,8 @@ impl Agent {
         rec: &SendRef,
         state: &mut RecordState,
     ) -> Option<(BodyBox, SendCompletion)> {
-        Self::unqueue(inner, rec, state);
-        Self::untrack(inner, rec);
+        inner.queues.unqueue(rec, state);
+        inner.queues.untrack(rec);
         self.apply(inner, rec, state, Event::Delivered).ok()?;
         let (status, vendor_err) = state.status.take()?;
         let wc = SendCompletion {
@@ -154,8 +142,7 @@ impl Agent {
     ) {
         let Some(slot) = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i)) else {
             // Not reachable: a hold decides at most a batch. It waits for the agent's work.
-            let k = (0, Self::next_seq(inner));
-            Self::enqueue(inner, rec, state, Q_DONE, k);
+            inner.queues.push(rec, state, Q_DONE);
             self.arm_now(inner);
             return;
         };
@@ -236,7 +223,7 @@ impl Agent {
             {
                 let mut inner = self.lock();
                 for slot in due.iter_mut() {
-                    let Some(rec) = first_in(&inner, Q_DONE) else {
+                    let Some(rec) = inner.queues.first(Q_DONE) else {
                         break;
                     };
                     match self.take_due(&mut inner, &rec) {
@@ -308,7 +295,7 @@ impl Agent {
         let mut n = 0u32;
         let mut more = false;
         while !inner.dead {
-            let Some((k, rec)) = first_entry(&inner, q) else {
+            let Some((k, rec)) = inner.queues.first_entry(q) else {
                 break;
             };
             if q == Q_WAIT && k.0 > now {

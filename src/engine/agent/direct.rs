@@ -19,8 +19,8 @@
 
 use super::{
     add_delta,
-    complete::Due,
-    queues::Settle,
+    apply::Settle,
+    hold::Due,
     Agent,
     AgentInner,
     Q_DONE,
@@ -50,7 +50,7 @@ impl Agent {
     /// Ends the send `rec` (state `state`) for `ev` straight into `due` at `*taken`, the next
     /// free place, for delivery after this hold, when `ev` is one of the ends of
     /// [`state::direct_end`]: the same counters, traces and queue moves as
-    /// [`Agent::apply_to`] with [`super::queues::Settle::Caller`] followed by
+    /// [`Agent::apply_to`] with [`super::apply::Settle::Caller`] followed by
     /// [`Agent::take_into`]. Returns whether it did; if not, nothing changed and the caller
     /// takes the general path.
     pub(super) fn end_direct(
@@ -76,15 +76,15 @@ impl Agent {
             || body.seg.is_some()
             || state.in_recv
             || state.status.is_some()
-            || !inner.queues.get(Q_DONE).is_empty()
+            || !inner.queues.is_empty(Q_DONE)
         {
             return false;
         }
         let Some(slot) = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i)) else {
             return false;
         };
-        Self::unqueue(inner, rec, state);
-        Self::untrack(inner, rec);
+        inner.queues.unqueue(rec, state);
+        inner.queues.untrack(rec);
         inner.fc_wait = add_delta(inner.fc_wait, fc_wait);
         // Delivered right after this hold: the send is the client's again (DONE, then IDLE).
         state.facts.state = SendState::Idle;
@@ -132,8 +132,7 @@ impl Agent {
         };
         inner.fc_send = add_delta(inner.fc_send, fc_send);
         state.facts.state = SendState::SendStart;
-        let k = (0, Self::next_seq(inner));
-        Self::enqueue(inner, rec, state, Q_FLIGHT, k);
+        inner.queues.push(rec, state, Q_FLIGHT);
         true
     }
 
@@ -174,7 +173,7 @@ impl Agent {
             }
             Some(Completed::Done(status)) => {
                 state.facts.state = SendState::Done;
-                Self::untrack(inner, rec);
+                inner.queues.untrack(rec);
                 state.status = Some((status, vendor_err));
                 self.settle(inner, rec, state, status, Recv::None, Settle::Queue);
                 true

@@ -14,6 +14,10 @@ use super::{
     Agent,
     AgentInner, //
 };
+use crate::engine::send::{
+    BodyBox,
+    SendCompletion, //
+};
 use kernel::sync::{
     lock::spinlock::SpinLockIrqGuard,
     CondVar, //
@@ -37,6 +41,15 @@ pub(crate) const BATCH: u32 = 32;
 
 /// [`BATCH`] as an array length.
 pub(super) const BATCH_USIZE: usize = 32;
+
+/// A send taken out for its handler: its body (which holds its record), and what the handler
+/// learns.
+pub(super) type Due = Option<(BodyBox, SendCompletion)>;
+
+/// Room for one hold's worth of sends to deliver.
+pub(super) fn no_due() -> [Due; BATCH_USIZE] {
+    core::array::from_fn(|_| None)
+}
 
 const _: () = assert!(BATCH as usize == BATCH_USIZE);
 

@@ -91,7 +91,7 @@ impl Agent {
     ) -> Option<SendRef> {
         let mut best: Option<((Queue, QKey), SendRef)> = None;
         let key = (hdr.tid, hdr.mgmt_class);
-        let mut next = inner.tids.lower_bound(&key);
+        let mut next = inner.queues.tids().lower_bound(&key);
         while let Some((k, rec)) = next {
             if k != key {
                 break;
@@ -104,7 +104,7 @@ impl Agent {
                 SendState::Canceled(CancelWait::TimeoutWork) => true,
                 _ => false,
             };
-            if let Some(at) = Self::position(inner, &rec, state) {
+            if let Some(at) = inner.queues.position(&rec, state) {
                 if listed
                     && best.as_ref().is_none_or(|(b, _)| at < *b)
                     && self.same_address(state, hdr, recv)
@@ -112,7 +112,7 @@ impl Agent {
                     best = Some((at, rec.into()));
                 }
             }
-            next = inner.tids.next(&rec);
+            next = inner.queues.tids().next(&rec);
         }
         best.map(|(_, r)| r)
     }

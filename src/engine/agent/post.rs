@@ -4,7 +4,6 @@
 //! flow-control backlog (Documentation/behaviour.md §1.6, §3.3).
 
 use super::{
-    queues::first_in,
     rmpp_send,
     Agent,
     AgentInner,
@@ -151,7 +150,7 @@ impl Agent {
             {
                 return false;
             }
-            let Some(rec) = first_in(inner, Q_BACKLOG) else {
+            let Some(rec) = inner.queues.first(Q_BACKLOG) else {
                 return false;
             };
             Self::with_state(inner, &rec, |inner, state| {
@@ -388,7 +387,7 @@ impl Agent {
             }
         });
         plan.begin(state, body);
-        Self::track(inner, rec, state);
+        inner.queues.track(rec, state);
         let adm = Admission {
             limit: self.sol_fc_max,
             in_use: inner.fc_send.saturating_add(inner.fc_wait),
@@ -404,7 +403,7 @@ impl Agent {
                 Err(e) => {
                     // T3: the post fails, no handler will run, the client gets the buffer.
                     let _ = self.apply(inner, rec, state, Event::DispatchFailed);
-                    Self::untrack(inner, rec);
+                    inner.queues.untrack(rec);
                     // The body was just put there.
                     return state.body.take().map_or_else(
                         || {

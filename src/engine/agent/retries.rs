@@ -8,7 +8,6 @@
 
 use super::{
     hold,
-    queues::first_entry_from,
     Agent,
     AgentInner,
     BATCH,
@@ -122,18 +121,14 @@ impl Agent {
             }
             let mut n = 0u32;
             let mut more = false;
-            let mut next = first_entry_from(&inner, Q_BACKLOG, bound);
+            let mut next = inner.queues.first_entry_from(Q_BACKLOG, bound);
             while let Some((k, rec)) = next {
                 if n == BATCH {
                     more = true;
                     break;
                 }
                 // The send after this one, before this one leaves the backlog.
-                next = inner
-                    .queues
-                    .get(Q_BACKLOG)
-                    .next(&rec)
-                    .map(|(k, r)| (k, r.into()));
+                next = inner.queues.next_entry(Q_BACKLOG, &rec);
                 Self::with_state(&mut inner, &rec, |inner, state| {
                     match backlog_deadline(state) {
                         Some(d) if d <= now => self.end_past_deadline(inner, &rec, state),

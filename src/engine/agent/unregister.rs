@@ -80,12 +80,12 @@ impl Agent {
         loop {
             self.deliver_due();
             let mut inner = self.lock();
-            if !inner.queues.get(Q_DONE).is_empty() {
+            if !inner.queues.is_empty(Q_DONE) {
                 continue;
             }
             // A send cancelled between two batches lands in the cancel queue, which the timer
             // no longer serves: flush it here.
-            if !inner.queues.get(Q_CANCEL).is_empty() || !inner.queues.get(Q_WAIT).is_empty() {
+            if !inner.queues.is_empty(Q_CANCEL) || !inner.queues.is_empty(Q_WAIT) {
                 drop(inner);
                 self.apply_to_all(&[Q_CANCEL, Q_WAIT, Q_BACKLOG], Event::Unregister, true);
                 continue;
