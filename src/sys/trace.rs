@@ -87,14 +87,21 @@ extern "C" {
     fn rmad_trace_event(ev: u32, info: *const Info);
 }
 
-/// Fires `ev` with the fields `info` computes, if the event is enabled. Any context.
-pub(crate) fn fire(ev: Ev, info: impl FnOnce() -> Info) {
+/// Whether some event of rmad's has a probe. Inlined into every trace site: with no probe (the
+/// common case) a site costs this one load, not a call.
+#[inline(always)]
+pub(crate) fn any_probe() -> bool {
     // SAFETY: `rmad_trace_probes` is a C `int` that lives as long as the module; the tracepoint
     // core writes it (under its mutex) with `WRITE_ONCE`, and it is only read atomically here.
     let probes = unsafe { Atomic::from_ptr(&raw mut rmad_trace_probes) };
+    probes.load(Relaxed) != 0
+}
+
+/// Fires `ev` with the fields `info` computes, if the event is enabled. Any context.
+pub(crate) fn fire(ev: Ev, info: impl FnOnce() -> Info) {
     // No event of rmad's has a probe: none is enabled, and the call below would say so. A
     // probe being attached meanwhile misses this event, as it would in the tracepoint itself.
-    if probes.load(Relaxed) == 0 {
+    if !any_probe() {
         return;
     }
     // The discriminants are the C enum's values.
