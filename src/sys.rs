@@ -11,6 +11,7 @@
 //! - [`rbtree`] has intrusive red-black trees, whose nodes live in their items (the kernel
 //!   crate's allocate one per entry).
 
+pub(crate) mod fifo;
 pub(crate) mod memalloc;
 pub(crate) mod rbtree;
 pub(crate) mod sched;

@@ -7,8 +7,8 @@
 //!
 //! # Structure
 //!
-//! Each agent has one lock ([`Agent::inner`]) over everything that changes: two ordered trees
-//! that index its outstanding sends, the flow-control counters and the bookkeeping of
+//! Each agent has one lock ([`Agent::inner`]) over everything that changes: the queues and the
+//! index of its outstanding sends, the flow-control counters and the bookkeeping of
 //! unregistration. Every per-send state change goes through [`state::step`] and is applied by
 //! [`Agent::apply`]; nothing else writes a send's state.
 //!
@@ -21,10 +21,11 @@
 //! - The *TID index* holds every send that can still be matched, by (TID, class), in the order
 //!   of their posts.
 //!
-//! All are intrusive red-black trees ([`crate::sys::rbtree`]) linked through the send's record:
-//! finding a send for cancel or modify is O(1) through its handle, response matching is
-//! O(log n), a move between queues is O(1) amortised (each queue's keys grow, and the last
-//! place is cached), and nothing scans the outstanding sends. The links are part of the send's
+//! All are intrusive (`queues.rs`: red-black trees of [`crate::sys::rbtree`], and lists of
+//! [`crate::sys::fifo`] for the queues whose sends arrive in key order), linked through the
+//! send's record: finding a send for cancel or modify is O(1) through its handle, response
+//! matching is O(log n), a move between queues is O(1) amortised (each queue's keys grow, and
+//! a tree caches its last place), and nothing scans the outstanding sends. The links are part of the send's
 //! record, so post, modify, cancel, completion and timeout processing never allocate.
 //!
 //! # Where things are
@@ -268,7 +269,7 @@ impl WaitLog {
 ///   (`RecordState::in_recv`), which takes it when that handler returns; other sends are in
 ///   none.
 /// - A send is in the TID index of `queues` from its post until its state is `Done`.
-/// - Only this agent's sends are in its trees.
+/// - Only this agent's sends are in its queues and index.
 /// - `fc_send` and `fc_wait` count the flow-controlled sends in `SendStart` and `WaitResp`;
 ///   `backlog` counts the sends in `Q_BACKLOG`, and `backlog_deadlines` those of them with a
 ///   deadline (Documentation/behaviour.md §2.11).

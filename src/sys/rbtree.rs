@@ -105,10 +105,77 @@ impl<K> Links<K> {
         })
     }
 
-    /// Whether the links are in a tree.
+    /// Whether the links are in a tree (or a [`crate::sys::fifo::Fifo`]).
     #[cfg_attr(not(rmad_test), allow(dead_code, reason = "the tests read it"))]
     pub(crate) fn is_linked(&self) -> bool {
         self.owner.load(Acquire) != 0
+    }
+
+    /// A fresh id for a container of links (a tree or a list); never 0, never given twice
+    /// (a u64 does not wrap).
+    pub(super) fn new_owner_id() -> u64 {
+        NEXT_ID.fetch_add(1, Relaxed)
+    }
+
+    /// Takes the links for the container `id`: `false` if another container holds them.
+    pub(super) fn claim(&self, id: u64) -> bool {
+        self.owner.cmpxchg(0, id, Acquire).is_ok()
+    }
+
+    /// Whether the container `id` holds the links.
+    pub(super) fn is_held_by(&self, id: u64) -> bool {
+        // Only the container that holds them, through `&mut` of itself, changes an owner that
+        // is its id.
+        self.owner.load(Relaxed) == id
+    }
+
+    /// Gives the links up: in no container from now on.
+    pub(super) fn release(&self) {
+        // INVARIANT: In no container: owner 0.
+        self.owner.store(0, Release);
+    }
+
+    /// The kernel's node of the links, which the container that holds them links.
+    pub(super) fn node_ptr(&self) -> *mut bindings::rb_node {
+        self.node.get()
+    }
+
+    /// Sets the key of links that the caller's container just claimed.
+    pub(super) fn set_key(&self, key: K) {
+        // SAFETY: The key is read and written only by the container that holds the links
+        // (type invariant), which is the caller's: nobody else touches it meanwhile.
+        unsafe { (*self.key.get()).write(key) };
+    }
+
+    /// The key of the links.
+    ///
+    /// # Safety
+    ///
+    /// A container holds the links (their key is initialised), and the caller borrows it.
+    pub(super) unsafe fn key_unchecked(&self) -> K
+    where
+        K: Copy,
+    {
+        // SAFETY: Initialised and not written while the holder is borrowed (the caller's
+        // promise).
+        unsafe { (*self.key.get()).assume_init() }
+    }
+
+    /// The item of kind `ID` whose links' node is `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is the node of the links of kind `ID` of a live `T` (held by a container).
+    pub(super) unsafe fn item_of<T: TreeItem<ID, Key = K>, const ID: u64>(
+        node: *mut bindings::rb_node,
+    ) -> *const T {
+        // SAFETY: `node` is the `node` field of links (the caller's promise);
+        // `Opaque<rb_node>` is `repr(transparent)` over `rb_node`.
+        let links = unsafe {
+            kernel::container_of!(node.cast::<Opaque<bindings::rb_node>>(), Links<K>, node)
+        };
+        // SAFETY: `links` are the links of kind `ID` of a live item (the caller's promise).
+        unsafe { T::from_links(links) }
     }
 }
 
@@ -232,7 +299,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
             first: ptr::null_mut(),
             last: ptr::null_mut(),
             len: 0,
-            id: NEXT_ID.fetch_add(1, Relaxed),
+            id: Links::<T::Key>::new_owner_id(),
             _p: PhantomData,
         }
     }
@@ -254,17 +321,9 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     ///
     /// `node` is a node of this tree.
     unsafe fn item(node: *mut bindings::rb_node) -> *const T {
-        // SAFETY: `node` is in this tree (the caller's promise), so it is the `node` field of
-        // links (type invariant); `Opaque<rb_node>` is `repr(transparent)` over `rb_node`.
-        let links = unsafe {
-            kernel::container_of!(
-                node.cast::<Opaque<bindings::rb_node>>(),
-                Links<T::Key>,
-                node
-            )
-        };
-        // SAFETY: By the type invariant `links` are the links of kind `ID` of a live item.
-        unsafe { T::from_links(links) }
+        // SAFETY: `node` is in this tree (the caller's promise), so it is the node of the
+        // links of kind `ID` of a live item (type invariant).
+        unsafe { Links::<T::Key>::item_of::<T, ID>(node) }
     }
 
     /// The key of the item whose node is `node`.
@@ -275,7 +334,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     unsafe fn key(node: *mut bindings::rb_node) -> T::Key {
         // SAFETY: `node` is in this tree (caller's promise): its item is live, and its key is
         // initialised and not written while the tree is borrowed (type invariant).
-        unsafe { (*(*Self::item(node)).links().key.get()).assume_init() }
+        unsafe { (*Self::item(node)).links().key_unchecked() }
     }
 
     /// A borrow of the item whose node is `node`, for as long as the tree is borrowed.
@@ -291,15 +350,16 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
 
     /// Inserts `item` under `key`, after the items of equal keys. Fails, giving `item` back,
     /// if it is in a tree of this kind already.
+    // Inlined into its few callers: a call costs a move into a tree 50 instructions.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, item: T::Ref, key: T::Key) -> Result<(), T::Ref> {
         let links = item.links();
-        if links.owner.cmpxchg(0, self.id, Acquire).is_err() {
+        if !links.claim(self.id) {
             return Err(item);
         }
         // The links are this tree's now: nobody else reads or writes their node or key.
-        // SAFETY: `key` is only read by this tree, and not while this `&mut self` lasts.
-        unsafe { (*links.key.get()).write(key) };
-        let node = links.node.get();
+        links.set_key(key);
+        let node = links.node_ptr();
         let mut parent = ptr::null_mut();
         let mut link: *mut *mut bindings::rb_node = &raw mut self.root.rb_node;
         let (mut leftmost, mut rightmost) = (true, true);
@@ -348,13 +408,13 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
 
     /// Removes `item` and returns the tree's reference of it; `None` if this tree does not
     /// hold it.
+    #[inline]
     pub(crate) fn remove(&mut self, item: &T) -> Option<T::Ref> {
         let links = item.links();
-        // Only this tree, through `&mut self`, changes an owner that is its id.
-        if links.owner.load(Relaxed) != self.id {
+        if !links.is_held_by(self.id) {
             return None;
         }
-        let node = links.node.get();
+        let node = links.node_ptr();
         if node == self.first {
             // SAFETY: `node` is in this tree.
             self.first = unsafe { bindings::rb_next(node) };
@@ -367,7 +427,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
         unsafe { bindings::rb_erase(node, &raw mut self.root) };
         self.len = self.len.saturating_sub(1);
         // INVARIANT: Out of the tree: owner 0, and the tree's reference goes to the caller.
-        links.owner.store(0, Release);
+        links.release();
         // SAFETY: The tree owned one reference of `item`, from `TreeRef::into_raw`.
         Some(unsafe { T::Ref::from_raw(ptr::from_ref(item)) })
     }
@@ -375,12 +435,11 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     /// The key of `item` in this tree; `None` if this tree does not hold it.
     pub(crate) fn key_of(&self, item: &T) -> Option<T::Key> {
         let links = item.links();
-        if links.owner.load(Relaxed) != self.id {
-            return None;
-        }
-        // SAFETY: The item is in this tree: its key is initialised, and written only through
-        // `&mut self`.
-        Some(unsafe { (*links.key.get()).assume_init() })
+        // SAFETY: The item is in this tree (checked first): its key is initialised, and
+        // written only through `&mut self`.
+        links
+            .is_held_by(self.id)
+            .then(|| unsafe { links.key_unchecked() })
     }
 
     /// The first item and its key.
@@ -448,7 +507,7 @@ impl<T: TreeItem<ID>, const ID: u64> Drop for Tree<T, ID> {
             // SAFETY: As above.
             let item = unsafe { Self::item(node) };
             // SAFETY: `item` is live: the tree holds a reference of it.
-            unsafe { (*item).links().owner.store(0, Release) };
+            unsafe { (*item).links().release() };
             // SAFETY: The tree owned one reference of the item, from `TreeRef::into_raw`;
             // nothing reads the tree's nodes after this loop.
             drop(unsafe { T::Ref::from_raw(item) });

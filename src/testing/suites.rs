@@ -23,7 +23,7 @@
 //! | `rmad_rxe` | rmad agents on soft-RoCE `rxe0` | [`rxe`] |
 //! | `rmad_capi` | the exported C API as a hostile or careless client uses it | [`capi`] |
 //! | `rmad_allocs` | what a send costs the slab allocator, counted exactly | [`allocs`] |
-//! | `rmad_tree` | the intrusive trees of the agents' indexes alone | [`tree`] |
+//! | `rmad_tree` | the intrusive trees and lists of the agents' indexes alone | [`tree`] |
 //! | `rmad_records` | a send's record, its references and its transmit queue | [`records`] |
 //! | `rmad_retry` | the opt-in retry rules: deadline, backoff, one-shot modify | [`retry`] |
 

@@ -21,13 +21,13 @@ use super::{
     Q_BACKLOG,
     Q_CANCEL,
     Q_DONE,
-    Q_FLIGHT,
-    Q_WAIT, //
+    Q_FLIGHT, //
 };
 use crate::{
     engine::{
         agent::Queue,
         send::{
+            QKey,
             RecordState,
             SendRecord,
             SendRef, //
@@ -76,7 +76,10 @@ impl Agent {
     /// thread (unregistration); without, by the agent's work. Process context only.
     pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[Queue], ev: Event, deliver: bool) {
         for &q in qs {
+            // Where the walk goes on after each hold: past `bound`, at `resume` (the first send
+            // not visited yet, and its key) if it is still there.
             let mut bound = (i64::MIN, 0);
+            let mut resume: Option<(QKey, SendRef)> = None;
             let mut more = true;
             while more {
                 let mut due = no_due();
@@ -89,10 +92,20 @@ impl Agent {
                 };
                 let mut n = 0u32;
                 more = false;
-                let mut next = inner.queues.first_entry_from(q, bound);
+                // In a list, resuming at a send that stayed is O(1) where a search from `bound`
+                // walks from the head.
+                let mut next = match resume.take() {
+                    Some((at, rec))
+                        if inner.queues.holds_at(q, &rec, rec.state.access(&inner), at) =>
+                    {
+                        Some((at, rec))
+                    }
+                    _ => inner.queues.first_entry_from(q, bound),
+                };
                 while let Some((k, rec)) = next {
                     if n == BATCH {
                         more = true;
+                        resume = Some((k, rec));
                         break;
                     }
                     // The send after this one, before `ev` moves this one: no search per send.
@@ -295,8 +308,7 @@ impl Agent {
                 #[cfg(rmad_test)]
                 inner.stats.waits.note(wait_ns);
                 let due = now.saturating_add(wait_ns);
-                let k = (due, u64::MAX - inner.queues.next_seq());
-                inner.queues.enqueue(rec, state, Q_WAIT, k);
+                inner.queues.wait(rec, state, due);
                 self.arm_head(inner);
             }
             Place::Backlog => {

@@ -8,10 +8,11 @@
 //! What a move means for the send (its state, the counters, the timer) is decided elsewhere
 //! (`apply.rs`, `direct.rs`); this file knows nothing of an agent and imports nothing of it.
 //!
-//! The queues and the TID index are intrusive trees ([`crate::sys::rbtree`]) linked through
-//! the send's record: a move between queues unlinks the send and links it at the end of the
-//! next queue (O(1) amortised, every queue's keys grow), nothing is searched for, and nothing
-//! is allocated.
+//! The queues and the TID index are intrusive, linked through the send's record: lists
+//! ([`crate::sys::fifo`]) for the queues whose sends arrive in key order, trees
+//! ([`crate::sys::rbtree`]) for the others and the index. A move between queues unlinks the
+//! send and links it at the end of the next queue (O(1) in a list, O(1) amortised in a tree,
+//! every queue's keys grow), nothing is searched for, and nothing is allocated.
 
 use crate::{
     engine::send::{
@@ -22,7 +23,10 @@ use crate::{
         QUEUE_LINKS,
         TID_LINKS, //
     },
-    sys::rbtree::Tree,
+    sys::{
+        fifo::Fifo,
+        rbtree::Tree, //
+    },
 };
 use kernel::prelude::*;
 
@@ -46,14 +50,22 @@ pub(crate) enum Queue {
     Done,
 }
 
-/// One queue of sends.
+/// A queue of sends in key order, whatever their keys: the wait queue (by due time) and the
+/// backlog (which its deadlines' walk resumes by key).
 pub(crate) type SendQueue = Tree<SendRecord, QUEUE_LINKS>;
+
+/// A queue of sends whose keys only grow: sends are appended and taken from anywhere.
+pub(crate) type SendFifo = Fifo<SendRecord, QUEUE_LINKS>;
 
 /// The sends that can still be matched, by (TID, class), in the order of their posts.
 pub(crate) type TidIndex = Tree<SendRecord, TID_LINKS>;
 
 /// An agent's queues and TID index. It lives in the agent's locked state (`AgentInner`), so
 /// every method runs under the agent's lock.
+///
+/// The queues whose sends arrive in key order (cancelled, in flight, due: their keys are
+/// [`Queues::fifo_key`]s) are lists, where an append or a removal is a few pointer writes;
+/// the wait queue, whose sends' due times come in any order, and the backlog are trees.
 ///
 /// # Invariants
 ///
@@ -62,75 +74,125 @@ pub(crate) type TidIndex = Tree<SendRecord, TID_LINKS>;
 /// - A send is in the TID index at most once.
 /// - `seq` grows by one for every key handed out: FIFO keys are unique and grow.
 pub(crate) struct Queues {
-    cancel: SendQueue,
+    cancel: SendFifo,
     wait: SendQueue,
     backlog: SendQueue,
-    flight: SendQueue,
-    done: SendQueue,
+    flight: SendFifo,
+    done: SendFifo,
     tids: TidIndex,
     /// Source of unique secondary keys.
     seq: u64,
+}
+
+/// One queue, whichever kind it is.
+enum Of<'a> {
+    /// A tree.
+    Tree(&'a SendQueue),
+    /// A list.
+    Fifo(&'a SendFifo),
 }
 
 impl Queues {
     /// Empty queues and index.
     pub(super) fn new() -> Self {
         Self {
-            cancel: Tree::new(),
+            cancel: Fifo::new(),
             wait: Tree::new(),
             backlog: Tree::new(),
-            flight: Tree::new(),
-            done: Tree::new(),
+            flight: Fifo::new(),
+            done: Fifo::new(),
             tids: Tree::new(),
             seq: 0,
         }
     }
 
     /// Queue `q`.
-    fn get(&self, q: Queue) -> &SendQueue {
+    fn get(&self, q: Queue) -> Of<'_> {
         match q {
-            Queue::Cancel => &self.cancel,
-            Queue::Wait => &self.wait,
-            Queue::Backlog => &self.backlog,
-            Queue::Flight => &self.flight,
-            Queue::Done => &self.done,
+            Queue::Cancel => Of::Fifo(&self.cancel),
+            Queue::Wait => Of::Tree(&self.wait),
+            Queue::Backlog => Of::Tree(&self.backlog),
+            Queue::Flight => Of::Fifo(&self.flight),
+            Queue::Done => Of::Fifo(&self.done),
         }
     }
 
-    /// Queue `q`, to change it.
-    fn get_mut(&mut self, q: Queue) -> &mut SendQueue {
+    /// Takes `rec` out of queue `q`, with the queue's reference; `None` if `q` does not hold it.
+    // Inlined, as the queues' own operations are: a call per move costs a modify 50
+    // instructions.
+    #[inline(always)]
+    fn remove(&mut self, q: Queue, rec: &SendRecord) -> Option<SendRef> {
         match q {
-            Queue::Cancel => &mut self.cancel,
-            Queue::Wait => &mut self.wait,
-            Queue::Backlog => &mut self.backlog,
-            Queue::Flight => &mut self.flight,
-            Queue::Done => &mut self.done,
+            Queue::Cancel => self.cancel.remove(rec),
+            Queue::Wait => self.wait.remove(rec),
+            Queue::Backlog => self.backlog.remove(rec),
+            Queue::Flight => self.flight.remove(rec),
+            Queue::Done => self.done.remove(rec),
+        }
+    }
+
+    /// Puts `held` at `key` in queue `q`; gives it back if it is in a queue already (or, in a
+    /// list, if `key` is below the last one's).
+    #[inline(always)]
+    fn insert(&mut self, q: Queue, held: SendRef, key: QKey) -> Result<(), SendRef> {
+        match q {
+            Queue::Cancel => self.cancel.push_back(held, key),
+            Queue::Wait => self.wait.insert(held, key),
+            Queue::Backlog => self.backlog.insert(held, key),
+            Queue::Flight => self.flight.push_back(held, key),
+            Queue::Done => self.done.push_back(held, key),
         }
     }
 
     /// Whether queue `q` holds no send.
     pub(super) fn is_empty(&self, q: Queue) -> bool {
-        self.get(q).is_empty()
+        match self.get(q) {
+            Of::Tree(t) => t.is_empty(),
+            Of::Fifo(f) => f.is_empty(),
+        }
     }
 
     /// The first send of queue `q`.
     pub(super) fn first(&self, q: Queue) -> Option<SendRef> {
-        self.get(q).first().map(|(_, r)| r.into())
+        self.first_entry(q).map(|(_, r)| r)
     }
 
     /// The first key and send of queue `q`.
     pub(super) fn first_entry(&self, q: Queue) -> Option<(QKey, SendRef)> {
-        self.get(q).first().map(|(k, r)| (k, r.into()))
+        match self.get(q) {
+            Of::Tree(t) => t.first().map(|(k, r)| (k, r.into())),
+            Of::Fifo(f) => f.first().map(|(k, r)| (k, r.into())),
+        }
     }
 
-    /// The first key and send of queue `q` at or after `bound`.
+    /// The first key and send of queue `q` at or after `bound` (a walk from the head in a
+    /// list: a walk that holds the send it stopped at checks [`Queues::holds_at`] first).
     pub(super) fn first_entry_from(&self, q: Queue, bound: QKey) -> Option<(QKey, SendRef)> {
-        self.get(q).lower_bound(&bound).map(|(k, r)| (k, r.into()))
+        match self.get(q) {
+            Of::Tree(t) => t.lower_bound(&bound).map(|(k, r)| (k, r.into())),
+            Of::Fifo(f) => f.lower_bound(&bound).map(|(k, r)| (k, r.into())),
+        }
     }
 
     /// The key and send after `rec` in queue `q`.
     pub(super) fn next_entry(&self, q: Queue, rec: &SendRecord) -> Option<(QKey, SendRef)> {
-        self.get(q).next(rec).map(|(k, r)| (k, r.into()))
+        match self.get(q) {
+            Of::Tree(t) => t.next(rec).map(|(k, r)| (k, r.into())),
+            Of::Fifo(f) => f.next(rec).map(|(k, r)| (k, r.into())),
+        }
+    }
+
+    /// Whether queue `q` holds `rec` (whose state is `state`) at key `at`: where a walk that
+    /// paused before `rec` (the lock dropped) goes on, in O(1) in both kinds of queue, if it
+    /// is still there.
+    pub(super) fn holds_at(
+        &self,
+        q: Queue,
+        rec: &SendRecord,
+        state: &RecordState,
+        at: QKey,
+    ) -> bool {
+        self.position(rec, state) == Some((q, at))
     }
 
     /// The due time of the first waiting send (the head of [`Queue::Wait`]).
@@ -139,52 +201,60 @@ impl Queues {
     }
 
     /// A fresh secondary key.
-    pub(super) fn next_seq(&mut self) -> u64 {
+    fn next_seq(&mut self) -> u64 {
         // INVARIANT: Every key handed out is one more than the last.
         self.seq = self.seq.wrapping_add(1);
         self.seq
-    }
-
-    /// A key at the end of a FIFO queue.
-    pub(super) fn fifo_key(&mut self) -> QKey {
-        (0, self.next_seq())
     }
 
     /// Takes `rec` out of its queue, if it is in one.
     pub(super) fn unqueue(&mut self, rec: &SendRecord, state: &mut RecordState) {
         if let Some(q) = state.queue.take() {
             // The caller holds a reference of its own: this one is never the last.
-            drop(self.get_mut(q).remove(rec));
+            drop(self.remove(q, rec));
         }
     }
 
     /// Puts `rec` at `key` in queue `q`, moving it from where it was.
-    pub(super) fn enqueue(&mut self, rec: &SendRef, state: &mut RecordState, q: Queue, key: QKey) {
+    fn enqueue(&mut self, rec: &SendRef, state: &mut RecordState, q: Queue, key: QKey) {
         // The reference the old queue held moves to the new one.
         let held = state
             .queue
             .take()
-            .and_then(|old| self.get_mut(old).remove(rec))
+            .and_then(|old| self.remove(old, rec))
             .unwrap_or_else(|| rec.clone());
-        match self.get_mut(q).insert(held, key) {
+        match self.insert(q, held, key) {
             // INVARIANT: The send is in queue `q`, which `state.queue` names.
             Ok(()) => state.queue = Some(q),
             // Only reachable if the invariant is broken: the send is in a queue that
-            // `state.queue` does not name.
+            // `state.queue` does not name (keys of the lists only grow: `next_seq`).
             Err(_) => pr_err!("send is in a queue already\n"),
         }
     }
 
-    /// Puts `rec` at the end of the FIFO queue `q`, moving it from where it was.
+    /// Puts `rec` at the end of queue `q` (not [`Queue::Wait`]: see [`Queues::wait`]), moving
+    /// it from where it was.
     pub(super) fn push(&mut self, rec: &SendRef, state: &mut RecordState, q: Queue) {
-        let k = self.fifo_key();
+        let k = (0, self.next_seq());
         self.enqueue(rec, state, q, k);
+    }
+
+    /// Puts `rec` in the wait queue, due at `due` (after the sends due before or at it),
+    /// moving it from where it was.
+    pub(super) fn wait(&mut self, rec: &SendRef, state: &mut RecordState, due: i64) {
+        // Among equal due times the send queued later comes first.
+        let k = (due, u64::MAX - self.next_seq());
+        self.enqueue(rec, state, Queue::Wait, k);
     }
 
     /// Where `rec` is in the C layer's list order: its queue and its key there.
     pub(super) fn position(&self, rec: &SendRecord, state: &RecordState) -> Option<(Queue, QKey)> {
         let q = state.queue?;
-        Some((q, self.get(q).key_of(rec)?))
+        let k = match self.get(q) {
+            Of::Tree(t) => t.key_of(rec),
+            Of::Fifo(f) => f.key_of(rec),
+        };
+        Some((q, k?))
     }
 
     /// Puts `rec` in the TID index (at its post).

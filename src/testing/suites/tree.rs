@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite `rmad_tree`: the intrusive red-black trees of [`crate::sys::rbtree`] alone:
-//! order, equal keys, one tree per kind of links at a time, references given back.
+//! KUnit suite `rmad_tree`: the intrusive red-black trees of [`crate::sys::rbtree`] and the
+//! lists of [`crate::sys::fifo`] alone: order, equal keys, one container per kind of links at
+//! a time (tree or list), references given back.
 
 #[kernel::prelude::kunit_tests(rmad_tree)]
 mod tests {
-    use crate::sys::rbtree::{
-        Links,
-        Tree,
-        TreeItem, //
+    use crate::sys::{
+        fifo::Fifo,
+        rbtree::{
+            Links,
+            Tree,
+            TreeItem, //
+        },
     };
     use kernel::{
         prelude::*,
@@ -147,6 +151,100 @@ mod tests {
         let other = Arc::into_unique_or_drop(other);
         assert!(it.is_some());
         assert!(other.is_some());
+        Ok(())
+    }
+
+    /// The items' numbers in list order, by `first` and `next`.
+    fn fifo_order(f: &Fifo<Item, 0>) -> Result<KVec<(u32, u32)>> {
+        let mut v = KVec::new();
+        let mut cur = f.first();
+        while let Some((k, it)) = cur {
+            v.push((k, it.n), GFP_KERNEL)?;
+            cur = f.next(&it);
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn fifo_keeps_arrival_order_and_takes_from_anywhere() -> Result {
+        let mut f = Fifo::<Item, 0>::new();
+        let mut items = KVec::new();
+        for (n, k) in [1u32, 2, 2, 5, 8].iter().enumerate() {
+            let it = item(u32::try_from(n).unwrap_or(0))?;
+            assert!(f.push_back(it.clone(), *k).is_ok());
+            items.push(it, GFP_KERNEL)?;
+        }
+        assert_eq!(f.len(), 5);
+        assert_eq!(
+            &fifo_order(&f)?[..],
+            &[(1, 0), (2, 1), (2, 2), (5, 3), (8, 4)][..]
+        );
+        // A key below the last one's is refused, and the item given back unlinked.
+        let late = item(9)?;
+        assert!(f.push_back(late.clone(), 7).is_err());
+        assert!(!late.links.is_linked());
+        assert_eq!(f.lower_bound(&3).map(|(k, it)| (k, it.n)), Some((5, 3)));
+        assert_eq!(f.lower_bound(&2).map(|(k, it)| (k, it.n)), Some((2, 1)));
+        assert!(f.lower_bound(&9).is_none());
+        // Removing the first, a middle one and the last keeps the order and the ends right.
+        for n in [0usize, 2, 4] {
+            let it = items.get(n).ok_or(EINVAL)?;
+            assert!(f.remove(it).is_some());
+            assert!(!it.links.is_linked());
+            assert!(f.remove(it).is_none());
+        }
+        assert_eq!(&fifo_order(&f)?[..], &[(2, 1), (5, 3)][..]);
+        assert_eq!(f.len(), 2);
+        // Appending after the new last, and emptying it, leaves no end behind.
+        assert!(f.push_back(late.clone(), 5).is_ok());
+        assert_eq!(&fifo_order(&f)?[..], &[(2, 1), (5, 3), (5, 9)][..]);
+        for n in [1usize, 3] {
+            assert!(f.remove(items.get(n).ok_or(EINVAL)?).is_some());
+        }
+        assert!(f.remove(&late).is_some());
+        assert!(f.is_empty() && f.first().is_none());
+        assert!(f.push_back(late.clone(), 0).is_ok());
+        assert_eq!(&fifo_order(&f)?[..], &[(0, 9)][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn fifo_and_tree_share_one_container_at_a_time() -> Result {
+        let mut t = Tree::<Item, 0>::new();
+        let mut f = Fifo::<Item, 0>::new();
+        let it = item(1)?;
+        assert!(t.insert(it.clone(), 4).is_ok());
+        // In the tree: the list refuses it and does not hold it.
+        assert!(f.push_back(it.clone(), 4).is_err());
+        assert!(f.remove(&it).is_none());
+        assert!(f.key_of(&it).is_none());
+        assert!(f.next(&it).is_none());
+        // Moved to the list: the tree no longer holds it, and refuses it back.
+        assert!(t.remove(&it).is_some());
+        assert!(f.push_back(it.clone(), 6).is_ok());
+        assert_eq!(f.key_of(&it), Some(6));
+        assert!(t.key_of(&it).is_none());
+        assert!(t.insert(it.clone(), 1).is_err());
+        assert!(f.push_back(it.clone(), 6).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn fifo_gives_references_back() -> Result {
+        let it = item(1)?;
+        let other = item(2)?;
+        {
+            let mut f = Fifo::<Item, 0>::new();
+            assert!(f.push_back(it.clone(), 1).is_ok());
+            assert!(f.push_back(other.clone(), 2).is_ok());
+            let back = f.remove(&it);
+            assert!(back.as_ref().is_some_and(|b| Arc::ptr_eq(b, &it)));
+            drop(back);
+            // Dropped with `other` in it: the list's reference is dropped and the links freed.
+        }
+        assert!(!other.links.is_linked());
+        assert!(Arc::into_unique_or_drop(it).is_some());
+        assert!(Arc::into_unique_or_drop(other).is_some());
         Ok(())
     }
 }
