@@ -74,7 +74,7 @@ HOOKS = {
     "src/engine/agent.rs": "re-exports of the hold measurements and RMPP bounds that only "
     "the suites read, and the log of the waits the agent began (Stats::waits), which "
     "rmad_retry checks the retry rules' schedules against",
-    "src/engine/agent/queues.rs": "a wait is noted in the agent's wait log where it begins, "
+    "src/engine/agent/apply.rs": "a wait is noted in the agent's wait log where it begins, "
     "in the middle of the one function that moves a send between queues",
     "src/engine/agent/create.rs": "the Rust API's common constructors, which only the "
     "suites call",
@@ -88,6 +88,7 @@ HOOKS = {
     "to VerbsPort and valid only under its lock",
     "src/sys/memalloc.rs": "the effective gfp mask is read through the C helper of "
     "src/sys/memalloc.c, which the production build links",
+    "src/sys/fifo.rs": "the length of a list, which only the suites read",
     "src/sys/rbtree.rs": "accessors of the tree that only the suites read",
     "src/sys/workqueue.rs": "system_dfl(), the kernel's default system queue, wrapped once "
     "with the others, on which only the suites queue work (their threads)",

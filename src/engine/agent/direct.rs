@@ -153,7 +153,7 @@ impl Agent {
         // segmented send (its window decides), a status decided earlier (an RMPP abort: it
         // stands), or a receive handler of the send's response still running.
         if Self::asks_retry_rules(state)
-            || state.body.as_ref().map_or(true, |b| b.seg.is_some())
+            || state.body.as_ref().is_none_or(|b| b.seg.is_some())
             || state.status.is_some()
             || state.in_recv
         {
