@@ -113,6 +113,7 @@ mod retries;
 mod rmpp_recv;
 mod rmpp_send;
 mod unregister;
+mod wait;
 
 pub(crate) use create::SendSpec;
 pub(crate) use hold::BATCH;

@@ -95,12 +95,8 @@ impl<T: TreeItem<ID>, const ID: u64> Fifo<T, ID> {
     /// this kind already, or if `key` is below the last item's (the list keeps key order).
     #[inline]
     pub(crate) fn push_back(&mut self, item: T::Ref, key: T::Key) -> Result<(), T::Ref> {
-        if !self.last.is_null() {
-            // SAFETY: `last` is a node of this list.
-            let (last_key, _) = unsafe { self.entry(self.last) };
-            if key < last_key {
-                return Err(item);
-            }
+        if self.last_key().is_some_and(|last| key < last) {
+            return Err(item);
         }
         let links = item.links();
         if !links.claim(self.id) {
@@ -165,6 +161,12 @@ impl<T: TreeItem<ID>, const ID: u64> Fifo<T, ID> {
         links
             .is_held_by(self.id)
             .then(|| unsafe { links.key_unchecked() })
+    }
+
+    /// The key of the last item.
+    pub(crate) fn last_key(&self) -> Option<T::Key> {
+        // SAFETY: `last` is a node of this list when not null.
+        (!self.last.is_null()).then(|| unsafe { self.entry(self.last).0 })
     }
 
     /// The first item and its key.

@@ -14,6 +14,7 @@
 //! send and links it at the end of the next queue (O(1) in a list, O(1) amortised in a tree,
 //! every queue's keys grow), nothing is searched for, and nothing is allocated.
 
+use super::wait::WaitQueue;
 use crate::{
     engine::send::{
         QKey,
@@ -63,9 +64,10 @@ pub(crate) type TidIndex = Tree<SendRecord, TID_LINKS>;
 /// An agent's queues and TID index. It lives in the agent's locked state (`AgentInner`), so
 /// every method runs under the agent's lock.
 ///
-/// The queues whose sends arrive in key order (cancelled, in flight, due: their keys are
-/// [`Queues::fifo_key`]s) are lists, where an append or a removal is a few pointer writes;
-/// the wait queue, whose sends' due times come in any order, and the backlog are trees.
+/// The queues whose sends arrive in key order (cancelled, in flight, due: their keys grow
+/// with `seq`) are lists, where an append or a removal is a few pointer writes; the wait
+/// queue keeps its runs of sends due in order in lists too ([`WaitQueue`]); the backlog, whose
+/// deadlines' walk resumes by key, is a tree.
 ///
 /// # Invariants
 ///
@@ -75,7 +77,7 @@ pub(crate) type TidIndex = Tree<SendRecord, TID_LINKS>;
 /// - `seq` grows by one for every key handed out: FIFO keys are unique and grow.
 pub(crate) struct Queues {
     cancel: SendFifo,
-    wait: SendQueue,
+    wait: WaitQueue<SendRecord, QUEUE_LINKS>,
     backlog: SendQueue,
     flight: SendFifo,
     done: SendFifo,
@@ -90,6 +92,8 @@ enum Of<'a> {
     Tree(&'a SendQueue),
     /// A list.
     Fifo(&'a SendFifo),
+    /// The wait queue.
+    Wait(&'a WaitQueue<SendRecord, QUEUE_LINKS>),
 }
 
 impl Queues {
@@ -97,7 +101,7 @@ impl Queues {
     pub(super) fn new() -> Self {
         Self {
             cancel: Fifo::new(),
-            wait: Tree::new(),
+            wait: WaitQueue::new(),
             backlog: Tree::new(),
             flight: Fifo::new(),
             done: Fifo::new(),
@@ -110,7 +114,7 @@ impl Queues {
     fn get(&self, q: Queue) -> Of<'_> {
         match q {
             Queue::Cancel => Of::Fifo(&self.cancel),
-            Queue::Wait => Of::Tree(&self.wait),
+            Queue::Wait => Of::Wait(&self.wait),
             Queue::Backlog => Of::Tree(&self.backlog),
             Queue::Flight => Of::Fifo(&self.flight),
             Queue::Done => Of::Fifo(&self.done),
@@ -149,6 +153,7 @@ impl Queues {
         match self.get(q) {
             Of::Tree(t) => t.is_empty(),
             Of::Fifo(f) => f.is_empty(),
+            Of::Wait(w) => w.is_empty(),
         }
     }
 
@@ -162,6 +167,7 @@ impl Queues {
         match self.get(q) {
             Of::Tree(t) => t.first().map(|(k, r)| (k, r.into())),
             Of::Fifo(f) => f.first().map(|(k, r)| (k, r.into())),
+            Of::Wait(w) => w.first().map(|(k, r)| (k, r.into())),
         }
     }
 
@@ -171,6 +177,7 @@ impl Queues {
         match self.get(q) {
             Of::Tree(t) => t.lower_bound(&bound).map(|(k, r)| (k, r.into())),
             Of::Fifo(f) => f.lower_bound(&bound).map(|(k, r)| (k, r.into())),
+            Of::Wait(w) => w.lower_bound(&bound).map(|(k, r)| (k, r.into())),
         }
     }
 
@@ -179,6 +186,7 @@ impl Queues {
         match self.get(q) {
             Of::Tree(t) => t.next(rec).map(|(k, r)| (k, r.into())),
             Of::Fifo(f) => f.next(rec).map(|(k, r)| (k, r.into())),
+            Of::Wait(w) => w.next(rec).map(|(k, r)| (k, r.into())),
         }
     }
 
@@ -253,6 +261,7 @@ impl Queues {
         let k = match self.get(q) {
             Of::Tree(t) => t.key_of(rec),
             Of::Fifo(f) => f.key_of(rec),
+            Of::Wait(w) => w.key_of(rec),
         };
         Some((q, k?))
     }

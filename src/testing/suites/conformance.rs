@@ -423,6 +423,11 @@ mod tests {
     }
 
     #[test]
+    fn q_mixed_timeouts_in_expiry_order() -> Result {
+        lifecycle::q_mixed_timeouts_in_expiry_order()
+    }
+
+    #[test]
     fn s25_cancel_in_wait_resp_flushes() -> Result {
         cancel_modify::s25_cancel_in_wait_resp_flushes()
     }

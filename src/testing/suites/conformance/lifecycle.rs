@@ -357,3 +357,26 @@ pub(super) fn q_equal_timeouts_and_cancels_in_order() -> Result {
     );
     Ok(())
 }
+
+/// Sends with different timeouts, posted interleaved, expire in the order of their due times
+/// (the wait queue keeps a run of sends due in order in a list and the others in a tree,
+/// src/engine/agent/wait.rs; both must give one order): the 10 ms send posted last first, the
+/// 400 ms ones last, equal timeouts in post order.
+pub(super) fn q_mixed_timeouts_in_expiry_order() -> Result {
+    let (env, rec, a) = setup(Behaviour::default())?;
+    // The agent's queue is busy while all seven expire, so one run of the agent's work
+    // reports them all, in the order of the wait queue.
+    block_completions(&env, 1500)?;
+    let timeouts = [400, 100, 250, 100, 400, 50, 10];
+    let mut handles = KVec::new();
+    for (tag, ms) in (1usize..).zip(timeouts) {
+        handles.push(post(request(&a, CLASS, tag, B, ms, 0)?)?, GFP_KERNEL)?;
+    }
+    let done = rec.wait_sends(timeouts.len());
+    let sends = rec.sends()?;
+    finish(&env, &[&rec], &[&a])?;
+    assert!(done);
+    let want = [7usize, 6, 2, 4, 3, 1, 5].map(|tag| (tag, WcStatus::RespTimeoutErr, 0));
+    assert_eq!(&sends[..], &want[..]);
+    Ok(())
+}
