@@ -531,7 +531,8 @@ impl SendRecord {
 }
 
 // SAFETY: `links` returns the structurally pinned field `qlinks` every time; `from_links` is
-// its `container_of`.
+// its `container_of`. Only the queues of the record's agent hold it through them (`Queues`, in
+// the agent's locked state), always under the agent's lock.
 unsafe impl TreeItem<QUEUE_LINKS> for SendRecord {
     type Key = QKey;
     type Ref = SendRef;
@@ -547,7 +548,8 @@ unsafe impl TreeItem<QUEUE_LINKS> for SendRecord {
 }
 
 // SAFETY: `links` returns the structurally pinned field `tlinks` every time; `from_links` is
-// its `container_of`.
+// its `container_of`. Only the TID index of the record's agent holds it through them, always
+// under the agent's lock.
 unsafe impl TreeItem<TID_LINKS> for SendRecord {
     type Key = TidKey;
     type Ref = SendRef;

@@ -24,7 +24,8 @@
 //!     #[pin]
 //!     links: Links<u64>,
 //! }
-//! // SAFETY: `links` returns the field `links`, `from_links` is its inverse.
+//! // SAFETY: `links` returns the field `links`, `from_links` is its inverse; the trees of
+//! // `Item`s are used by one thread.
 //! unsafe impl TreeItem<0> for Item {
 //!     type Key = u64;
 //!     type Ref = Arc<Item>;
@@ -53,10 +54,8 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{
-            Acquire,
             Atomic,
-            Relaxed,
-            Release, //
+            Relaxed, //
         },
         Arc,
         ArcBorrow, //
@@ -79,19 +78,25 @@ static NEXT_ID: Atomic<u64> = Atomic::new(1);
 ///   otherwise.
 /// - While `owner` is a tree's id, `node` is linked into that tree, `key` is initialised, and
 ///   both are read and written only by that tree's methods.
+/// - `owner` is read and written only by the methods of the containers (trees and lists) of
+///   this kind of links, which the item's [`TreeItem`] implementation promises never run at
+///   the same time on one item's links: a plain field, where an atomic would cost every move
+///   a call of a C helper (issue 42: "plain fields under the agent's lock").
 #[pin_data]
 pub(crate) struct Links<K> {
     #[pin]
     node: Opaque<bindings::rb_node>,
     key: UnsafeCell<MaybeUninit<K>>,
-    owner: Atomic<u64>,
+    owner: UnsafeCell<u64>,
 }
 
 // SAFETY: The links are only touched by the tree that holds them (type invariant), through
 // `&mut Tree` for writes; moving the item to another thread moves nothing a tree shares.
 unsafe impl<K: Send> Send for Links<K> {}
-// SAFETY: Through `&Links` only `owner` is touched outside the holding tree, atomically; the
-// node and key are accessed through the tree, which `&`/`&mut` rules serialise.
+// SAFETY: Through `&Links` only `owner` is touched outside the holding tree, by the containers
+// of this kind of links, which never run at the same time on one item (type invariant, from
+// `TreeItem`'s contract); the node and key are accessed through the tree, which `&`/`&mut`
+// rules serialise.
 unsafe impl<K: Send + Sync> Sync for Links<K> {}
 
 impl<K> Links<K> {
@@ -101,14 +106,22 @@ impl<K> Links<K> {
         pin_init!(Self {
             node: Opaque::uninit(),
             key: UnsafeCell::new(MaybeUninit::uninit()),
-            owner: Atomic::new(0),
+            owner: UnsafeCell::new(0),
         })
     }
 
-    /// Whether the links are in a tree (or a [`crate::sys::fifo::Fifo`]).
+    /// Whether the links are in a tree (or a [`crate::sys::fifo::Fifo`]). For a caller that
+    /// no container of this kind of links runs beside (the suites').
     #[cfg_attr(not(rmad_test), allow(dead_code, reason = "the tests read it"))]
     pub(crate) fn is_linked(&self) -> bool {
-        self.owner.load(Acquire) != 0
+        self.owner() != 0
+    }
+
+    /// The id of the container that holds the links, 0 if none.
+    fn owner(&self) -> u64 {
+        // SAFETY: Only the containers of this kind of links write `owner`, never at the same
+        // time as this read (type invariant).
+        unsafe { *self.owner.get() }
     }
 
     /// A fresh id for a container of links (a tree or a list); never 0, never given twice
@@ -119,20 +132,24 @@ impl<K> Links<K> {
 
     /// Takes the links for the container `id`: `false` if another container holds them.
     pub(super) fn claim(&self, id: u64) -> bool {
-        self.owner.cmpxchg(0, id, Acquire).is_ok()
+        if self.owner() != 0 {
+            return false;
+        }
+        // SAFETY: As in `owner`: no other container of this kind runs on these links now.
+        unsafe { *self.owner.get() = id };
+        true
     }
 
     /// Whether the container `id` holds the links.
     pub(super) fn is_held_by(&self, id: u64) -> bool {
-        // Only the container that holds them, through `&mut` of itself, changes an owner that
-        // is its id.
-        self.owner.load(Relaxed) == id
+        self.owner() == id
     }
 
     /// Gives the links up: in no container from now on.
     pub(super) fn release(&self) {
         // INVARIANT: In no container: owner 0.
-        self.owner.store(0, Release);
+        // SAFETY: As in `owner`: no other container of this kind runs on these links now.
+        unsafe { *self.owner.get() = 0 };
     }
 
     /// The kernel's node of the links, which the container that holds them links.
@@ -245,7 +262,9 @@ unsafe impl<T> TreeRef for Arc<T> {
 ///
 /// `links` returns the same field of `self` every time, a field that never moves while the item
 /// is referenced (it is structurally pinned); `from_links` is its inverse: given a pointer to
-/// that field of an item, it returns a pointer to the item.
+/// that field of an item, it returns a pointer to the item. The containers (trees and
+/// [`crate::sys::fifo::Fifo`]s) that are ever asked to hold or release one item through these
+/// links never run at the same time: they are used under one lock, or by one thread.
 pub(crate) unsafe trait TreeItem<const ID: u64>: Sized {
     /// The key the tree orders its items by.
     type Key: Ord + Copy;

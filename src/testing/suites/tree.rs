@@ -28,7 +28,7 @@ mod tests {
     }
 
     // SAFETY: `links` returns the structurally pinned field `links`; `from_links` is its
-    // `container_of`.
+    // `container_of`. Each case uses its trees and lists from its own thread only.
     unsafe impl TreeItem<0> for Item {
         type Key = u32;
         type Ref = Arc<Item>;
