@@ -119,11 +119,16 @@ static void responder_recv_handler(struct rmad_agent *agent, struct rmad_send_bu
 	mad[3] = RMAD_MGMT_METHOD_GET_RESP;
 	put_unaligned_be32(get_unaligned_be32(wc->mad + SERVICE_DATA) + 1, mad + SERVICE_DATA);
 	mad[SERVICE_DEVICE] = d->index;
-	if (rmad_send_buf_set(buf, &ah, 0, 0, NULL) || rmad_post_send_mad(buf, NULL)) {
-		rmad_free_send_mad(buf);
-		return;
-	}
+	/*
+	 * Counted before the post: the answer may reach the requester, and its
+	 * send handler complete the wait, before this handler goes on (seen once:
+	 * "served 0, 1 ok").
+	 */
 	atomic_inc(&d->served);
+	if (rmad_send_buf_set(buf, &ah, 0, 0, NULL) || rmad_post_send_mad(buf, NULL)) {
+		atomic_dec(&d->served);
+		rmad_free_send_mad(buf);
+	}
 }
 
 static void requester_send_handler(struct rmad_agent *agent, struct rmad_send_wc *wc)
