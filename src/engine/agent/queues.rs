@@ -11,8 +11,8 @@
 //! The queues and the TID index are intrusive, linked through the send's record: lists
 //! ([`crate::sys::fifo`]) for the queues whose sends arrive in key order, trees
 //! ([`crate::sys::rbtree`]) for the others and the index. A move between queues unlinks the
-//! send and links it at the end of the next queue (O(1) in a list, O(1) amortised in a tree,
-//! every queue's keys grow), nothing is searched for, and nothing is allocated.
+//! send and links it into the next queue: O(1) in a list, O(log n) at most in a tree (O(1)
+//! amortised where its keys grow); nothing is searched for, and nothing is allocated.
 
 use super::wait::WaitQueue;
 use crate::{
@@ -51,8 +51,8 @@ pub(crate) enum Queue {
     Done,
 }
 
-/// A queue of sends in key order, whatever their keys: the wait queue (by due time) and the
-/// backlog (which its deadlines' walk resumes by key).
+/// A queue of sends in key order, whatever their keys: the backlog (whose deadlines' walk
+/// resumes by key).
 pub(crate) type SendQueue = Tree<SendRecord, QUEUE_LINKS>;
 
 /// A queue of sends whose keys only grow: sends are appended and taken from anywhere.
@@ -66,8 +66,8 @@ pub(crate) type TidIndex = Tree<SendRecord, TID_LINKS>;
 ///
 /// The queues whose sends arrive in key order (cancelled, in flight, due: their keys grow
 /// with `seq`) are lists, where an append or a removal is a few pointer writes; the wait
-/// queue keeps its runs of sends due in order in lists too ([`WaitQueue`]); the backlog, whose
-/// deadlines' walk resumes by key, is a tree.
+/// queue keeps the sends that come due in order in a list too ([`WaitQueue`]); the backlog,
+/// whose deadlines' walk resumes by key, is a tree.
 ///
 /// # Invariants
 ///
