@@ -102,8 +102,8 @@ impl<T: TreeItem<ID>, const ID: u64> Fifo<T, ID> {
         if !links.claim(self.id) {
             return Err(item);
         }
-        // The links are this list's now: nobody else reads or writes their node or key.
-        links.set_key(key);
+        // SAFETY: The links are this list's now, and it is borrowed mutably.
+        unsafe { links.set_key(key) };
         let node = links.node_ptr();
         // SAFETY: `node` is this list's now; `last`, when not null, is its last node.
         unsafe {

@@ -157,10 +157,15 @@ impl<K> Links<K> {
         self.node.get()
     }
 
-    /// Sets the key of links that the caller's container just claimed.
-    pub(super) fn set_key(&self, key: K) {
+    /// Sets the key of the links.
+    ///
+    /// # Safety
+    ///
+    /// The caller's container just claimed the links ([`Links::claim`]) and is borrowed
+    /// mutably.
+    pub(super) unsafe fn set_key(&self, key: K) {
         // SAFETY: The key is read and written only by the container that holds the links
-        // (type invariant), which is the caller's: nobody else touches it meanwhile.
+        // (type invariant), which is the caller's, borrowed mutably: nobody reads it meanwhile.
         unsafe { (*self.key.get()).write(key) };
     }
 
@@ -376,8 +381,8 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
         if !links.claim(self.id) {
             return Err(item);
         }
-        // The links are this tree's now: nobody else reads or writes their node or key.
-        links.set_key(key);
+        // SAFETY: The links are this tree's now, and it is borrowed mutably.
+        unsafe { links.set_key(key) };
         let node = links.node_ptr();
         let mut parent = ptr::null_mut();
         let mut link: *mut *mut bindings::rb_node = &raw mut self.root.rb_node;
