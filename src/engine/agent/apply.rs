@@ -11,9 +11,11 @@ use super::{
     add_delta,
     hold::{
         self,
-        no_due, //
+        no_due,
+        Due, //
     },
     ms_to_ns,
+    queues::Queues,
     retries,
     Agent,
     AgentInner,
@@ -27,7 +29,6 @@ use crate::{
     engine::{
         agent::Queue,
         send::{
-            QKey,
             RecordState,
             SendRecord,
             SendRef, //
@@ -70,57 +71,57 @@ impl Agent {
     /// Applies `ev` once to every send in the queues `qs`, queue by queue in the order given
     /// and in key order within each; refusals are ignored. Each send present when its queue is
     /// reached is visited once, even when `ev` moves it to a later queue or leaves it where it
-    /// is. The lock is taken for at most [`BATCH`] sends at a time, so interrupts are never off
-    /// for longer than a batch takes, whatever the number of sends. With `deliver`, the
-    /// handlers of the sends whose status this decides are called after each hold, in this
-    /// thread (unregistration); without, by the agent's work. Process context only.
+    /// is; a send that `ev` leaves in a list queue (one whose keys only grow: a cancelled send
+    /// in flight) goes to its end. The lock is taken for at most [`BATCH`] sends at a time,
+    /// and a hold never walks past sends it does not visit, so interrupts are never off for
+    /// longer than a batch takes, whatever the number of sends. With `deliver`, the handlers
+    /// of the sends whose status this decides are called after each hold, in this thread
+    /// (unregistration); without, by the agent's work. Process context only.
     pub(super) fn apply_to_all(self: &Arc<Self>, qs: &[Queue], ev: Event, deliver: bool) {
+        let settle = if deliver {
+            Settle::Caller
+        } else {
+            Settle::Queue
+        };
         for &q in qs {
-            // Where the walk goes on after each hold: past `bound`, at `resume` (the first send
-            // not visited yet, and its key) if it is still there.
+            let list = Queues::is_list(q);
+            // A list is walked from its head, up to the send that was last when the walk
+            // began (a send the walk leaves there goes past it); a tree from past the send
+            // visited last (`bound`): neither searches through sends already visited.
+            let mut stop = None;
             let mut bound = (i64::MIN, 0);
-            let mut resume: Option<(QKey, SendRef)> = None;
             let mut more = true;
             while more {
                 let mut due = no_due();
                 let mut taken = 0u32;
                 let mut inner = self.lock();
-                let settle = if deliver {
-                    Settle::Caller
-                } else {
-                    Settle::Queue
-                };
                 let mut n = 0u32;
                 more = false;
-                // In a list, resuming at a send that stayed is O(1) where a search from `bound`
-                // walks from the head.
-                let mut next = match resume.take() {
-                    Some((at, rec))
-                        if inner.queues.holds_at(q, &rec, rec.state.access(&inner), at) =>
-                    {
-                        Some((at, rec))
-                    }
-                    _ => inner.queues.first_entry_from(q, bound),
+                let stop = *stop.get_or_insert_with(|| inner.queues.last_key(q));
+                let mut next = if list {
+                    inner.queues.first_entry(q)
+                } else {
+                    inner.queues.first_entry_from(q, bound)
                 };
                 while let Some((k, rec)) = next {
-                    if n == BATCH {
-                        more = true;
-                        resume = Some((k, rec));
+                    if list && stop.is_none_or(|s| k > s) {
                         break;
                     }
-                    // The send after this one, before `ev` moves this one: no search per send.
-                    next = inner.queues.next_entry(q, &rec);
+                    if n == BATCH {
+                        more = true;
+                        break;
+                    }
+                    // The send after this one in a tree, before `ev` moves this one.
+                    next = (!list).then(|| inner.queues.next_entry(q, &rec)).flatten();
                     Self::with_state(&mut inner, &rec, |inner, state| {
-                        if deliver && self.end_direct(inner, &rec, state, ev, &mut due, &mut taken)
-                        {
-                            return;
-                        }
-                        if self.apply_to(inner, &rec, state, ev, settle).is_ok()
-                            && Self::left_to_caller(state)
-                        {
-                            self.take_into(inner, &rec, state, &mut due, &mut taken);
+                        self.visit(inner, &rec, state, ev, settle, (&mut due, &mut taken));
+                        if list && state.queue == Some(q) {
+                            inner.queues.push(&rec, state, q);
                         }
                     });
+                    if list {
+                        next = inner.queues.first_entry(q);
+                    }
                     bound = (k.0, k.1.saturating_add(1));
                     n = n.saturating_add(1);
                 }
@@ -131,6 +132,27 @@ impl Agent {
                     sched::cond_resched();
                 }
             }
+        }
+    }
+
+    /// [`Agent::apply_to_all`]'s step on one send: `ev` applied, directly where it can be
+    /// when its caller delivers ([`Settle::Caller`]), and the send taken into the hold's
+    /// batch `out` (sends, and how many) if its status was decided.
+    fn visit(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &SendRef,
+        state: &mut RecordState,
+        ev: Event,
+        settle: Settle,
+        out: (&mut [Due], &mut u32),
+    ) {
+        let (due, taken) = out;
+        if settle == Settle::Caller && self.end_direct(inner, rec, state, ev, due, taken) {
+            return;
+        }
+        if self.apply_to(inner, rec, state, ev, settle).is_ok() && Self::left_to_caller(state) {
+            self.take_into(inner, rec, state, due, taken);
         }
     }
 

@@ -171,8 +171,8 @@ impl Queues {
         }
     }
 
-    /// The first key and send of queue `q` at or after `bound` (a walk from the head in a
-    /// list: a walk that holds the send it stopped at checks [`Queues::holds_at`] first).
+    /// The first key and send of queue `q` at or after `bound` (in a list, a walk from its
+    /// head: for the trees, where it is a search).
     pub(super) fn first_entry_from(&self, q: Queue, bound: QKey) -> Option<(QKey, SendRef)> {
         match self.get(q) {
             Of::Tree(t) => t.lower_bound(&bound).map(|(k, r)| (k, r.into())),
@@ -190,17 +190,18 @@ impl Queues {
         }
     }
 
-    /// Whether queue `q` holds `rec` (whose state is `state`) at key `at`: where a walk that
-    /// paused before `rec` (the lock dropped) goes on, in O(1) in both kinds of queue, if it
-    /// is still there.
-    pub(super) fn holds_at(
-        &self,
-        q: Queue,
-        rec: &SendRecord,
-        state: &RecordState,
-        at: QKey,
-    ) -> bool {
-        self.position(rec, state) == Some((q, at))
+    /// Whether queue `q` is a list: its sends come in key order (their keys only grow), and
+    /// are appended ([`Queues::push`]) and taken from anywhere.
+    pub(super) fn is_list(q: Queue) -> bool {
+        matches!(q, Queue::Cancel | Queue::Flight | Queue::Done)
+    }
+
+    /// The key of the last send of queue `q`, if `q` is a list and holds any.
+    pub(super) fn last_key(&self, q: Queue) -> Option<QKey> {
+        match self.get(q) {
+            Of::Fifo(f) => f.last_key(),
+            Of::Tree(_) | Of::Wait(_) => None,
+        }
     }
 
     /// The due time of the first waiting send (the head of [`Queue::Wait`]).
