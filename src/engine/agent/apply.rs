@@ -15,7 +15,6 @@ use super::{
         Due, //
     },
     ms_to_ns,
-    queues::Queues,
     retries,
     Agent,
     AgentInner,
@@ -84,11 +83,10 @@ impl Agent {
             Settle::Queue
         };
         for &q in qs {
-            let list = Queues::is_list(q);
             // A list is walked from its head, up to the send that was last when the walk
-            // began (a send the walk leaves there goes past it); a tree from past the send
-            // visited last (`bound`): neither searches through sends already visited.
-            let mut stop = None;
+            // began (`stop`; a send the walk leaves there goes past it); a tree from past the
+            // send visited last (`bound`): neither searches through sends already visited.
+            let mut walk = None;
             let mut bound = (i64::MIN, 0);
             let mut more = true;
             while more {
@@ -97,7 +95,8 @@ impl Agent {
                 let mut inner = self.lock();
                 let mut n = 0u32;
                 more = false;
-                let stop = *stop.get_or_insert_with(|| inner.queues.last_key(q));
+                let (list, stop) = *walk
+                    .get_or_insert_with(|| (inner.queues.is_list(q), inner.queues.last_key(q)));
                 let mut next = if list {
                     inner.queues.first_entry(q)
                 } else {

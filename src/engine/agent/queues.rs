@@ -192,8 +192,8 @@ impl Queues {
 
     /// Whether queue `q` is a list: its sends come in key order (their keys only grow), and
     /// are appended ([`Queues::push`]) and taken from anywhere.
-    pub(super) fn is_list(q: Queue) -> bool {
-        matches!(q, Queue::Cancel | Queue::Flight | Queue::Done)
+    pub(super) fn is_list(&self, q: Queue) -> bool {
+        matches!(self.get(q), Of::Fifo(_))
     }
 
     /// The key of the last send of queue `q`, if `q` is a list and holds any.
