@@ -9,8 +9,10 @@
 //! - [`memalloc`] has allocation scopes, for a C caller's `GFP_NOIO` and `GFP_NOFS`;
 //! - [`slab`] has the slab cache that send records come from;
 //! - [`rbtree`] has intrusive red-black trees, whose nodes live in their items (the kernel
-//!   crate's allocate one per entry).
+//!   crate's allocate one per entry), [`fifo`] lists and [`buckets`] indexes through the same
+//!   links.
 
+pub(crate) mod buckets;
 pub(crate) mod fifo;
 pub(crate) mod memalloc;
 pub(crate) mod rbtree;

@@ -88,6 +88,7 @@ HOOKS = {
     "to VerbsPort and valid only under its lock",
     "src/sys/memalloc.rs": "the effective gfp mask is read through the C helper of "
     "src/sys/memalloc.c, which the production build links",
+    "src/sys/buckets.rs": "the length of an index, which only the suites read",
     "src/sys/fifo.rs": "the length of a list, which only the suites read",
     "src/sys/rbtree.rs": "accessors of the tree that only the suites read",
     "src/sys/workqueue.rs": "system_dfl(), the kernel's default system queue, wrapped once "

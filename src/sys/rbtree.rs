@@ -358,7 +358,7 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
     unsafe fn key(node: *mut bindings::rb_node) -> T::Key {
         // SAFETY: `node` is in this tree (caller's promise): its item is live, and its key is
         // initialised and not written while the tree is borrowed (type invariant).
-        unsafe { (*Self::item(node)).links().key_unchecked() }
+        unsafe { key_at::<T, ID>(node) }
     }
 
     /// A borrow of the item whose node is `node`, for as long as the tree is borrowed.
@@ -384,39 +384,10 @@ impl<T: TreeItem<ID>, const ID: u64> Tree<T, ID> {
         // SAFETY: The links are this tree's now, and it is borrowed mutably.
         unsafe { links.set_key(key) };
         let node = links.node_ptr();
-        let mut parent = ptr::null_mut();
-        let mut link: *mut *mut bindings::rb_node = &raw mut self.root.rb_node;
-        let (mut leftmost, mut rightmost) = (true, true);
-        // SAFETY: `self.last` is a node of this tree when not null.
-        if !self.last.is_null() && unsafe { Self::key(self.last) } <= key {
-            // The common case of a queue: after every item.
-            parent = self.last;
-            // SAFETY: `parent` is a node of this tree; the right child of the rightmost node
-            // is empty.
-            link = unsafe { &raw mut (*parent).rb_right };
-            leftmost = false;
-        } else {
-            // SAFETY: `link` points at the root or at a child field of a node of this tree.
-            while !unsafe { *link }.is_null() {
-                // SAFETY: As above.
-                parent = unsafe { *link };
-                // SAFETY: `parent` is a node of this tree.
-                if key < unsafe { Self::key(parent) } {
-                    // SAFETY: As above.
-                    link = unsafe { &raw mut (*parent).rb_left };
-                    rightmost = false;
-                } else {
-                    // SAFETY: As above.
-                    link = unsafe { &raw mut (*parent).rb_right };
-                    leftmost = false;
-                }
-            }
-        }
-        // SAFETY: `node` is not in any tree (its owner was 0), `parent` and `link` are the
-        // place found above, an empty child of `parent` (or the empty root).
-        unsafe { bindings::rb_link_node(node, parent, link) };
-        // SAFETY: `node` was just linked into this tree's root.
-        unsafe { bindings::rb_insert_color(node, &raw mut self.root) };
+        // SAFETY: The tree's nodes are those of live items of kind `ID` (type invariant),
+        // `last` its rightmost; `node` is in no tree (its owner was 0), its key just set.
+        let (leftmost, rightmost) =
+            unsafe { link_in_order::<T, ID>(&raw mut self.root, self.last, node, key) };
         if leftmost {
             self.first = node;
         }
@@ -520,21 +491,106 @@ impl<T: TreeItem<ID>, const ID: u64> Default for Tree<T, ID> {
 impl<T: TreeItem<ID>, const ID: u64> Drop for Tree<T, ID> {
     /// Gives up the tree's reference of each item it still holds.
     fn drop(&mut self) {
-        // SAFETY: `root` is a valid tree.
-        let mut next = unsafe { bindings::rb_first_postorder(&self.root) };
-        while !next.is_null() {
-            let node = next;
-            // In post-order a node comes after its children: computing the next one reads only
-            // nodes still in place.
-            // SAFETY: `node` is a node of this tree.
-            next = unsafe { bindings::rb_next_postorder(node) };
+        // SAFETY: The tree's nodes are those of live items of kind `ID` whose references it
+        // owns (type invariant), and nothing reads them after this.
+        unsafe { release_all::<T, ID>(&self.root) };
+    }
+}
+
+/// The key of the item whose node of kind `ID` is `node`.
+///
+/// # Safety
+///
+/// `node` is the node of the links of kind `ID` of a live `T`, held by a container that the
+/// caller borrows (its key is initialised and not written meanwhile).
+pub(super) unsafe fn key_at<T: TreeItem<ID>, const ID: u64>(
+    node: *mut bindings::rb_node,
+) -> T::Key {
+    // SAFETY: The caller's promise.
+    unsafe {
+        (*Links::<T::Key>::item_of::<T, ID>(node))
+            .links()
+            .key_unchecked()
+    }
+}
+
+/// Links `node`, under `key`, into the red-black tree at `root` after the nodes of equal keys,
+/// and rebalances. `last` is the tree's rightmost node (or null), tried first: a key not below
+/// its key goes right after it without a descent (a queue in FIFO or expiry order, TIDs
+/// counted up). Returns whether `node` is now the leftmost node and the rightmost.
+///
+/// # Safety
+///
+/// The nodes of `root` are those of the links of kind `ID` of live `T`s, held by the caller's
+/// container, borrowed mutably; `last` is its rightmost node or null; `node` is the node of
+/// links of kind `ID` that the caller's container just claimed and set to `key`.
+// Inlined into its callers: a call costs a move into a tree 50 instructions.
+#[inline(always)]
+pub(super) unsafe fn link_in_order<T: TreeItem<ID>, const ID: u64>(
+    root: *mut bindings::rb_root,
+    last: *mut bindings::rb_node,
+    node: *mut bindings::rb_node,
+    key: T::Key,
+) -> (bool, bool) {
+    let mut parent = ptr::null_mut();
+    // SAFETY: `root` is valid (the caller's promise).
+    let mut link: *mut *mut bindings::rb_node = unsafe { &raw mut (*root).rb_node };
+    let (mut leftmost, mut rightmost) = (true, true);
+    // SAFETY: `last` is a node of the tree when not null.
+    if !last.is_null() && unsafe { key_at::<T, ID>(last) } <= key {
+        parent = last;
+        // SAFETY: `parent` is a node of the tree; the right child of the rightmost node is
+        // empty.
+        link = unsafe { &raw mut (*parent).rb_right };
+        leftmost = false;
+    } else {
+        // SAFETY: `link` points at the root or at a child field of a node of the tree.
+        while !unsafe { *link }.is_null() {
             // SAFETY: As above.
-            let item = unsafe { Self::item(node) };
-            // SAFETY: `item` is live: the tree holds a reference of it.
-            unsafe { (*item).links().release() };
-            // SAFETY: The tree owned one reference of the item, from `TreeRef::into_raw`;
-            // nothing reads the tree's nodes after this loop.
-            drop(unsafe { T::Ref::from_raw(item) });
+            parent = unsafe { *link };
+            // SAFETY: `parent` is a node of the tree; equal keys go right, after the ones
+            // there.
+            if key < unsafe { key_at::<T, ID>(parent) } {
+                // SAFETY: As above.
+                link = unsafe { &raw mut (*parent).rb_left };
+                rightmost = false;
+            } else {
+                // SAFETY: As above.
+                link = unsafe { &raw mut (*parent).rb_right };
+                leftmost = false;
+            }
         }
+    }
+    // SAFETY: `node` is in no tree (the caller's promise); `parent` and `link` are the place
+    // found above, an empty child of `parent` (or the empty root).
+    unsafe {
+        bindings::rb_link_node(node, parent, link);
+        bindings::rb_insert_color(node, root);
+    }
+    (leftmost, rightmost)
+}
+
+/// Gives up the reference of each item in the red-black tree at `root`, and frees its links.
+///
+/// # Safety
+///
+/// The nodes of `root` are those of the links of kind `ID` of live `T`s, each holding one
+/// reference (from [`TreeRef::into_raw`]) that the caller's container owns; nothing reads the
+/// tree after this.
+pub(super) unsafe fn release_all<T: TreeItem<ID>, const ID: u64>(root: *const bindings::rb_root) {
+    // SAFETY: `root` is a valid tree (the caller's promise).
+    let mut next = unsafe { bindings::rb_first_postorder(root) };
+    while !next.is_null() {
+        let node = next;
+        // In post-order a node comes after its children: computing the next one reads only
+        // nodes still in place.
+        // SAFETY: `node` is a node of the tree.
+        next = unsafe { bindings::rb_next_postorder(node) };
+        // SAFETY: As above: its item is live.
+        let item = unsafe { Links::<T::Key>::item_of::<T, ID>(node) };
+        // SAFETY: As above.
+        unsafe { (*item).links().release() };
+        // SAFETY: The container owned one reference of the item, from `TreeRef::into_raw`.
+        drop(unsafe { T::Ref::from_raw(item) });
     }
 }

@@ -90,12 +90,8 @@ impl Agent {
         recv: &RecvMad,
     ) -> Option<SendRef> {
         let mut best: Option<((Queue, QKey), SendRef)> = None;
-        let key = (hdr.tid, hdr.mgmt_class);
-        let mut next = inner.queues.tids().lower_bound(&key);
-        while let Some((k, rec)) = next {
-            if k != key {
-                break;
-            }
+        let mut next = inner.queues.tids().find(&(hdr.tid, hdr.mgmt_class));
+        while let Some(rec) = next {
             let state = rec.state.access(inner);
             let listed = match state.facts.state {
                 // A segmented send in flight takes its ACKs (C's ACK timeout is set then).
@@ -112,7 +108,7 @@ impl Agent {
                     best = Some((at, rec.into()));
                 }
             }
-            next = inner.queues.tids().next(&rec);
+            next = inner.queues.tids().next_same(&rec);
         }
         best.map(|(_, r)| r)
     }

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite `rmad_tree`: the intrusive red-black trees of [`crate::sys::rbtree`] and the
-//! lists of [`crate::sys::fifo`] alone: order, equal keys, one container per kind of links at
-//! a time (tree or list), references given back.
+//! KUnit suite `rmad_tree`: the intrusive red-black trees of [`crate::sys::rbtree`], the
+//! lists of [`crate::sys::fifo`] and the indexes of [`crate::sys::buckets`] alone: order,
+//! equal keys, one container per kind of links at a time (tree, list or index), references
+//! given back.
 
 #[kernel::prelude::kunit_tests(rmad_tree)]
 mod tests {
     use crate::sys::{
+        buckets::Buckets,
         fifo::Fifo,
         rbtree::{
             Links,
@@ -242,6 +244,89 @@ mod tests {
             drop(back);
             // Dropped with `other` in it: the list's reference is dropped and the links freed.
         }
+        assert!(!other.links.is_linked());
+        assert!(Arc::into_unique_or_drop(it).is_some());
+        assert!(Arc::into_unique_or_drop(other).is_some());
+        Ok(())
+    }
+
+    /// The numbers of the items of key `key` in `b`, by `find` and `next_same`.
+    fn same_key(b: &Buckets<Item, 0, 8>, key: u32) -> Result<KVec<u32>> {
+        let mut v = KVec::new();
+        let mut cur = b.find(&key);
+        while let Some(it) = cur {
+            v.push(it.n, GFP_KERNEL)?;
+            cur = b.next_same(&it);
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn buckets_find_equal_keys_in_insertion_order() -> Result {
+        // 300 items under 50 keys in 8 buckets: every bucket is a tree of many keys.
+        const KEYS: u32 = 50;
+        let mut b = Buckets::<Item, 0, 8>::new();
+        let mut items = KVec::new();
+        for n in 0..300u32 {
+            let it = item(n)?;
+            assert!(b.insert(it.clone(), n.wrapping_mul(7) % KEYS).is_ok());
+            items.push(it, GFP_KERNEL)?;
+        }
+        assert_eq!(b.len(), 300);
+        // Each key finds its six items, in the order they went in, and no other.
+        let mut all_found = true;
+        for key in 0..KEYS {
+            let got = same_key(&b, key)?;
+            let want = (0..300u32).filter(|n| n.wrapping_mul(7) % KEYS == key);
+            all_found &= got.len() == 6 && got.iter().copied().eq(want);
+        }
+        assert!(all_found);
+        assert!(b.find(&KEYS).is_none());
+        // Every third item out: the rest keep their order, the removed are free.
+        for it in items.iter().step_by(3) {
+            assert!(b.remove(it).is_some());
+            assert!(b.remove(it).is_none());
+            assert!(!it.links.is_linked());
+        }
+        assert_eq!(b.len(), 200);
+        let mut kept_order = true;
+        for key in 0..KEYS {
+            let got = same_key(&b, key)?;
+            let want = (0..300u32).filter(|n| n % 3 != 0 && n.wrapping_mul(7) % KEYS == key);
+            kept_order &= got.iter().copied().eq(want);
+        }
+        assert!(kept_order);
+        // An item put back goes after the others of its key.
+        let first = items.first().ok_or(EINVAL)?;
+        assert!(b.insert(first.clone(), 0).is_ok());
+        assert_eq!(same_key(&b, 0)?.last().copied(), Some(0));
+        Ok(())
+    }
+
+    #[test]
+    fn buckets_share_links_and_give_references_back() -> Result {
+        let it = item(1)?;
+        let other = item(2)?;
+        {
+            let mut b = Buckets::<Item, 0, 8>::new();
+            let mut t = Tree::<Item, 0>::new();
+            assert!(b.insert(it.clone(), 4).is_ok());
+            // In the index: a tree refuses it and does not hold it; the index refuses it twice.
+            assert!(t.insert(it.clone(), 4).is_err());
+            assert!(t.remove(&it).is_none());
+            assert!(b.insert(it.clone(), 5).is_err());
+            // Moved to the tree: the index no longer holds it.
+            let back = b.remove(&it);
+            assert!(back.as_ref().is_some_and(|r| Arc::ptr_eq(r, &it)));
+            drop(back);
+            assert!(t.insert(it.clone(), 4).is_ok());
+            assert!(b.next_same(&it).is_none());
+            assert!(b.find(&4).is_none());
+            assert!(b.remove(&it).is_none());
+            assert!(b.insert(other.clone(), 2).is_ok());
+            // Dropped with `other` in the index and `it` in the tree: both references go.
+        }
+        assert!(!it.links.is_linked());
         assert!(!other.links.is_linked());
         assert!(Arc::into_unique_or_drop(it).is_some());
         assert!(Arc::into_unique_or_drop(other).is_some());
