@@ -34,9 +34,6 @@ ENGINE = ("src/engine.rs", "src/engine/")
 CIRCLE_LEFT = {
     "src/engine.rs",
     "src/engine/agent.rs",
-    "src/engine/agent/create.rs",
-    "src/engine/agent/frames.rs",
-    "src/engine/agent/hold.rs",
     "src/engine/agent/queues.rs",
     "src/engine/agent/rmpp_recv.rs",
     "src/engine/send.rs",

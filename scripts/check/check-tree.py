@@ -71,12 +71,14 @@ HOOKS = {
     "cannot wait for 2^37 frees)",
     "src/debugfs.rs": "the test flavour's files live in rmad/, whose Dir is private to "
     "Debugfs",
-    "src/engine/agent.rs": "re-exports of the hold measurements and RMPP bounds that only "
+    "src/engine/agent.rs": "re-exports of the RMPP bounds that only "
     "the suites read, and the log of the waits the agent began (Stats::waits), which "
     "rmad_retry checks the retry rules' schedules against",
     "src/engine/agent/apply.rs": "a wait is noted in the agent's wait log where it begins, "
     "in the middle of the one function that moves a send between queues",
     "src/engine/agent/create.rs": "the Rust API's common constructors, which only the "
+    "suites call",
+    "src/engine/agent/spec.rs": "SendSpec::mad, the Rust API's common case, which only the "
     "suites call",
     "src/engine/agent/hold.rs": "every hold of an agent's lock goes through Agent::lock; "
     "the test flavour times the holds and counts the sends per hold there",

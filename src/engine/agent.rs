@@ -31,7 +31,7 @@
 //! # Where things are
 //!
 //! This file holds the types and registration; each path has a file of its own under
-//! `agent/`: `create.rs` (send buffers), `post.rs` (post, chains, the backlog), `cancel.rs`
+//! `agent/`: `spec.rs` and `create.rs` (send buffers), `post.rs` (post, chains, the backlog), `cancel.rs`
 //! (modify and cancel), `complete.rs` (send completions, timeouts and handler delivery),
 //! `matching.rs` (received MADs and response matching), `unregister.rs`, `queues.rs` (the
 //! queues and the TID index, and every move between them), `apply.rs` ([`Agent::apply`],
@@ -104,7 +104,8 @@ mod complete;
 mod create;
 mod direct;
 mod frames;
-mod hold;
+mod handler_calls;
+pub(crate) mod hold;
 mod matching;
 mod post;
 mod queues;
@@ -112,21 +113,10 @@ mod reply;
 mod retries;
 mod rmpp_recv;
 mod rmpp_send;
+mod spec;
 mod unregister;
 mod wait;
 
-pub(crate) use create::SendSpec;
-pub(crate) use hold::BATCH;
-// The test flavour reads the lock-hold measurements (`rmad_scale`, `make bench`), which are
-// taken where the lock is: in `hold.rs`, private to the agent.
-#[cfg(rmad_test)]
-pub(crate) use hold::{
-    batch_max_take,
-    hold_histogram_take,
-    hold_timing,
-    irqoff_max_ns_take,
-    HOLD_BUCKETS, //
-};
 pub(crate) use queues::Queue;
 use queues::Queues;
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
@@ -136,6 +126,7 @@ pub(crate) use rmpp_recv::{
     MAX_PER_SENDER as RMPP_MAX_PER_SENDER,
     MAX_TRANSFERS as RMPP_MAX_TRANSFERS, //
 };
+pub(crate) use spec::SendSpec;
 
 /// [`Queue::Cancel`].
 const Q_CANCEL: Queue = Queue::Cancel;

@@ -15,13 +15,15 @@ pub(crate) mod hold;
 use crate::{
     engine::{
         agent::{
-            hold_histogram_take,
-            hold_timing,
-            irqoff_max_ns_take,
+            hold::{
+                hold_histogram_take,
+                hold_timing,
+                irqoff_max_ns_take,
+                HOLD_BUCKETS, //
+            },
             Agent,
             RecvHandler,
-            SendHandler,
-            HOLD_BUCKETS, //
+            SendHandler, //
         },
         send::{
             SendBuf,

@@ -14,13 +14,15 @@
 use crate::{
     engine::{
         agent::{
-            batch_max_take,
-            hold_timing,
-            irqoff_max_ns_take,
+            hold::{
+                batch_max_take,
+                hold_timing,
+                irqoff_max_ns_take,
+                BATCH, //
+            },
             Agent,
             RecvHandler,
             SendHandler, //
-            BATCH,
         },
         send::{
             SendBuf,

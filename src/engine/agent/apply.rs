@@ -12,13 +12,13 @@ use super::{
     hold::{
         self,
         no_due,
-        Due, //
+        Due,
+        BATCH, //
     },
     ms_to_ns,
     retries,
     Agent,
     AgentInner,
-    BATCH,
     Q_BACKLOG,
     Q_CANCEL,
     Q_DONE,

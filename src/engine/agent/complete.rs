@@ -9,13 +9,13 @@ use super::{
     hold::{
         self,
         no_due,
-        Due, //
+        Due,
+        BATCH, //
     },
     rmpp_send,
     Agent,
     AgentInner,
     Queue,
-    BATCH,
     Q_CANCEL,
     Q_DONE,
     Q_WAIT, //

@@ -11,13 +11,10 @@
 //! handlers).
 //!
 //! Every handler call therefore links a [`Frame`] that lives on the calling task's stack into
-//! its agent's [`Frames`] for exactly the duration of the call ([`Agent::in_handler`]). Linking
-//! and unlinking need no allocation, so they cannot fail.
+//! its agent's [`Frames`] for exactly the duration of the call (`Agent::in_handler`, in
+//! `handler_calls.rs`). Linking and unlinking need no allocation, so they cannot fail. This
+//! file imports nothing of the agent, whose locked state holds the list.
 
-use super::{
-    Agent,
-    AgentInner, //
-};
 use core::{
     cell::UnsafeCell,
     marker::PhantomPinned, //
@@ -28,7 +25,7 @@ use kernel::{
 };
 
 /// A handler call in progress: one entry of an agent's [`Frames`].
-struct Frame {
+pub(super) struct Frame {
     /// The task that runs the handler.
     task: usize,
     /// The next frame of the list; read and written only under the agent's lock.
@@ -42,7 +39,7 @@ struct Frame {
 /// # Invariants
 ///
 /// `head` is null or points to a [`Frame`], whose `next` obeys the same rule. Every frame in
-/// the list lives on the stack of a task that is inside [`Agent::in_handler`] for this agent,
+/// the list lives on the stack of a task that is inside `Agent::in_handler` for this agent,
 /// and is unlinked (under the agent's lock) before that call returns.
 pub(crate) struct Frames {
     head: *const Frame,
@@ -81,7 +78,7 @@ impl Frames {
     /// # Safety
     ///
     /// `f` must stay alive and unmoved until it is unlinked with [`Frames::unlink`].
-    unsafe fn link(&mut self, f: &Frame) {
+    pub(super) unsafe fn link(&mut self, f: &Frame) {
         // SAFETY: `next` is only accessed under the agent's lock (`&mut self`).
         unsafe { *f.next.get() = self.head };
         // INVARIANT: The caller keeps `f` alive until it is unlinked.
@@ -89,7 +86,7 @@ impl Frames {
     }
 
     /// Unlinks `f`, which must have been linked by [`Frames::link`].
-    fn unlink(&mut self, f: &Frame) {
+    pub(super) fn unlink(&mut self, f: &Frame) {
         let target: *const Frame = f;
         let mut at: *mut *const Frame = &mut self.head;
         // SAFETY: `at` points to `head` or to the `next` of a linked (alive) frame, all of which
@@ -108,39 +105,18 @@ impl Frames {
     }
 }
 
-/// The current task, as a number to compare.
-pub(super) fn current_task() -> usize {
-    Task::current_raw().addr()
-}
-
-impl Agent {
-    /// Calls `f`, a call of one of this agent's handlers, with the current task marked as
-    /// inside it (see the module documentation). Takes the agent's lock twice, never while
-    /// `f` runs.
-    pub(super) fn in_handler<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.in_handler_then(f, |_, _| {})
-    }
-
-    /// [`Agent::in_handler`], then `after`, given what `f` returned, in the same hold of the
-    /// lock that unlinks the frame (the bookkeeping of the calls that returned: one hold fewer
-    /// per call).
-    pub(super) fn in_handler_then<R>(
-        &self,
-        f: impl FnOnce() -> R,
-        after: impl FnOnce(&mut AgentInner, &R),
-    ) -> R {
-        let frame = core::pin::pin!(Frame {
+impl Frame {
+    /// A frame of a handler call by the current task, to pin on its stack and link.
+    pub(super) fn current() -> Self {
+        Self {
             task: current_task(),
             next: UnsafeCell::new(core::ptr::null()),
             _pin: PhantomPinned,
-        });
-        let frame: &Frame = &frame;
-        // SAFETY: `frame` is pinned on this stack frame and unlinked below before it goes.
-        unsafe { self.lock().frames.link(frame) };
-        let r = f();
-        let mut inner = self.lock();
-        inner.frames.unlink(frame);
-        after(&mut inner, &r);
-        r
+        }
     }
+}
+
+/// The current task, as a number to compare.
+pub(super) fn current_task() -> usize {
+    Task::current_raw().addr()
 }

@@ -7,10 +7,12 @@
 //! and reads no clock: its waits are the state table's own.
 
 use super::{
-    hold,
+    hold::{
+        self,
+        BATCH, //
+    },
     Agent,
     AgentInner,
-    BATCH,
     Q_BACKLOG, //
 };
 use crate::{
