@@ -15,6 +15,7 @@
 //! routed to one agent, as `ib_mad_recv_done` does.
 
 pub(crate) mod agent;
+pub(crate) mod received;
 pub(crate) mod rmpp_budget;
 pub(crate) mod send;
 pub(crate) mod transport;

@@ -35,7 +35,6 @@ CIRCLE_LEFT = {
     "src/engine.rs",
     "src/engine/agent.rs",
     "src/engine/agent/queues.rs",
-    "src/engine/agent/rmpp_recv.rs",
     "src/engine/send.rs",
     "src/engine/send/refs.rs",
     "src/engine/transport.rs",

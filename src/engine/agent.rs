@@ -113,6 +113,7 @@ mod reply;
 mod retries;
 mod rmpp_recv;
 mod rmpp_send;
+mod rmpp_transfers;
 mod spec;
 mod unregister;
 mod wait;
@@ -120,7 +121,7 @@ mod wait;
 pub(crate) use queues::Queue;
 use queues::Queues;
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
-pub(crate) use rmpp_recv::{
+pub(crate) use rmpp_transfers::{
     MAX_BYTES as RMPP_MAX_BYTES,
     MAX_LINGERING as RMPP_MAX_LINGERING,
     MAX_PER_SENDER as RMPP_MAX_PER_SENDER,
@@ -337,7 +338,7 @@ pub(crate) struct Agent {
     /// The RMPP transfers being reassembled (kernel-RMPP agents). Taken before `inner`,
     /// never inside it.
     #[pin]
-    rmpp: Mutex<rmpp_recv::Recvs>,
+    rmpp: Mutex<rmpp_transfers::Recvs>,
 }
 
 impl_has_delayed_work! {
@@ -562,7 +563,7 @@ impl Agent {
             sleeping: Atomic::new(false),
             transmitted: Atomic::new(0),
             work <- new_delayed_work!("Agent::work"),
-            rmpp <- new_mutex!(rmpp_recv::Recvs::new(parts.rmpp_budget), "Agent::rmpp"),
+            rmpp <- new_mutex!(rmpp_transfers::Recvs::new(parts.rmpp_budget), "Agent::rmpp"),
         })
     }
 

@@ -18,10 +18,13 @@
 //! the C layer's "not found", never touching freed memory.
 
 use crate::{
-    engine::agent::{
-        Agent,
-        AgentInner,
-        Queue, //
+    engine::{
+        agent::{
+            Agent,
+            AgentInner,
+            Queue, //
+        },
+        received::free_in_any_context,
     },
     mad::{
         retry::{
@@ -223,18 +226,6 @@ impl Drop for Segments {
         if let Self::Kvmalloc(v) = self {
             free_in_any_context(core::mem::replace(v, KVVec::new()));
         }
-    }
-}
-
-/// Frees kvmalloc'ed bytes in any context but NMI, with `kvfree_atomic`: they may be
-/// vmalloc'ed, and `vfree` (which `KVVec`'s own drop calls) may sleep unless it runs in an
-/// interrupt, so it must not be called with a spinlock held or interrupts disabled.
-pub(crate) fn free_in_any_context(v: KVVec<u8>) {
-    let (ptr, _len, cap) = v.into_raw_parts();
-    if cap != 0 {
-        // SAFETY: `ptr` is the allocation of a `KVVec` of `cap` bytes (kvmalloc'ed) that
-        // `into_raw_parts` gave up; `u8` needs no drop, and nothing else frees it.
-        unsafe { kernel::bindings::kvfree_atomic(ptr.cast()) };
     }
 }
 

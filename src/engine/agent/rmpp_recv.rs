@@ -15,20 +15,30 @@
 //! after [`INACTIVITY_MS`] without progress instead of 40 s after its start; lengths and
 //! segment numbers are checked; and an agent holds at most [`MAX_TRANSFERS`] transfers and
 //! [`MAX_BYTES`] bytes of them, and the agents of a port together at most the port's bound
-//! ([`PortBudget`]), beyond which a new transfer is refused with STOP(RESX).
+//! ([`crate::engine::rmpp_budget::PortBudget`]), beyond which a new transfer is refused with
+//! STOP(RESX). The transfers themselves, their bounds and counts are in `rmpp_transfers.rs`.
 
 use super::{
+    rmpp_transfers::{
+        Key,
+        Recvs,
+        RmppStats,
+        Rx,
+        INACTIVITY_MS,
+        LINGER_MS,
+        MAX_BYTES,
+        MAX_LIFETIME_MS,
+        MAX_PER_SENDER,
+        MAX_TRANSFERS, //
+    },
     Agent,
     SendSpec,
     RECV_QUEUE_SIZE, //
 };
 use crate::{
-    engine::{
-        rmpp_budget::PortBudget,
-        transport::{
-            RecvMad,
-            RecvWc, //
-        },
+    engine::transport::{
+        RecvMad,
+        RecvWc, //
     },
     mad::{
         rmpp::{
@@ -52,17 +62,13 @@ use crate::{
             self,
             MadHdr, //
         },
-        Address,
-        Gid, //
+        Address, //
     },
 };
 use kernel::{
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::{
-        RBTree,
-        RBTreeNode, //
-    },
+    rbtree::RBTreeNode,
     sync::Arc, //
 };
 
@@ -70,209 +76,6 @@ use kernel::{
 fn window() -> u32 {
     window_for_queue(RECV_QUEUE_SIZE)
 }
-/// Transfers one agent reassembles at a time; a FIRST segment beyond them draws STOP(RESX).
-pub(crate) const MAX_TRANSFERS: usize = 32;
-/// Bytes of messages one agent holds while reassembling them, all transfers together; a
-/// transfer that would go beyond is ended with STOP(RESX). 16 MiB: sixteen 1 MiB tables.
-pub(crate) const MAX_BYTES: usize = 16 << 20;
-/// A transfer without a new segment for this long ends with ABORT(T2L) to its sender (C ends
-/// every transfer 40 s after its first segment, however it progresses).
-pub(crate) const INACTIVITY_MS: i64 = 10_000;
-/// How long a completed transfer is remembered, to repeat its final ACK to a sender that
-/// missed it (C's `cleanup_work`, 10 s).
-pub(crate) const LINGER_MS: i64 = 10_000;
-/// Completed transfers remembered at a time; beyond, the oldest is forgotten first (C keeps
-/// every one for 10 s, so a flood of one-segment transfers holds memory without bound).
-pub(crate) const MAX_LINGERING: usize = 128;
-/// Transfers one sender (source LID and GID) may have open on an agent at a time: one sender
-/// cannot take every slot. Not keyed on the source QP number, which a peer changes at will
-/// (every UD QP it creates has another one).
-pub(crate) const MAX_PER_SENDER: usize = 8;
-/// The longest a transfer may take however it progresses: a sender trickling segments cannot
-/// hold a slot for ever. Five minutes: a megabyte over a lossy link takes well under one.
-pub(crate) const MAX_LIFETIME_MS: i64 = 300_000;
-
-/// What tells two transfers apart (C's `find_rmpp_recv` key, and the sender's GID).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    tid: u64,
-    class: u8,
-    class_version: u8,
-    method: u8,
-    src_qp: u32,
-    slid: u16,
-    sgid: Gid,
-}
-
-impl Key {
-    /// The key of a segment with header `hdr` that arrived as `wc`.
-    fn of(hdr: &MadHdr, wc: &RecvWc) -> Self {
-        Self {
-            tid: hdr.tid,
-            class: hdr.mgmt_class,
-            class_version: hdr.class_version,
-            method: hdr.method,
-            src_qp: wc.src_qp,
-            slid: wc.slid,
-            sgid: wc.grh.map_or([0; 16], |(sgid, _)| sgid),
-        }
-    }
-}
-
-/// One transfer.
-///
-/// # Invariants
-///
-/// While `transfer` is active, `buf` holds the class header of segment 1 and room for the data
-/// of every segment stored, and `charged` is `buf`'s capacity, counted in [`Recvs::bytes`];
-/// once complete, `buf` is empty and `charged` 0.
-struct Rx {
-    transfer: Transfer,
-    /// The message: segment 1's header, then the segments' data at their offsets (kvmalloc'ed:
-    /// a message may be megabytes).
-    buf: KVVec<u8>,
-    /// Bytes counted for `buf` in [`Recvs::bytes`].
-    charged: usize,
-    /// How segment 1 arrived: the message's receive completion, and where answers go.
-    wc: RecvWc,
-    /// The address of the sender, for ACKs.
-    reply: Address,
-    /// When the transfer expires (nanoseconds since the agent's epoch).
-    deadline_ns: i64,
-    /// Whether the transfer is counted in [`Recvs::active`].
-    counted: bool,
-    /// Whether the transfer is counted in the port's budget (a message of one segment,
-    /// whole at once, is not).
-    port_counted: bool,
-    /// Whether the transfer is complete and kept for repeat ACKs, counted in
-    /// [`Recvs::lingering`].
-    lingering: bool,
-    /// When segment 1 came: the transfer ends [`MAX_LIFETIME_MS`] later whatever its progress.
-    started_ns: i64,
-}
-
-/// The transfers of one agent, under its RMPP mutex.
-///
-/// # Invariants
-///
-/// `bytes` is the sum of the `charged` bytes of the transfers in `map`, at most [`MAX_BYTES`];
-/// `active` counts the transfers in `map` whose `counted` is set (those not complete), at most
-/// [`MAX_TRANSFERS`]. `port` holds, for this agent, every `charged` byte and one transfer for
-/// each `port_counted` transfer in `map`.
-pub(crate) struct Recvs {
-    map: RBTree<Key, KBox<Rx>>,
-    /// What the agents of the port may hold together.
-    port: Arc<PortBudget>,
-    bytes: usize,
-    active: usize,
-    /// The transfers in `map` whose `lingering` is set, at most [`MAX_LINGERING`].
-    lingering: usize,
-    stats: RmppStats,
-}
-
-/// What an agent's RMPP receive side did, for debugfs and the tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RmppStats {
-    /// Messages reassembled and handed on.
-    pub(crate) completed: u64,
-    /// ACKs sent.
-    pub(crate) acks: u64,
-    /// STOPs and ABORTs sent.
-    pub(crate) aborts: u64,
-    /// Transfers refused or ended for the bounds (STOP(RESX)).
-    pub(crate) refused: u64,
-    /// Transfers ended by the inactivity timeout.
-    pub(crate) expired: u64,
-    /// Segments dropped without an answer.
-    pub(crate) dropped: u64,
-    /// Transfers being reassembled now, and the bytes they hold.
-    pub(crate) active: u64,
-    /// Bytes held now.
-    pub(crate) bytes: u64,
-    /// Transfers being reassembled now by every agent of the port.
-    pub(crate) port_active: u64,
-    /// Bytes held now by every agent of the port.
-    pub(crate) port_bytes: u64,
-    /// The most bytes this agent ever held at once.
-    pub(crate) peak_bytes: u64,
-    /// The most bytes the agents of the port ever held at once.
-    pub(crate) port_peak_bytes: u64,
-    /// Completed transfers remembered now.
-    pub(crate) lingering: u64,
-}
-
-impl Recvs {
-    /// No transfer, on a port whose budget is `port`.
-    pub(crate) fn new(port: Arc<PortBudget>) -> Self {
-        // INVARIANT: empty map, nothing counted, nothing charged to the port.
-        Self {
-            map: RBTree::new(),
-            port,
-            bytes: 0,
-            active: 0,
-            lingering: 0,
-            stats: RmppStats::default(),
-        }
-    }
-
-    /// Removes the transfer under `key`, uncounting what it held.
-    fn remove(&mut self, key: &Key) {
-        if let Some(rx) = self.map.remove(key) {
-            // INVARIANT: the transfer's charge and count leave with it, here and in the port.
-            self.bytes = self.bytes.saturating_sub(rx.charged);
-            self.port.put_bytes(rx.charged);
-            if rx.port_counted {
-                self.port.put_transfer();
-            }
-            if rx.counted {
-                self.active = self.active.saturating_sub(1);
-            }
-            if rx.lingering {
-                self.lingering = self.lingering.saturating_sub(1);
-            }
-        }
-    }
-
-    /// Open transfers of the sender of `key`: from its source LID and GID, whatever QP.
-    fn of_sender(&self, key: &Key) -> usize {
-        self.map
-            .iter()
-            .filter(|(k, rx)| rx.counted && k.slid == key.slid && k.sgid == key.sgid)
-            .count()
-    }
-
-    /// Forgets every transfer, giving the port back what they held.
-    fn release_all(&mut self) {
-        for (_, rx) in self.map.iter() {
-            self.port.put_bytes(rx.charged);
-            if rx.port_counted {
-                self.port.put_transfer();
-            }
-        }
-        self.map = RBTree::new();
-        // INVARIANT: nothing held, here or in the port.
-        self.bytes = 0;
-        self.active = 0;
-        self.lingering = 0;
-    }
-
-    /// Makes room for one more completed transfer: forgets the one that would expire first.
-    fn evict_lingering(&mut self) {
-        if self.lingering < MAX_LINGERING {
-            return;
-        }
-        let oldest = self
-            .map
-            .iter()
-            .filter(|(_, rx)| rx.lingering)
-            .min_by_key(|(_, rx)| rx.deadline_ns)
-            .map(|(k, _)| *k);
-        if let Some(k) = oldest {
-            self.remove(&k);
-        }
-    }
-}
-
 /// The bytes a kvmalloc of `n` bytes takes from the allocator: a kmalloc bucket, or a
 /// power-of-two number of pages up to kmalloc's largest size, or whole pages beyond (vmalloc).
 /// A transfer's buffer is allocated with exactly that capacity and charged for it, so that
@@ -957,13 +760,5 @@ impl Agent {
     /// partial ones end without a word to their senders, as in C.
     pub(super) fn rmpp_clear(&self) {
         self.rmpp.lock().release_all();
-    }
-}
-
-impl Drop for Recvs {
-    /// An agent that goes away (a registration that failed, or the last reference dropped)
-    /// gives the port back what its transfers held.
-    fn drop(&mut self) {
-        self.release_all();
     }
 }
