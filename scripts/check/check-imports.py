@@ -34,7 +34,6 @@ ENGINE = ("src/engine.rs", "src/engine/")
 CIRCLE_LEFT = {
     "src/engine.rs",
     "src/engine/agent.rs",
-    "src/engine/agent/queues.rs",
     "src/engine/send.rs",
     "src/engine/send/refs.rs",
     "src/engine/transport.rs",

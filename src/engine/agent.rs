@@ -52,7 +52,8 @@ use crate::{
         send::{
             SendBuf,
             SendCompletion,
-            SendHandle, //
+            SendHandle,
+            SendRecord, //
         },
         transport::{
             PortAttr,
@@ -118,8 +119,15 @@ mod spec;
 mod unregister;
 mod wait;
 
-pub(crate) use queues::Queue;
-use queues::Queues;
+pub(crate) use queues::{
+    QKey,
+    Queue,
+    QueueItem,
+    Queued,
+    TidKey,
+    QUEUE_LINKS,
+    TID_LINKS, //
+};
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
 pub(crate) use rmpp_transfers::{
     MAX_BYTES as RMPP_MAX_BYTES,
@@ -267,7 +275,7 @@ impl WaitLog {
 ///   `backlog` counts the sends in `Q_BACKLOG`, and `backlog_deadlines` those of them with a
 ///   deadline (Documentation/behaviour.md §2.11).
 pub(crate) struct AgentInner {
-    queues: Queues,
+    queues: queues::Queues<SendRecord>,
     fc_send: u32,
     fc_wait: u32,
     backlog: u32,
@@ -543,7 +551,7 @@ impl Agent {
             epoch: Instant::now(),
             inner <- new_spinlock_irq!(
                 AgentInner {
-                    queues: Queues::new(),
+                    queues: queues::Queues::new(),
                     fc_send: 0,
                     fc_wait: 0,
                     backlog: 0,

@@ -22,7 +22,13 @@ use crate::{
         agent::{
             Agent,
             AgentInner,
-            Queue, //
+            QKey,
+            Queue,
+            QueueItem,
+            Queued,
+            TidKey,
+            QUEUE_LINKS,
+            TID_LINKS, //
         },
         received::free_in_any_context,
     },
@@ -71,17 +77,6 @@ pub(crate) use refs::{
     TxQueue,
     TxRef, //
 };
-
-/// Key of a send in the queue its agent keeps it in: (primary order, secondary order).
-pub(crate) type QKey = (i64, u64);
-/// Key of a send in its agent's TID index: (TID, management class); sends of equal keys are
-/// kept in the order of their posts.
-pub(crate) type TidKey = (u64, u8);
-
-/// The kind of tree a send's [`SendRecord::qlinks`] link it into: its agent's queues.
-pub(crate) const QUEUE_LINKS: u64 = 0;
-/// The kind of tree a send's [`SendRecord::tlinks`] link it into: its agent's TID index.
-pub(crate) const TID_LINKS: u64 = 1;
 
 /// The bytes of a send's MAD: inline up to [`wire::IB_MGMT_MAD_SIZE`] bytes (every IB MAD:
 /// no allocation of its own), on the heap beyond (OPA's larger MADs).
@@ -367,6 +362,20 @@ pub(crate) struct RecordState {
     pub(crate) in_recv: bool,
 }
 
+impl Queued for RecordState {
+    fn queue_mut(&mut self) -> &mut Option<Queue> {
+        &mut self.queue
+    }
+
+    fn queue(&self) -> Option<Queue> {
+        self.queue
+    }
+
+    fn tid_key(&self) -> TidKey {
+        (self.tid, self.class)
+    }
+}
+
 /// What a trace event tells of a send (besides its agent's device, port and QP, and the
 /// status): a copy taken under the agent's lock, to trace without it.
 #[derive(Clone, Copy, Debug, Default)]
@@ -552,6 +561,12 @@ unsafe impl TreeItem<TID_LINKS> for SendRecord {
     unsafe fn from_links(links: *const Links<TidKey>) -> *const Self {
         // SAFETY: `links` is the `tlinks` field of a live record (the caller's promise).
         unsafe { kernel::container_of!(links, Self, tlinks) }
+    }
+}
+
+impl QueueItem for SendRecord {
+    fn tid_ref(r: SendRef) -> SendRef {
+        r
     }
 }
 

@@ -6,13 +6,13 @@
 use super::{
     Agent,
     AgentInner,
+    QKey,
     Queue,
     RecvHandler, //
 };
 use crate::{
     engine::{
         send::{
-            QKey,
             RecordState,
             SendHandle,
             SendRef, //

@@ -6,7 +6,9 @@
 //! [`Queues`] is the one owner of these structures: the rest of the agent asks it to link,
 //! unlink and move a send, and to show the first or next one, and never reaches into a tree.
 //! What a move means for the send (its state, the counters, the timer) is decided elsewhere
-//! (`apply.rs`, `direct.rs`); this file knows nothing of an agent and imports nothing of it.
+//! (`apply.rs`, `direct.rs`); this file knows nothing of an agent or a record and imports
+//! nothing of either: [`Queues`] is generic over what it queues ([`QueueItem`], a send's
+//! record) and reads of its state only what [`Queued`] gives (the queue it is in, its TID).
 //!
 //! The queues and the TID index are intrusive, linked through the send's record: lists
 //! ([`crate::sys::fifo`]) for the queues whose sends arrive in key order, trees
@@ -17,22 +19,52 @@
 //! nothing is allocated.
 
 use super::wait::WaitQueue;
-use crate::{
-    engine::send::{
-        QKey,
-        RecordState,
-        SendRecord,
-        SendRef,
-        QUEUE_LINKS,
-        TID_LINKS, //
-    },
-    sys::{
-        buckets::Buckets,
-        fifo::Fifo,
-        rbtree::Tree, //
+use crate::sys::{
+    buckets::Buckets,
+    fifo::Fifo,
+    rbtree::{
+        Tree,
+        TreeItem, //
     },
 };
 use kernel::prelude::*;
+
+/// Key of a send in the queue its agent keeps it in: (primary order, secondary order).
+pub(crate) type QKey = (i64, u64);
+/// Key of a send in its agent's TID index: (TID, management class); sends of equal keys are
+/// kept in the order of their posts.
+pub(crate) type TidKey = (u64, u8);
+
+/// The kind of links (a send's record's `qlinks`) that link an item into its agent's queues.
+pub(crate) const QUEUE_LINKS: u64 = 0;
+/// The kind of links (a send's record's `tlinks`) that link an item into its agent's TID
+/// index.
+pub(crate) const TID_LINKS: u64 = 1;
+
+// The kinds are written out in the bounds below: a bound on a named constant is not matched
+// with the value it stands for when the compiler elaborates a supertrait.
+const _: () = assert!(QUEUE_LINKS == 0 && TID_LINKS == 1);
+
+/// What the queues keep: items with links of both kinds (a send's record). Generic, so that
+/// this file imports nothing of the records or the agent.
+pub(crate) trait QueueItem: TreeItem<0, Key = QKey> + TreeItem<1, Key = TidKey> {
+    /// A reference for the TID index, the same count as `r`.
+    fn tid_ref(r: QRef<Self>) -> <Self as TreeItem<1>>::Ref;
+}
+
+/// The counted reference of a queued item.
+pub(crate) type QRef<T> = <T as TreeItem<0>>::Ref;
+
+/// What the queues read and write of an item's locked state: the queue it is in, and its key
+/// in the TID index. A send's `RecordState`.
+pub(crate) trait Queued {
+    /// The queue the item is in, if any.
+    fn queue_mut(&mut self) -> &mut Option<Queue>;
+    /// The queue the item is in, if any.
+    fn queue(&self) -> Option<Queue>;
+    /// The item's key in the TID index: (TID, class) captured at its post.
+    fn tid_key(&self) -> TidKey;
+}
 
 /// The queues of an agent's sends. Their order (the derived `Ord`) is the order in which the
 /// C layer searches its lists for a response's request (Documentation/behaviour.md §4).
@@ -56,17 +88,17 @@ pub(crate) enum Queue {
 
 /// A queue of sends in key order, whatever their keys: the backlog (whose deadlines' walk
 /// resumes by key).
-pub(crate) type SendQueue = Tree<SendRecord, QUEUE_LINKS>;
+pub(crate) type SendQueue<T> = Tree<T, QUEUE_LINKS>;
 
 /// A queue of sends whose keys only grow: sends are appended and taken from anywhere.
-pub(crate) type SendFifo = Fifo<SendRecord, QUEUE_LINKS>;
+pub(crate) type SendFifo<T> = Fifo<T, QUEUE_LINKS>;
 
 /// Buckets of the TID index: at N = 100 outstanding sends an insert or a removal meets an
 /// empty or one-node tree, at N = 10 000 one of some 40 nodes (2 KiB per agent).
 const TID_BUCKETS: usize = 256;
 
 /// The sends that can still be matched, by (TID, class), in the order of their posts.
-pub(crate) type TidIndex = Buckets<SendRecord, TID_LINKS, TID_BUCKETS>;
+pub(crate) type TidIndex<T> = Buckets<T, TID_LINKS, TID_BUCKETS>;
 
 /// An agent's queues and TID index. It lives in the agent's locked state (`AgentInner`), so
 /// every method runs under the agent's lock.
@@ -82,28 +114,28 @@ pub(crate) type TidIndex = Buckets<SendRecord, TID_LINKS, TID_BUCKETS>;
 ///   changed only by [`Queues::enqueue`] and [`Queues::unqueue`], which keep the two in step).
 /// - A send is in the TID index at most once.
 /// - `seq` grows by one for every key handed out: FIFO keys are unique and grow.
-pub(crate) struct Queues {
-    cancel: SendFifo,
-    wait: WaitQueue<SendRecord, QUEUE_LINKS>,
-    backlog: SendQueue,
-    flight: SendFifo,
-    done: SendFifo,
-    tids: TidIndex,
+pub(crate) struct Queues<T: QueueItem> {
+    cancel: SendFifo<T>,
+    wait: WaitQueue<T, QUEUE_LINKS>,
+    backlog: SendQueue<T>,
+    flight: SendFifo<T>,
+    done: SendFifo<T>,
+    tids: TidIndex<T>,
     /// Source of unique secondary keys.
     seq: u64,
 }
 
 /// One queue, whichever kind it is.
-enum Of<'a> {
+enum Of<'a, T: QueueItem> {
     /// A tree.
-    Tree(&'a SendQueue),
+    Tree(&'a SendQueue<T>),
     /// A list.
-    Fifo(&'a SendFifo),
+    Fifo(&'a SendFifo<T>),
     /// The wait queue.
-    Wait(&'a WaitQueue<SendRecord, QUEUE_LINKS>),
+    Wait(&'a WaitQueue<T, QUEUE_LINKS>),
 }
 
-impl Queues {
+impl<T: QueueItem> Queues<T> {
     /// Empty queues and index.
     pub(super) fn new() -> Self {
         Self {
@@ -118,7 +150,7 @@ impl Queues {
     }
 
     /// Queue `q`.
-    fn get(&self, q: Queue) -> Of<'_> {
+    fn get(&self, q: Queue) -> Of<'_, T> {
         match q {
             Queue::Cancel => Of::Fifo(&self.cancel),
             Queue::Wait => Of::Wait(&self.wait),
@@ -132,7 +164,7 @@ impl Queues {
     // Inlined, as the queues' own operations are: a call per move costs a modify 50
     // instructions.
     #[inline(always)]
-    fn remove(&mut self, q: Queue, rec: &SendRecord) -> Option<SendRef> {
+    fn remove(&mut self, q: Queue, rec: &T) -> Option<QRef<T>> {
         match q {
             Queue::Cancel => self.cancel.remove(rec),
             Queue::Wait => self.wait.remove(rec),
@@ -145,7 +177,7 @@ impl Queues {
     /// Puts `held` at `key` in queue `q`; gives it back if it is in a queue already (or, in a
     /// list, if `key` is below the last one's).
     #[inline(always)]
-    fn insert(&mut self, q: Queue, held: SendRef, key: QKey) -> Result<(), SendRef> {
+    fn insert(&mut self, q: Queue, held: QRef<T>, key: QKey) -> Result<(), QRef<T>> {
         match q {
             Queue::Cancel => self.cancel.push_back(held, key),
             Queue::Wait => self.wait.insert(held, key),
@@ -165,12 +197,12 @@ impl Queues {
     }
 
     /// The first send of queue `q`.
-    pub(super) fn first(&self, q: Queue) -> Option<SendRef> {
+    pub(super) fn first(&self, q: Queue) -> Option<QRef<T>> {
         self.first_entry(q).map(|(_, r)| r)
     }
 
     /// The first key and send of queue `q`.
-    pub(super) fn first_entry(&self, q: Queue) -> Option<(QKey, SendRef)> {
+    pub(super) fn first_entry(&self, q: Queue) -> Option<(QKey, QRef<T>)> {
         match self.get(q) {
             Of::Tree(t) => t.first().map(|(k, r)| (k, r.into())),
             Of::Fifo(f) => f.first().map(|(k, r)| (k, r.into())),
@@ -180,7 +212,7 @@ impl Queues {
 
     /// The first key and send of queue `q` at or after `bound` (in a list, a walk from its
     /// head: for the trees, where it is a search).
-    pub(super) fn first_entry_from(&self, q: Queue, bound: QKey) -> Option<(QKey, SendRef)> {
+    pub(super) fn first_entry_from(&self, q: Queue, bound: QKey) -> Option<(QKey, QRef<T>)> {
         match self.get(q) {
             Of::Tree(t) => t.lower_bound(&bound).map(|(k, r)| (k, r.into())),
             Of::Fifo(f) => f.lower_bound(&bound).map(|(k, r)| (k, r.into())),
@@ -189,7 +221,7 @@ impl Queues {
     }
 
     /// The key and send after `rec` in queue `q`.
-    pub(super) fn next_entry(&self, q: Queue, rec: &SendRecord) -> Option<(QKey, SendRef)> {
+    pub(super) fn next_entry(&self, q: Queue, rec: &T) -> Option<(QKey, QRef<T>)> {
         match self.get(q) {
             Of::Tree(t) => t.next(rec).map(|(k, r)| (k, r.into())),
             Of::Fifo(f) => f.next(rec).map(|(k, r)| (k, r.into())),
@@ -224,24 +256,27 @@ impl Queues {
     }
 
     /// Takes `rec` out of its queue, if it is in one.
-    pub(super) fn unqueue(&mut self, rec: &SendRecord, state: &mut RecordState) {
-        if let Some(q) = state.queue.take() {
+    pub(super) fn unqueue(&mut self, rec: &T, state: &mut impl Queued) {
+        if let Some(q) = state.queue_mut().take() {
             // The caller holds a reference of its own: this one is never the last.
             drop(self.remove(q, rec));
         }
     }
 
     /// Puts `rec` at `key` in queue `q`, moving it from where it was.
-    fn enqueue(&mut self, rec: &SendRef, state: &mut RecordState, q: Queue, key: QKey) {
+    fn enqueue(&mut self, rec: &QRef<T>, state: &mut impl Queued, q: Queue, key: QKey)
+    where
+        QRef<T>: Clone,
+    {
         // The reference the old queue held moves to the new one.
         let held = state
-            .queue
+            .queue_mut()
             .take()
             .and_then(|old| self.remove(old, rec))
             .unwrap_or_else(|| rec.clone());
         match self.insert(q, held, key) {
             // INVARIANT: The send is in queue `q`, which `state.queue` names.
-            Ok(()) => state.queue = Some(q),
+            Ok(()) => *state.queue_mut() = Some(q),
             // Only reachable if the invariant is broken: the send is in a queue that
             // `state.queue` does not name (keys of the lists only grow: `next_seq`).
             Err(_) => pr_err!("send is in a queue already\n"),
@@ -250,22 +285,28 @@ impl Queues {
 
     /// Puts `rec` at the end of queue `q` (not [`Queue::Wait`]: see [`Queues::wait`]), moving
     /// it from where it was.
-    pub(super) fn push(&mut self, rec: &SendRef, state: &mut RecordState, q: Queue) {
+    pub(super) fn push(&mut self, rec: &QRef<T>, state: &mut impl Queued, q: Queue)
+    where
+        QRef<T>: Clone,
+    {
         let k = (0, self.next_seq());
         self.enqueue(rec, state, q, k);
     }
 
     /// Puts `rec` in the wait queue, due at `due` (after the sends due before or at it),
     /// moving it from where it was.
-    pub(super) fn wait(&mut self, rec: &SendRef, state: &mut RecordState, due: i64) {
+    pub(super) fn wait(&mut self, rec: &QRef<T>, state: &mut impl Queued, due: i64)
+    where
+        QRef<T>: Clone,
+    {
         // Among equal due times the send queued later comes first.
         let k = (due, u64::MAX - self.next_seq());
         self.enqueue(rec, state, Queue::Wait, k);
     }
 
     /// Where `rec` is in the C layer's list order: its queue and its key there.
-    pub(super) fn position(&self, rec: &SendRecord, state: &RecordState) -> Option<(Queue, QKey)> {
-        let q = state.queue?;
+    pub(super) fn position(&self, rec: &T, state: &impl Queued) -> Option<(Queue, QKey)> {
+        let q = state.queue()?;
         let k = match self.get(q) {
             Of::Tree(t) => t.key_of(rec),
             Of::Fifo(f) => f.key_of(rec),
@@ -275,10 +316,13 @@ impl Queues {
     }
 
     /// Puts `rec` in the TID index (at its post).
-    pub(super) fn track(&mut self, rec: &SendRef, state: &RecordState) {
+    pub(super) fn track(&mut self, rec: &QRef<T>, state: &impl Queued)
+    where
+        QRef<T>: Clone,
+    {
         if self
             .tids
-            .insert(rec.clone(), (state.tid, state.class))
+            .insert(T::tid_ref(rec.clone()), state.tid_key())
             .is_err()
         {
             // Only reachable if the invariant is broken: a send is posted once at a time.
@@ -287,13 +331,13 @@ impl Queues {
     }
 
     /// Removes `rec` from the TID index, if it is in it.
-    pub(super) fn untrack(&mut self, rec: &SendRecord) {
+    pub(super) fn untrack(&mut self, rec: &T) {
         // The caller holds a reference of its own: this one is never the last.
         drop(self.tids.remove(rec));
     }
 
     /// The TID index, to look a response's send up in.
-    pub(super) fn tids(&self) -> &TidIndex {
+    pub(super) fn tids(&self) -> &TidIndex<T> {
         &self.tids
     }
 }
