@@ -277,12 +277,13 @@ impl<T: Send + Unpin> HandleTable<T> {
                 // A slot of the list is never freed (leaves live as long as the table), so its
                 // link can be read even if another thread takes it meanwhile: then the head has
                 // changed, its count with it, and the swap fails.
-                let next = self.slot(index).map_or(NONE, |s| s.next_free.load(Relaxed));
+                let slot = self.slot(index);
+                let next = slot.map_or(NONE, |s| s.next_free.load(Relaxed));
                 let word = free_word((head >> 32).wrapping_add(1) & u64::from(u32::MAX), next);
                 // INVARIANT: The slot leaves the list; its taker reserves or fills it.
                 if self.free.cmpxchg(head, word, Acquire).is_ok() {
                     // Only existing slots are ever pushed.
-                    return self.slot(index).map(|s| (index, s)).ok_or(ENOSPC);
+                    return slot.map(|s| (index, s)).ok_or(ENOSPC);
                 }
                 continue;
             }
@@ -306,11 +307,8 @@ impl<T: Send + Unpin> HandleTable<T> {
         }
     }
 
-    /// Puts slot `index` back on the free list.
-    fn give_back(&self, index: u32) {
-        let Some(slot) = self.slot(index) else {
-            return;
-        };
+    /// Puts slot `index`, `slot`, back on the free list.
+    fn give_back(&self, index: u32, slot: &Slot<T>) {
         let mut head = self.free.load(Relaxed);
         loop {
             slot.next_free.store(free_index(head), Relaxed);
@@ -454,7 +452,7 @@ impl<T: Send + Unpin> HandleTable<T> {
             (value, g.gen >= GEN_MAX)
         };
         if !retired {
-            self.give_back(index);
+            self.give_back(index, slot);
         }
         // The object is dropped by the caller, outside every lock of the table.
         Ok(value)
