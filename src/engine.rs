@@ -9,6 +9,10 @@
 //!   [`crate::verbs`], and in the test flavour a loopback fabric);
 //! - [`Engine`] (this file): what the agents of all ports share.
 //!
+//! The engine is generic over what it routes to ([`Routed`]), so that this file names no agent
+//! type: the agents' file names the engine (an agent holds its engine), and
+//! [`agent::Engine`] is the engine of agents that everything else uses.
+//!
 //! The engine owns the ordered workqueue on which every agent's timeouts and completions run, the
 //! space of `hi_tid` values, the table of agents by `hi_tid` (response routing) and the class
 //! registrations (request routing). A received MAD enters here ([`Engine::receive`]) and is
@@ -21,10 +25,7 @@ pub(crate) mod send;
 pub(crate) mod transport;
 
 use crate::{
-    engine::{
-        agent::Agent,
-        transport::RecvMad, //
-    },
+    engine::received::RecvMad,
     mad::{
         wire::{
             self,
@@ -53,6 +54,18 @@ use kernel::{
     },
 };
 
+/// What the engine routes received MADs to: an agent.
+pub(crate) trait Routed: Send + Sync {
+    /// Handles a MAD routed to it, whose header is `hdr`.
+    fn receive(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad);
+    /// Whether it is on `device` (the transport a MAD came through).
+    fn on_device(&self, device: *const ()) -> bool;
+    /// Its port.
+    fn port(&self) -> u8;
+    /// Its QP type.
+    fn qp_type(&self) -> QpType;
+}
+
 /// A registration in the routing table.
 struct Route {
     /// The transport of the agent's device: its address, which cannot be reused while the
@@ -71,9 +84,9 @@ struct Route {
 /// Every route's `hi_tid` is a key of `agents`. An entry of `agents` is `None` while its agent
 /// is being made: its `hi_tid` and class registration are taken (so that no other
 /// registration can take them), but nothing is routed to it.
-struct Registry {
+struct Registry<A> {
     /// Agents by `hi_tid`.
-    agents: RBTree<u32, Option<Arc<Agent>>>,
+    agents: RBTree<u32, Option<Arc<A>>>,
     /// Where the next `hi_tid` search starts (allocation is cyclic).
     next_tid: u32,
     /// Class registrations.
@@ -82,20 +95,20 @@ struct Registry {
 
 /// State shared by all agents of one engine.
 #[pin_data]
-pub(crate) struct Engine {
+pub(crate) struct Engine<A: Routed> {
     /// The ordered queue that runs agents' timeouts and completion deliveries.
     pub(crate) wq: OwnedQueue,
     /// The ordered queue on which transports process their completion queues (the "CQ
     /// worker").
     pub(crate) cq_wq: OwnedQueue,
     #[pin]
-    reg: SpinLockIrq<Registry>,
+    reg: SpinLockIrq<Registry<A>>,
     /// MADs dropped before reaching an agent: no MAD header, invalid (`validate_mad`), no
     /// agent for them, or one on another device, port or QP type.
     unrouted: Atomic<u64>,
 }
 
-impl Engine {
+impl<A: Routed> Engine<A> {
     /// Creates an engine whose queues are named `name` and `cq_name`.
     pub(crate) fn new(name: &'static CStr, cq_name: &'static CStr) -> Result<Arc<Self>> {
         Arc::pin_init(
@@ -129,8 +142,8 @@ impl Engine {
         port: u8,
         qp: QpType,
         req: Option<RegReq>,
-        make: impl FnOnce(u32) -> Result<Arc<Agent>>,
-    ) -> Result<Arc<Agent>> {
+        make: impl FnOnce(u32) -> Result<Arc<A>>,
+    ) -> Result<Arc<A>> {
         // Allocate outside the lock; registration may sleep.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let hi_tid = {
@@ -195,7 +208,7 @@ impl Engine {
     }
 
     /// Every registered agent (a snapshot, for device removal).
-    pub(crate) fn agents(&self) -> Result<KVec<Arc<Agent>>> {
+    pub(crate) fn agents(&self) -> Result<KVec<Arc<A>>> {
         let r = self.reg.lock();
         let mut v = KVec::new();
         for a in r.agents.values().flatten() {
@@ -205,7 +218,7 @@ impl Engine {
     }
 
     /// The agent a response with this TID belongs to.
-    fn agent_by_tid(&self, tid: u64) -> Option<Arc<Agent>> {
+    fn agent_by_tid(&self, tid: u64) -> Option<Arc<A>> {
         self.reg.lock().agents.get(&wire::tid_hi(tid))?.clone()
     }
 
@@ -217,7 +230,7 @@ impl Engine {
         qp: QpType,
         hdr: &MadHdr,
         oui: [u8; 3],
-    ) -> Option<Arc<Agent>> {
+    ) -> Option<Arc<A>> {
         let r = self.reg.lock();
         let m = u32::from(hdr.method);
         let route = r.routes.iter().find(|x| {
@@ -247,7 +260,7 @@ impl Engine {
     }
 
     /// The agent `recv` goes to, and its parsed header; `None` if it is dropped.
-    fn route(&self, device: *const (), recv: &RecvMad) -> Option<(Arc<Agent>, MadHdr)> {
+    fn route(&self, device: *const (), recv: &RecvMad) -> Option<(Arc<A>, MadHdr)> {
         let hdr = MadHdr::parse(&recv.mad).ok()?;
         let qp = if recv.wc.dst_qp == 0 {
             QpType::Smi
@@ -300,7 +313,7 @@ fn mad_is_valid(hdr: &MadHdr, qp: QpType) -> bool {
 
 /// The first unused `hi_tid` at or after `start`, wrapping around once within
 /// [1, [`HI_TID_MAX`]]; `None` when all are in use.
-fn free_tid(agents: &RBTree<u32, Option<Arc<Agent>>>, start: u32) -> Option<u32> {
+fn free_tid<A>(agents: &RBTree<u32, Option<Arc<A>>>, start: u32) -> Option<u32> {
     let mut id = start.clamp(1, HI_TID_MAX);
     let mut wrapped = false;
     loop {
@@ -322,7 +335,7 @@ fn free_tid(agents: &RBTree<u32, Option<Arc<Agent>>>, start: u32) -> Option<u32>
     }
 }
 
-impl Engine {
+impl<A: Routed> Engine<A> {
     /// Waits until both queues are idle. Called by the engine's owner after every agent is
     /// unregistered and every fabric shut down, before it drops its reference, so that the
     /// last reference is never dropped from inside one of the engine's own work items.

@@ -21,6 +21,7 @@ mod tx;
 
 use crate::{
     engine::{
+        agent::Engine, //
         rmpp_budget::PortBudget,
         send::TxQueue,
         transport::{
@@ -32,7 +33,6 @@ use crate::{
             SendWr,
             Transport, //
         },
-        Engine, //
     },
     mad::{
         state::WcStatus,

@@ -17,8 +17,8 @@
 )]
 
 use crate::engine::{
+    agent::Engine, //
     transport::Transport,
-    Engine, //
 };
 use kernel::{
     prelude::*,

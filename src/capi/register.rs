@@ -31,6 +31,7 @@ use super::{
 };
 use crate::{
     engine::{
+        agent::Engine, //
         agent::{
             Agent,
             AgentConfig,
@@ -46,7 +47,6 @@ use crate::{
             RecvMad,
             Transport, //
         },
-        Engine, //
     },
     mad::{
         retry::Rules,

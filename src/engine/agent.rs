@@ -60,7 +60,7 @@ use crate::{
             RecvMad,
             Transport, //
         },
-        Engine, //
+        Routed, //
     },
     mad::{
         retry::Rules,
@@ -68,7 +68,10 @@ use crate::{
             self,
             SendState, //
         },
-        wire,
+        wire::{
+            self,
+            MadHdr, //
+        },
         QpType,
         RegReq, //
     },
@@ -136,6 +139,9 @@ pub(crate) use rmpp_transfers::{
     MAX_TRANSFERS as RMPP_MAX_TRANSFERS, //
 };
 pub(crate) use spec::SendSpec;
+
+/// The engine of agents: routing by `hi_tid` and class, the workqueues (`super::Engine`).
+pub(crate) type Engine = super::Engine<Agent>;
 
 /// [`Queue::Cancel`].
 const Q_CANCEL: Queue = Queue::Cancel;
@@ -347,6 +353,24 @@ pub(crate) struct Agent {
     /// never inside it.
     #[pin]
     rmpp: Mutex<rmpp_transfers::Recvs>,
+}
+
+impl Routed for Agent {
+    fn receive(self: &Arc<Self>, hdr: &MadHdr, recv: RecvMad) {
+        Agent::receive(self, hdr, recv);
+    }
+
+    fn on_device(&self, device: *const ()) -> bool {
+        Agent::on_device(self, device)
+    }
+
+    fn port(&self) -> u8 {
+        self.port
+    }
+
+    fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
 }
 
 impl_has_delayed_work! {
@@ -578,11 +602,6 @@ impl Agent {
     /// The port the agent sends from.
     pub(crate) fn port(&self) -> u8 {
         self.port
-    }
-
-    /// QP0 or QP1.
-    pub(crate) fn qp_type(&self) -> QpType {
-        self.qp_type
     }
 
     /// Whether the kernel does RMPP for this agent.

@@ -6,7 +6,7 @@
 //! agent lock (so a transport's own lock always nests inside agent locks, like the C layer's QP
 //! send-queue lock), and the transport reports back asynchronously, from its own completion
 //! context, with [`Agent::send_completed`](crate::engine::agent::Agent::send_completed) for each
-//! transmission and [`Engine::receive`](crate::engine::Engine::receive) for each received MAD.
+//! transmission and [`Engine::receive`](crate::engine::agent::Engine::receive) for each received MAD.
 //! The transports are the verbs transport ([`crate::verbs`]) and, in the test flavour, the
 //! loopback fabric (`src/testing/loopback.rs`).
 

@@ -5,6 +5,7 @@
 
 use crate::{
     engine::{
+        agent::Engine, //
         agent::{
             Agent,
             AgentConfig,
@@ -19,7 +20,6 @@ use crate::{
             PortAttr,
             Transport, //
         },
-        Engine, //
     },
     mad::{
         state::SendState,

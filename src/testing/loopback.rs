@@ -19,6 +19,7 @@ pub(crate) mod fifo;
 use crate::{
     engine::{
         agent::Agent,
+        agent::Engine, //
         rmpp_budget::PortBudget,
         send::SendRef,
         transport::{
@@ -30,7 +31,6 @@ use crate::{
             SendWr,
             Transport, //
         },
-        Engine, //
     },
     mad::{
         state::WcStatus,

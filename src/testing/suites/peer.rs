@@ -7,6 +7,7 @@
 
 use crate::{
     engine::{
+        agent::Engine, //
         agent::{
             Agent,
             RecvHandler,
@@ -21,7 +22,6 @@ use crate::{
             RecvMad,
             Transport, //
         },
-        Engine, //
     },
     mad::wire,
     testing::{

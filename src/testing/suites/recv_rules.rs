@@ -8,7 +8,7 @@
 //! As in `rmad_conformance`, agent A is a GSI agent on port 1 (LID 1) with recording handlers
 //! and no class registration, and requests use class 0x04 unless a test says otherwise; the
 //! responder or peer is on port 2 (LID 2). MADs that C drops before any agent are counted in
-//! [`Engine::unrouted`](crate::engine::Engine::unrouted), which the tests read as a difference.
+//! [`Engine::unrouted`](crate::engine::agent::Engine::unrouted), which the tests read as a difference.
 //! Each test observes first, tears down, and asserts last.
 
 use crate::{

@@ -18,6 +18,7 @@ mod tests {
     };
     use crate::{
         engine::{
+            agent::Engine, //
             agent::{
                 Agent,
                 AgentConfig,
@@ -33,7 +34,6 @@ mod tests {
                 RecvMad,
                 Transport, //
             },
-            Engine, //
         },
         mad::{
             state::{
