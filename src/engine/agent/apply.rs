@@ -147,7 +147,9 @@ impl Agent {
         out: (&mut [Due], &mut u32),
     ) {
         let (due, taken) = out;
-        if settle == Settle::Caller && self.end_direct(inner, rec, state, ev, due, taken) {
+        // The caller holds a reference of its own: the queue's, handed back, goes at once.
+        if settle == Settle::Caller && self.end_direct(inner, rec, state, ev, due, taken).is_some()
+        {
             return;
         }
         if self.apply_to(inner, rec, state, ev, settle).is_ok() && Self::left_to_caller(state) {

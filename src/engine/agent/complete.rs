@@ -34,6 +34,7 @@ use crate::{
         WcStatus, //
     },
     sys::{
+        rbtree::TreeRef,
         sched,
         trace, //
     },
@@ -295,7 +296,7 @@ impl Agent {
         let mut n = 0u32;
         let mut more = false;
         while !inner.dead {
-            let Some((k, rec)) = inner.queues.first_entry(q) else {
+            let Some((k, first)) = inner.queues.first_entry_ptr(q) else {
                 break;
             };
             if q == Q_WAIT && k.0 > now {
@@ -305,7 +306,12 @@ impl Agent {
                 more = true;
                 break;
             }
-            Self::with_state(&mut inner, &rec, |inner, state| {
+            // SAFETY: The queue holds a reference of the send, which keeps it alive while it
+            // is there; it leaves the queue below only by `end_direct`, which hands that
+            // reference back, or after `expire` took one of its own. Either is returned by
+            // the closure, so it outlives `with_state`'s last touch of the send.
+            let send = unsafe { first.as_ref() };
+            let _kept = Self::with_state(&mut inner, send, |inner, state| {
                 // A segmented send that waits asks its window (go-back-N, §2.8 "Retry").
                 let waiting = state.facts.state == SendState::WaitResp;
                 let ev = match state.seg_mut() {
@@ -316,39 +322,15 @@ impl Agent {
                         backlog_empty: q == Q_CANCEL || inner.backlog == 0,
                     },
                 };
-                if self.end_direct(inner, &rec, state, ev, &mut due, &mut taken) {
-                    return;
+                // The common ends take no reference of the send: the queue's comes back.
+                if let Some(held) = self.end_direct(inner, send, state, ev, &mut due, &mut taken) {
+                    return held;
                 }
-                if let Ok(outcome) = self.apply_to(inner, &rec, state, ev, Settle::Caller) {
-                    if outcome.retry {
-                        self.trace_send(trace::Ev::Retry, state, 0);
-                    }
-                    if outcome.complete == Some(WcStatus::RespTimeoutErr) {
-                        self.trace_send(trace::Ev::Timeout, state, WcStatus::RespTimeoutErr.code());
-                    }
-                    if outcome.transmit {
-                        match self.transmit(inner, state, false) {
-                            Ok(handed) => self.trace_sent(state, handed),
-                            Err(e) => {
-                                if e == ENODEV {
-                                    // The device went away between two batches of its
-                                    // removal's cancels: flushed like the rest of them.
-                                    state.status = Some((WcStatus::WrFlushErr, 0));
-                                }
-                                let _ = self.apply_to(
-                                    inner,
-                                    &rec,
-                                    state,
-                                    Event::RetransmitFailed,
-                                    Settle::Caller,
-                                );
-                            }
-                        }
-                    }
-                }
-                if Self::left_to_caller(state) {
-                    self.take_into(inner, &rec, state, &mut due, &mut taken);
-                }
+                // SAFETY: The queue holds a reference of the send (see above) while this one
+                // is taken.
+                let rec: SendRef = unsafe { <SendRef as TreeRef>::borrow(first.as_ptr()) }.into();
+                self.expire(inner, &rec, state, ev, (&mut due, &mut taken));
+                rec
             });
             n = n.saturating_add(1);
         }
@@ -356,6 +338,50 @@ impl Agent {
         drop(inner);
         self.deliver_batch(&mut due, taken);
         more
+    }
+
+    /// The general path of [`Agent::work_batch`] for the send `rec` (state `state`) and its
+    /// expiry `ev`: the state table's step, a retransmission or the send taken into the hold's
+    /// batch `out` (sends, and how many) if its status was decided.
+    fn expire(
+        self: &Arc<Self>,
+        inner: &mut AgentInner,
+        rec: &SendRef,
+        state: &mut RecordState,
+        ev: Event,
+        out: (&mut [Due], &mut u32),
+    ) {
+        let (due, taken) = out;
+        if let Ok(outcome) = self.apply_to(inner, rec, state, ev, Settle::Caller) {
+            if outcome.retry {
+                self.trace_send(trace::Ev::Retry, state, 0);
+            }
+            if outcome.complete == Some(WcStatus::RespTimeoutErr) {
+                self.trace_send(trace::Ev::Timeout, state, WcStatus::RespTimeoutErr.code());
+            }
+            if outcome.transmit {
+                match self.transmit(inner, state, false) {
+                    Ok(handed) => self.trace_sent(state, handed),
+                    Err(e) => {
+                        if e == ENODEV {
+                            // The device went away between two batches of its removal's
+                            // cancels: flushed like the rest of them.
+                            state.status = Some((WcStatus::WrFlushErr, 0));
+                        }
+                        let _ = self.apply_to(
+                            inner,
+                            rec,
+                            state,
+                            Event::RetransmitFailed,
+                            Settle::Caller,
+                        );
+                    }
+                }
+            }
+        }
+        if Self::left_to_caller(state) {
+            self.take_into(inner, rec, state, due, taken);
+        }
     }
 
     /// Moves a batch of the backlog after a flow-control slot was freed; if more could move,

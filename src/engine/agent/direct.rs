@@ -30,6 +30,7 @@ use crate::{
     engine::send::{
         RecordState,
         SendCompletion,
+        SendRecord,
         SendRef, //
     },
     mad::state::{
@@ -51,23 +52,21 @@ impl Agent {
     /// free place, for delivery after this hold, when `ev` is one of the ends of
     /// [`state::direct_end`]: the same counters, traces and queue moves as
     /// [`Agent::apply_to`] with [`super::apply::Settle::Caller`] followed by
-    /// [`Agent::take_into`]. Returns whether it did; if not, nothing changed and the caller
-    /// takes the general path.
+    /// [`Agent::take_into`]. Returns `None` if it did not (nothing changed: the caller takes
+    /// the general path); otherwise the reference of the send that its queue held, which the
+    /// caller keeps for as long as it touches the send (its own need not be taken: see
+    /// [`Agent::work_batch`]). Every direct end is of a send in a queue.
     pub(super) fn end_direct(
         self: &Arc<Self>,
         inner: &mut AgentInner,
-        rec: &SendRef,
+        rec: &SendRecord,
         state: &mut RecordState,
         ev: Event,
         due: &mut [Due],
         taken: &mut u32,
-    ) -> bool {
-        let Some((status, fc_wait)) = state::direct_end(state.facts, ev) else {
-            return false;
-        };
-        let Some(body) = state.body.as_ref() else {
-            return false;
-        };
+    ) -> Option<SendRef> {
+        let (status, fc_wait) = state::direct_end(state.facts, ev)?;
+        let body = state.body.as_ref()?;
         // The general path: retry rules beyond the C layer's (they read the clock around the
         // step), a segmented send (its window decides), a receive handler of its response
         // still running, a status decided earlier (it stands), or sends already waiting in
@@ -76,14 +75,14 @@ impl Agent {
             || body.seg.is_some()
             || state.in_recv
             || state.status.is_some()
+            || state.queue.is_none()
             || !inner.queues.is_empty(Q_DONE)
         {
-            return false;
+            return None;
         }
-        let Some(slot) = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i)) else {
-            return false;
-        };
-        inner.queues.unqueue(rec, state);
+        let slot = usize::try_from(*taken).ok().and_then(|i| due.get_mut(i))?;
+        // Not `None`: the send is in a queue (checked above), which holds a reference of it.
+        let held = inner.queues.take_out(rec, state)?;
         inner.queues.untrack(rec);
         inner.fc_wait = add_delta(inner.fc_wait, fc_wait);
         // Delivered right after this hold: the send is the client's again (DONE, then IDLE).
@@ -95,7 +94,7 @@ impl Agent {
             inner.stats.cancelled = inner.stats.cancelled.saturating_add(1);
         }
         let Some(body) = state.body.take() else {
-            return true;
+            return Some(held);
         };
         if !body.internal {
             self.trace_send(trace::Ev::SendHandler, state, status.code());
@@ -110,7 +109,7 @@ impl Agent {
             },
         ));
         *taken = taken.saturating_add(1);
-        true
+        Some(held)
     }
 
     /// Carries out the post of `rec` (state `state`, just begun) with admission `adm` when it

@@ -23,10 +23,12 @@ use crate::sys::{
     buckets::Buckets,
     fifo::Fifo,
     rbtree::{
+        Borrowed,
         Tree,
         TreeItem, //
     },
 };
+use core::ptr::NonNull;
 use kernel::prelude::*;
 
 /// Key of a send in the queue its agent keeps it in: (primary order, secondary order).
@@ -210,6 +212,18 @@ impl<T: QueueItem> Queues<T> {
         }
     }
 
+    /// The first key of queue `q` and the address of its send, without a reference of its
+    /// own: the queue's keeps the send alive while it is in the queue ([`Queues::take_out`]
+    /// hands that reference to whoever takes it out).
+    pub(super) fn first_entry_ptr(&self, q: Queue) -> Option<(QKey, NonNull<T>)> {
+        let at = |(k, r): (QKey, Borrowed<'_, T, 0>)| (k, NonNull::from(&*r));
+        match self.get(q) {
+            Of::Tree(t) => t.first().map(at),
+            Of::Fifo(f) => f.first().map(at),
+            Of::Wait(w) => w.first().map(at),
+        }
+    }
+
     /// The first key and send of queue `q` at or after `bound` (in a list, a walk from its
     /// head: for the trees, where it is a search).
     pub(super) fn first_entry_from(&self, q: Queue, bound: QKey) -> Option<(QKey, QRef<T>)> {
@@ -261,6 +275,12 @@ impl<T: QueueItem> Queues<T> {
             // The caller holds a reference of its own: this one is never the last.
             drop(self.remove(q, rec));
         }
+    }
+
+    /// Takes `rec` out of its queue, if it is in one, and returns the queue's reference of it.
+    pub(super) fn take_out(&mut self, rec: &T, state: &mut impl Queued) -> Option<QRef<T>> {
+        let q = state.queue_mut().take()?;
+        self.remove(q, rec)
     }
 
     /// Puts `rec` at `key` in queue `q`, moving it from where it was.
