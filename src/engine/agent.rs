@@ -112,7 +112,7 @@ mod handler_calls;
 pub(crate) mod hold;
 mod matching;
 mod post;
-mod queues;
+pub(crate) mod queues;
 mod reply;
 mod retries;
 mod rmpp_recv;
@@ -122,15 +122,7 @@ mod spec;
 mod unregister;
 mod wait;
 
-pub(crate) use queues::{
-    QKey,
-    Queue,
-    QueueItem,
-    Queued,
-    TidKey,
-    QUEUE_LINKS,
-    TID_LINKS, //
-};
+pub(crate) use queues::Queue;
 #[cfg_attr(not(rmad_test), allow(unused_imports, reason = "the tests read them"))]
 pub(crate) use rmpp_transfers::{
     MAX_BYTES as RMPP_MAX_BYTES,

@@ -20,15 +20,16 @@
 use crate::{
     engine::{
         agent::{
-            Agent,
-            AgentInner,
-            QKey,
-            Queue,
-            QueueItem,
-            Queued,
-            TidKey,
-            QUEUE_LINKS,
-            TID_LINKS, //
+            queues::{
+                QKey,
+                Queue,
+                QueueItem,
+                Queued,
+                TidKey,
+                QUEUE_LINKS,
+                TID_LINKS, //
+            },
+            Agent, AgentInner,
         },
         received::free_in_any_context,
     },

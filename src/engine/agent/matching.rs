@@ -4,9 +4,9 @@
 //! receive handler, followed by the send handler for a matched response.
 
 use super::{
+    queues::QKey,
     Agent,
     AgentInner,
-    QKey,
     Queue,
     RecvHandler, //
 };
