@@ -20,6 +20,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod received;
+pub(crate) mod record;
 pub(crate) mod rmpp_budget;
 pub(crate) mod send;
 pub(crate) mod transport;

@@ -21,7 +21,10 @@ mod tx;
 
 use crate::{
     engine::{
-        agent::Engine, //
+        agent::{
+            Agent,
+            Engine, //
+        },
         rmpp_budget::PortBudget,
         send::TxQueue,
         transport::{
@@ -564,7 +567,7 @@ impl VerbsPort {
     }
 }
 
-impl Transport for VerbsPort {
+impl Transport<Agent> for VerbsPort {
     fn port_attr(&self, port: u8) -> Option<PortAttr> {
         (port == self.port).then(|| self.attrs.port_attr())
     }
@@ -634,7 +637,7 @@ impl Transport for VerbsPort {
         (port == self.port).then(|| self.rmpp_budget.clone())
     }
 
-    fn post_send(&self, _port: u8, wr: SendWr<'_>) -> Result<Handed> {
+    fn post_send(&self, _port: u8, wr: SendWr<'_, Agent>) -> Result<Handed> {
         self.queue_tx(&wr)
     }
 

@@ -13,14 +13,6 @@ The check fails when the files under src/engine/ (and src/engine.rs) have a
 strongly connected component of more than one file, and prints each such
 component with one import of each file that keeps it closed.
 
-TEMPORARY (issue 42, item 3): the files in CIRCLE_LEFT still form one circle,
-through the send's record, which names its agent (`SendRecord::agent`, the
-state `LockedBy` the agent's lock), and the agent, which holds its records and
-its transport, whose transmissions are records. Until that is broken, a component made
-of CIRCLE_LEFT's files only passes; any other file in a circle fails, and so
-does a file of CIRCLE_LEFT that is no longer in one (take it off the list: the
-list only shrinks).
-
 Usage: check-imports.py ROOT          check
        check-imports.py ROOT --graph  print every engine file's imports
        check-imports.py --self-test   check the check on a made-up crate
@@ -30,13 +22,6 @@ import re
 import sys
 
 ENGINE = ("src/engine.rs", "src/engine/")
-# TEMPORARY: see the docstring.
-CIRCLE_LEFT = {
-    "src/engine/agent.rs",
-    "src/engine/send.rs",
-    "src/engine/send/refs.rs",
-    "src/engine/transport.rs",
-}
 PATH = re.compile(r"\b(?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+")
 USE = re.compile(r"\buse\s+((?:crate|super|self)::[^;]*);", re.S)
 CHILD = re.compile(r"^\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+(\w+);", re.M)
@@ -200,17 +185,13 @@ def main():
             print(files[mod] + ": " + " ".join(sorted(files[t] for t in graph[mod])))
         return
     circles = [c for c in components(graph) if len(c) > 1]
-    bad = [c for c in circles if not {files[m] for m in c} <= CIRCLE_LEFT]
-    for comp in bad:
+    for comp in circles:
         print("check-imports: these engine files import each other in a circle:")
         for mod in sorted(comp):
             for t in sorted(graph[mod]):
                 if t in comp:
                     print("  %s -> %s (%s)" % (files[mod], files[t], graph[mod][t]))
-    left = CIRCLE_LEFT - {files[m] for c in circles for m in c}
-    for rel in sorted(left):
-        print("check-imports: %s is in no circle any more: take it off CIRCLE_LEFT" % rel)
-    sys.exit(1 if bad or left else 0)
+    sys.exit(1 if circles else 0)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ HOOKS = {
     "src/engine/agent/hold.rs": "every hold of an agent's lock goes through Agent::lock; "
     "the test flavour times the holds and counts the sends per hold there",
     "src/engine/agent/post.rs": "the Rust API's chained post, which only the suites call",
-    "src/engine/send.rs": "the Rust API's accessors and cancel, which only the suites call",
+    "src/engine/record/buf.rs": "the Rust API's accessors of a send buffer, which only the "
+    "suites call",
+    "src/engine/send.rs": "the Rust API's cancel, which only the suites call",
     "src/engine/transport.rs": "fields and methods of the transport interface that only "
     "the loopback fabric reads",
     "src/verbs.rs": "with_vport hands the suites' hooks the shim's port, which is private "

@@ -17,7 +17,10 @@
 )]
 
 use crate::engine::{
-    agent::Engine, //
+    agent::{
+        Agent,
+        Engine, //
+    },
     transport::Transport,
 };
 use kernel::{
@@ -36,7 +39,7 @@ struct Named {
     /// The engine the device's agents share.
     engine: Arc<Engine>,
     /// The transport behind every port of the device.
-    transport: Arc<dyn Transport>,
+    transport: Arc<dyn Transport<Agent>>,
 }
 
 /// What the registry holds, under its lock.
@@ -79,7 +82,7 @@ pub(crate) fn register(
     name: &'static CStr,
     ports: u8,
     engine: Arc<Engine>,
-    transport: Arc<dyn Transport>,
+    transport: Arc<dyn Transport<Agent>>,
 ) -> Result<Registration> {
     let mut g = DEVICES.lock();
     if g.devices
@@ -127,7 +130,7 @@ impl Drop for Registration {
 }
 
 /// The engine and transport of port `port` of the registered device `name`, if there is one.
-pub(crate) fn find(name: &CStr, port: u8) -> Option<(Arc<Engine>, Arc<dyn Transport>)> {
+pub(crate) fn find(name: &CStr, port: u8) -> Option<(Arc<Engine>, Arc<dyn Transport<Agent>>)> {
     let g = DEVICES.lock();
     g.devices
         .iter()

@@ -345,7 +345,7 @@ fn registered_delay() {
 }
 
 /// The engine and transport of port `port` of the device named `name`.
-fn find_transport(name: &CStr, port: u8) -> Result<(Arc<Engine>, Arc<dyn Transport>)> {
+fn find_transport(name: &CStr, port: u8) -> Result<(Arc<Engine>, Arc<dyn Transport<Agent>>)> {
     if let Some(t) = devices::find(name, port) {
         return Ok(t);
     }

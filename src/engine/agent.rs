@@ -48,13 +48,15 @@
 
 use crate::{
     engine::{
-        rmpp_budget::PortBudget,
-        send::{
+        record::{
+            RecordOwner,
+            RecordState,
             SendBuf,
             SendCompletion,
             SendHandle,
             SendRecord, //
         },
+        rmpp_budget::PortBudget,
         transport::{
             PortAttr,
             RecvMad,
@@ -87,6 +89,7 @@ use kernel::{
         },
         Arc,
         CondVar,
+        LockedBy,
         Mutex,
         SpinLockIrq, //
     },
@@ -149,14 +152,14 @@ const Q_DONE: Queue = Queue::Done;
 /// The send handler (`ib_mad_send_handler`).
 pub(crate) trait SendHandler: Send + Sync {
     /// Called exactly once per successful post, with the buffer given back to the client.
-    fn send_done(&self, agent: &Arc<Agent>, buf: SendBuf, wc: SendCompletion);
+    fn send_done(&self, agent: &Arc<Agent>, buf: SendBuf<Agent>, wc: SendCompletion);
 }
 
 /// The receive handler (`ib_mad_recv_handler`).
 pub(crate) trait RecvHandler: Send + Sync {
     /// Called for each MAD routed to the agent: a response matched to `send`, or a request
     /// (`send` is `None`). The handler owns `mad`; dropping it is `ib_free_recv_mad`.
-    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle>, mad: RecvMad);
+    fn recv(&self, agent: &Arc<Agent>, send: Option<&SendHandle<Agent>>, mad: RecvMad);
 }
 
 /// What to register (the arguments of `ib_register_mad_agent`).
@@ -273,7 +276,7 @@ impl WaitLog {
 ///   `backlog` counts the sends in `Q_BACKLOG`, and `backlog_deadlines` those of them with a
 ///   deadline (Documentation/behaviour.md §2.11).
 pub(crate) struct AgentInner {
-    queues: queues::Queues<SendRecord>,
+    queues: queues::Queues<SendRecord<Agent>>,
     fc_send: u32,
     fc_wait: u32,
     backlog: u32,
@@ -303,7 +306,7 @@ pub(crate) struct Agent {
     /// Upper 32 bits of the TIDs of this agent's requests.
     pub(crate) hi_tid: u32,
     engine: Arc<Engine>,
-    transport: Arc<dyn Transport>,
+    transport: Arc<dyn Transport<Agent>>,
     port: u8,
     port_attr: PortAttr,
     qp_type: QpType,
@@ -382,7 +385,7 @@ pub(crate) struct PostError {
     /// Why the post failed.
     pub(crate) err: Error,
     /// The buffer, unchanged but for its `retries`, which a post always resets.
-    pub(crate) buf: SendBuf,
+    pub(crate) buf: SendBuf<Agent>,
 }
 
 /// The result of a chained post that did not fail.
@@ -392,9 +395,9 @@ pub(crate) struct PostError {
 )]
 pub(crate) struct Chain {
     /// Handles of the posted elements, in chain order.
-    pub(crate) posted: KVec<SendHandle>,
+    pub(crate) posted: KVec<SendHandle<Agent>>,
     /// Elements after one that flow control queued: not posted, back with the client.
-    pub(crate) unposted: KVec<SendBuf>,
+    pub(crate) unposted: KVec<SendBuf<Agent>>,
 }
 
 /// A chained post that failed.
@@ -406,11 +409,11 @@ pub(crate) struct ChainError {
     /// Why the failed element could not be posted.
     pub(crate) err: Error,
     /// Handles of the elements posted before it.
-    pub(crate) posted: KVec<SendHandle>,
+    pub(crate) posted: KVec<SendHandle<Agent>>,
     /// The element that failed (`*bad_send_buf`).
-    pub(crate) failed: Option<SendBuf>,
+    pub(crate) failed: Option<SendBuf<Agent>>,
     /// The elements after it, not posted.
-    pub(crate) unposted: KVec<SendBuf>,
+    pub(crate) unposted: KVec<SendBuf<Agent>>,
 }
 
 /// Recv queue size the flow-control limits are computed from (`recv_queue_size`).
@@ -442,7 +445,7 @@ impl Agent {
     )]
     pub(crate) fn register(
         engine: &Arc<Engine>,
-        transport: &Arc<dyn Transport>,
+        transport: &Arc<dyn Transport<Agent>>,
         cfg: AgentConfig,
     ) -> Result<Arc<Agent>> {
         Self::register_with(engine, transport, cfg, |_| Ok(()))
@@ -453,7 +456,7 @@ impl Agent {
     /// is in place when the first one runs. Its error fails the registration.
     pub(crate) fn register_with(
         engine: &Arc<Engine>,
-        transport: &Arc<dyn Transport>,
+        transport: &Arc<dyn Transport<Agent>>,
         cfg: AgentConfig,
         before_routable: impl FnOnce(&Arc<Agent>) -> Result,
     ) -> Result<Arc<Agent>> {
@@ -546,7 +549,7 @@ impl Agent {
     /// (`parts`).
     fn new(
         engine: Arc<Engine>,
-        transport: Arc<dyn Transport>,
+        transport: Arc<dyn Transport<Agent>>,
         cfg: AgentConfig,
         parts: Parts,
     ) -> impl PinInit<Self> {
@@ -623,25 +626,10 @@ impl Agent {
     }
 
     /// The state of the send `h` names, if `h` is still its current post.
-    pub(crate) fn send_state(&self, h: &SendHandle) -> Option<SendState> {
+    pub(crate) fn send_state(&self, h: &SendHandle<Agent>) -> Option<SendState> {
         let inner = self.lock();
         let state = h.rec.state.access(&inner);
         (state.gen == h.gen).then_some(state.facts.state)
-    }
-
-    /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`): no lock
-    /// unless the agent is being unregistered.
-    pub(in crate::engine) fn buffer_freed(&self) {
-        // Full: ordered against `dying` as unregistration's store of it is against its reads
-        // of the count (see `unregister_with`): one of the two sees the other.
-        let was = self.buffers.fetch_sub(1, Full);
-        if was == 0 {
-            // Not reachable: every buffer was counted at its creation.
-            self.buffers.store(0, Relaxed);
-        }
-        if self.sleeping.load(Relaxed) {
-            self.wake(&self.lock());
-        }
     }
 
     /// Wakes unregistration if it sleeps, to look again at what it waits for. Called with the
@@ -655,5 +643,29 @@ impl Agent {
     /// Nanoseconds since the agent's epoch.
     fn now_ns(&self) -> i64 {
         (Instant::<Monotonic>::now() - self.epoch).as_nanos()
+    }
+}
+
+impl RecordOwner for Agent {
+    type Locked = AgentInner;
+    type State = RecordState<Agent>;
+
+    fn new_state(&self) -> LockedBy<RecordState<Agent>, AgentInner> {
+        LockedBy::new(&self.inner, RecordState::default())
+    }
+
+    /// Called when a send buffer of this agent is dropped (`ib_free_send_mad`): no lock
+    /// unless the agent is being unregistered.
+    fn buffer_freed(&self) {
+        // Full: ordered against `dying` as unregistration's store of it is against its reads
+        // of the count (see `unregister_with`): one of the two sees the other.
+        let was = self.buffers.fetch_sub(1, Full);
+        if was == 0 {
+            // Not reachable: every buffer was counted at its creation.
+            self.buffers.store(0, Relaxed);
+        }
+        if self.sleeping.load(Relaxed) {
+            self.wake(&self.lock());
+        }
     }
 }

@@ -16,7 +16,13 @@ pub(crate) use super::received::{
     RecvWc, //
 };
 use crate::{
-    engine::{rmpp_budget::PortBudget, send::BodyBox},
+    engine::{
+        record::{
+            BodyBox,
+            RecordOwner, //
+        },
+        rmpp_budget::PortBudget,
+    },
     mad::{
         Address,
         Gid,
@@ -45,14 +51,14 @@ pub(crate) struct PortAttr {
 
 /// One transmission handed to a transport, under the agent's lock. A transport that queues it
 /// keeps what it needs with the transmission's hold
-/// ([`TxRef::take`](crate::engine::send::TxRef::take) on `body`,
-/// [`TxRef::set_dest`](crate::engine::send::TxRef::set_dest)), and reads the MAD through that hold when it hands it to the device:
-/// nobody writes the MAD meanwhile, and the transport needs neither the agent's lock nor its
-/// state.
-pub(crate) struct SendWr<'a> {
+/// ([`TxRef::take`](crate::engine::record::TxRef::take) on `body`,
+/// [`TxRef::set_dest`](crate::engine::record::TxRef::set_dest)), and reads the MAD through
+/// that hold when it hands it to the device: nobody writes the MAD meanwhile, and the
+/// transport needs neither the agent's lock nor its state.
+pub(crate) struct SendWr<'a, A: RecordOwner> {
     /// The send's body: its MAD ([`BodyBox::mad`]) and record ([`BodyBox::rec`]), the one to
     /// name in the completion.
-    pub(crate) body: &'a BodyBox,
+    pub(crate) body: &'a BodyBox<A>,
     /// Destination.
     pub(crate) ah: Address,
     /// Destination QP number.
@@ -85,8 +91,8 @@ pub(crate) enum Handed {
     Queued,
 }
 
-/// A carrier of MADs.
-pub(crate) trait Transport: Send + Sync {
+/// A carrier of MADs, for agents of type `A`.
+pub(crate) trait Transport<A: RecordOwner>: Send + Sync {
     /// The attributes of `port`, or `None` if the transport has no such port.
     fn port_attr(&self, port: u8) -> Option<PortAttr>;
 
@@ -128,7 +134,7 @@ pub(crate) trait Transport: Send + Sync {
     /// or call back into the agent. An error means nothing was transmitted and no completion
     /// will be reported. A queued transmission is reported with
     /// [`Agent::handed_over`](crate::engine::agent::Agent::handed_over) when the device gets it.
-    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result<Handed>;
+    fn post_send(&self, port: u8, wr: SendWr<'_, A>) -> Result<Handed>;
 
     /// Whether `port` can carry a send to `ah` with `pkey_index` now: the error its device
     /// would give the work request otherwise. A post asks before it takes the agent's lock

@@ -248,7 +248,7 @@ impl RustBench {
         let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
         let engine = verbs::verbs_engine().ok_or(ENODEV)?;
         self.dgid = port.gid(1, GID_INDEX).ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port;
+        let transport: Arc<dyn Transport<Agent>> = port;
         let handler = Arc::new(Handler { round }, GFP_KERNEL)?;
         self.agent = Some(register_gsi(&engine, &transport, 1, &handler, None)?);
         self.gate_agent = Some(register_gsi(&engine, &transport, 1, &handler, None)?);

@@ -65,7 +65,7 @@ pub(crate) struct Env {
     /// The transport.
     pub(crate) lb: Arc<Loopback>,
     /// The transport, as agents see it.
-    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) transport: Arc<dyn Transport<Agent>>,
 }
 
 impl Env {
@@ -78,7 +78,7 @@ impl Env {
     pub(crate) fn with_ports(ports: [PortAttr; 2]) -> Result<Self> {
         let engine = Engine::new(c"rmad_test", c"rmad_test_cq")?;
         let lb = Loopback::new(&engine, ports)?;
-        let transport: Arc<dyn Transport> = lb.clone();
+        let transport: Arc<dyn Transport<Agent>> = lb.clone();
         Ok(Self {
             engine,
             lb,
@@ -137,7 +137,7 @@ impl Drop for Env {
 /// Registers a GSI agent on `port` of `transport` with `rec` as both handlers.
 pub(crate) fn register_gsi<H: SendHandler + RecvHandler + 'static>(
     engine: &Arc<Engine>,
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<dyn Transport<Agent>>,
     port: u8,
     rec: &Arc<H>,
     reg: Option<RegReq>,
@@ -149,7 +149,7 @@ pub(crate) fn register_gsi<H: SendHandler + RecvHandler + 'static>(
 /// as its receive handler too if `recv`, and an optional class registration.
 pub(crate) fn register_qp<H: SendHandler + RecvHandler + 'static>(
     engine: &Arc<Engine>,
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<dyn Transport<Agent>>,
     port: u8,
     qp_type: QpType,
     rec: &Arc<H>,
@@ -179,7 +179,7 @@ pub(crate) fn rxe_agent(rec: &Arc<Recorder>) -> Result<Option<(Arc<VerbsPort>, A
         return Ok(None);
     };
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
+    let transport: Arc<dyn Transport<Agent>> = port.clone();
     let a = register_gsi(&engine, &transport, 1, rec, None)?;
     Ok(Some((port, a)))
 }

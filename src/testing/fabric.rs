@@ -326,7 +326,7 @@ impl RecvHandler for Tally {
 fn run_rmad(b: &Burst, out: &mut KVec<u8>) -> Result {
     let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
+    let transport: Arc<dyn Transport<Agent>> = port.clone();
     let tally = Tally::new(b.count)?;
     let a = register_gsi(&engine, &transport, 1, &tally, None)?;
     let posted = post_burst(&a, b);
@@ -721,7 +721,7 @@ pub(crate) fn respond(class: Option<(&str, &CStr)>, out: &mut KVec<u8>) -> Resul
     };
     let port = verbs::find_port(dev, 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port;
+    let transport: Arc<dyn Transport<Agent>> = port;
     let r = Arc::new(
         Responder {
             answered: Atomic::new(0),

@@ -439,7 +439,7 @@ impl Fabric {
 
     /// Transmits `wr` from `port`: queues its send completion and, unless a knob loses it, the
     /// packet for the destination port.
-    fn transmit(self: &Arc<Self>, port: u8, wr: SendWr<'_>) -> Result {
+    fn transmit(self: &Arc<Self>, port: u8, wr: SendWr<'_, Agent>) -> Result {
         let src = usize::from(port).checked_sub(1).ok_or(EINVAL)?;
         // Copy the MAD before taking the fabric's lock, unless no port has the destination LID
         // (a packet to nowhere needs no copy: allocations dominate under the test kernel's
@@ -591,7 +591,7 @@ impl Loopback {
     }
 }
 
-impl Transport for Loopback {
+impl Transport<Agent> for Loopback {
     fn device(&self) -> *const () {
         self.fabric.device()
     }
@@ -608,7 +608,7 @@ impl Transport for Loopback {
         self.fabric.pkey(port, index)
     }
 
-    fn post_send(&self, port: u8, wr: SendWr<'_>) -> Result<Handed> {
+    fn post_send(&self, port: u8, wr: SendWr<'_, Agent>) -> Result<Handed> {
         self.fabric.transmit(port, wr)?;
         Ok(Handed::Device)
     }

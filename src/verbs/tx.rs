@@ -198,7 +198,7 @@ impl VerbsPort {
     /// nothing. `ENODEV` once the port is closed; `EBUSY` if the send already has a
     /// transmission queued or on the device (not reachable: the engine never retransmits
     /// before the send completion).
-    pub(super) fn queue_tx(&self, wr: &SendWr<'_>) -> Result<Handed> {
+    pub(super) fn queue_tx(&self, wr: &SendWr<'_, Agent>) -> Result<Handed> {
         let mad = wr.body.mad();
         if mad.len() > MAD_MAX {
             return Err(EINVAL);

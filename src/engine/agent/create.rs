@@ -8,12 +8,15 @@ use super::{
     SendSpec, //
 };
 use crate::{
-    engine::send::{
-        BodyBox,
-        MadInit,
-        Segments,
-        SendBody,
-        SendBuf, //
+    engine::{
+        record::RecordOwner,
+        send::{
+            BodyBox,
+            MadInit,
+            Segments,
+            SendBody,
+            SendBuf, //
+        },
     },
     mad::wire, //
 };

@@ -116,7 +116,7 @@ pub(crate) fn init() {
 fn hold_rmad(n: u32) -> Result<Held> {
     let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port;
+    let transport: Arc<dyn Transport<Agent>> = port;
     let counts = Arc::new(
         Counts {
             flushed: Atomic::new(0),

@@ -252,7 +252,7 @@ pub(super) fn respond(
     drop(ib_core.take());
     let port = verbs::find_port(dev, 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port;
+    let transport: Arc<dyn Transport<Agent>> = port;
     let server = Server::new(bytes.parse().map_err(|_| EINVAL)?)?;
     let a = Agent::register(
         &engine,
@@ -383,7 +383,7 @@ fn get_through_rmad(
     out: &mut KVec<u8>,
 ) -> Result<i64> {
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
+    let transport: Arc<dyn Transport<Agent>> = port.clone();
     let get = Arc::new(
         Get {
             status: Atomic::new(-1),

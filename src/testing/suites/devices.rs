@@ -47,13 +47,13 @@ mod tests {
     /// A second device on `env`'s engine; shut down by [`Second::drop`].
     struct Second {
         lb: Arc<Loopback>,
-        transport: Arc<dyn Transport>,
+        transport: Arc<dyn Transport<Agent>>,
     }
 
     impl Second {
         fn new(env: &Env) -> Result<Self> {
             let lb = Loopback::new(&env.engine, Fabric::DEFAULT_PORTS)?;
-            let transport: Arc<dyn Transport> = lb.clone();
+            let transport: Arc<dyn Transport<Agent>> = lb.clone();
             Ok(Self { lb, transport })
         }
     }

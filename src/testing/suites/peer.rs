@@ -49,7 +49,7 @@ mod differential;
 struct Reentrant {
     /// Where the handler registers.
     engine: Arc<Engine>,
-    transport: Arc<dyn Transport>,
+    transport: Arc<dyn Transport<Agent>>,
     /// The handlers of the agent it registers.
     other: Arc<Recorder>,
     /// The handler has started.
@@ -382,7 +382,7 @@ mod tests {
         let rec = Recorder::new(Behaviour::default())?;
         let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
         let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
+        let transport: Arc<dyn Transport<Agent>> = port.clone();
         let class = wire::IB_MGMT_CLASS_DEVICE_MGMT;
         let responder = register_gsi(&engine, &transport, 1, &rec, Some(reg(class)))?;
         let peer = Peer::open(&port, 1).ok_or(ENODEV)?;
@@ -466,7 +466,7 @@ mod tests {
         // segment (no control message) at the private QP is dropped and counted as a request.
         let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
         let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
+        let transport: Arc<dyn Transport<Agent>> = port.clone();
         let (user_class, plain_class) = (
             wire::IB_MGMT_CLASS_DEVICE_MGMT,
             wire::IB_MGMT_CLASS_DEVICE_ADM,
@@ -534,7 +534,7 @@ mod tests {
         // (in C they do: ib_core drops its registration lock before the wait).
         let port = crate::verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
         let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
+        let transport: Arc<dyn Transport<Agent>> = port.clone();
         let r = Arc::new(
             Reentrant {
                 engine: engine.clone(),

@@ -335,7 +335,7 @@ pub(super) fn rxe_rmpp_agent<H: SendHandler + RecvHandler + 'static>(
         return Ok(None);
     };
     let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
+    let transport: Arc<dyn Transport<Agent>> = port.clone();
     let r = Agent::register(
         &engine,
         &transport,

@@ -262,7 +262,7 @@ mod tests {
 
     /// What [`rxe0`] gives: the port, the verbs engine, the port as a transport; `None`
     /// without rxe0.
-    type Rxe0 = Option<(Arc<VerbsPort>, Arc<Engine>, Arc<dyn Transport>)>;
+    type Rxe0 = Option<(Arc<VerbsPort>, Arc<Engine>, Arc<dyn Transport<Agent>>)>;
 
     /// The rxe0 port, for agents registered on it.
     fn rxe0() -> Result<Rxe0> {
@@ -270,7 +270,7 @@ mod tests {
             return Ok(None);
         };
         let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-        let transport: Arc<dyn Transport> = port.clone();
+        let transport: Arc<dyn Transport<Agent>> = port.clone();
         Ok(Some((port, engine, transport)))
     }
 
@@ -655,7 +655,7 @@ mod tests {
         let Some((port, a, rec)) = s else {
             return Ok(());
         };
-        let transport: Arc<dyn Transport> = port.clone();
+        let transport: Arc<dyn Transport<Agent>> = port.clone();
         let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
         let replier = Arc::new(
             Replier {

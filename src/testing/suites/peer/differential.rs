@@ -546,7 +546,7 @@ fn send_kind(kind: &Kind, t: &Target, a: &Addrs) -> Result<usize> {
 pub(super) fn run() -> Result<KVec<Outcome>> {
     let port = verbs::find_port(c"rxe0", 1).ok_or(ENODEV)?;
     let engine = verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
+    let transport: Arc<dyn Transport<Agent>> = port.clone();
     let other = (1..=u8::MAX)
         .find(|&i| {
             port.gid(1, i)

@@ -183,7 +183,7 @@ pub(super) fn rxe_rmad_responder_answers_rmad_with_a_segmented_response() -> Res
         return Ok(());
     };
     let engine = crate::verbs::verbs_engine().ok_or(ENODEV)?;
-    let transport: Arc<dyn Transport> = port.clone();
+    let transport: Arc<dyn Transport<Agent>> = port.clone();
     let server = crate::testing::fabric::rmpp::Server::new(20_000)?;
     let s = Agent::register(
         &engine,

@@ -12,15 +12,28 @@
 //!   intrusive queue of them, as the kernel crate's `ListArc` and `List` are for an `Arc`.
 
 use super::{
-    MadInit,
-    SendBody,
-    SendRecord,
-    TxDest, //
+    body::{
+        MadInit,
+        SendBody,
+        TxDest, //
+    },
+    owner::RecordOwner,
+    rec::SendRecord,
 };
 use crate::{
-    engine::agent::Agent,
+    engine::agent::queues::{
+        QKey,
+        QueueItem,
+        TidKey,
+        QUEUE_LINKS,
+        TID_LINKS, //
+    },
     sys::{
-        rbtree::TreeRef,
+        rbtree::{
+            Links,
+            TreeItem,
+            TreeRef, //
+        },
         slab, //
     },
 };
@@ -53,20 +66,20 @@ use kernel::{
 ///
 /// `ptr` points at a live record in an object of [`slab`], initialised by [`BodyBox::new`],
 /// and this value owns one count of its `refs`; the object is freed when the count drops to 0.
-pub(crate) struct SendRef {
-    ptr: NonNull<SendRecord>,
+pub(crate) struct SendRef<A: RecordOwner> {
+    ptr: NonNull<SendRecord<A>>,
 }
 
 // SAFETY: A `SendRef` gives shared access to a `SendRecord`, which is `Send + Sync` (its
 // mutable parts are locked or atomic); dropping the last one from any thread frees it,
 // which any context but NMI may do.
-unsafe impl Send for SendRef {}
+unsafe impl<A: RecordOwner> Send for SendRef<A> {}
 // SAFETY: As above.
-unsafe impl Sync for SendRef {}
+unsafe impl<A: RecordOwner> Sync for SendRef<A> {}
 
-impl SendRef {
+impl<A: RecordOwner> SendRef<A> {
     /// Gives up this reference for a raw pointer; [`SendRef::from_raw`] takes it back.
-    pub(crate) fn into_raw(self) -> *const SendRecord {
+    pub(crate) fn into_raw(self) -> *const SendRecord<A> {
         let ptr = self.ptr.as_ptr();
         core::mem::forget(self);
         ptr
@@ -77,7 +90,7 @@ impl SendRef {
     /// # Safety
     ///
     /// `ptr` came from [`SendRef::into_raw`], and its reference is taken back once.
-    pub(crate) unsafe fn from_raw(ptr: *const SendRecord) -> Self {
+    pub(crate) unsafe fn from_raw(ptr: *const SendRecord<A>) -> Self {
         // SAFETY: `into_raw` returned a non-null pointer.
         let ptr = unsafe { NonNull::new_unchecked(ptr.cast_mut()) };
         // INVARIANT: The caller gives back the count `into_raw` gave up.
@@ -85,16 +98,16 @@ impl SendRef {
     }
 }
 
-impl Deref for SendRef {
-    type Target = SendRecord;
+impl<A: RecordOwner> Deref for SendRef<A> {
+    type Target = SendRecord<A>;
 
-    fn deref(&self) -> &SendRecord {
+    fn deref(&self) -> &SendRecord<A> {
         // SAFETY: The record is live while this reference is counted (type invariant).
         unsafe { self.ptr.as_ref() }
     }
 }
 
-impl Clone for SendRef {
+impl<A: RecordOwner> Clone for SendRef<A> {
     fn clone(&self) -> Self {
         // INVARIANT: The new value owns the count taken here (`Refcount` saturates rather
         // than wrapping to 0).
@@ -103,7 +116,7 @@ impl Clone for SendRef {
     }
 }
 
-impl Drop for SendRef {
+impl<A: RecordOwner> Drop for SendRef<A> {
     fn drop(&mut self) {
         if !self.refs.dec_and_test() {
             return;
@@ -120,23 +133,31 @@ impl Drop for SendRef {
 
 /// A reference of a record borrowed from a tree that holds one, for as long as the tree is
 /// borrowed.
-#[derive(Clone, Copy)]
-pub(crate) struct SendBorrow<'a> {
-    ptr: NonNull<SendRecord>,
-    _p: PhantomData<&'a SendRecord>,
+pub(crate) struct SendBorrow<'a, A: RecordOwner> {
+    ptr: NonNull<SendRecord<A>>,
+    _p: PhantomData<&'a SendRecord<A>>,
 }
 
-impl Deref for SendBorrow<'_> {
-    type Target = SendRecord;
+// By hand: a derive would require `A: Copy`.
+impl<A: RecordOwner> Clone for SendBorrow<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
 
-    fn deref(&self) -> &SendRecord {
+impl<A: RecordOwner> Copy for SendBorrow<'_, A> {}
+
+impl<A: RecordOwner> Deref for SendBorrow<'_, A> {
+    type Target = SendRecord<A>;
+
+    fn deref(&self) -> &SendRecord<A> {
         // SAFETY: The tree this was borrowed from holds a reference for `'a`.
         unsafe { self.ptr.as_ref() }
     }
 }
 
-impl From<SendBorrow<'_>> for SendRef {
-    fn from(b: SendBorrow<'_>) -> Self {
+impl<A: RecordOwner> From<SendBorrow<'_, A>> for SendRef<A> {
+    fn from(b: SendBorrow<'_, A>) -> Self {
         // INVARIANT: The count taken here is the new value's.
         b.refs.inc();
         SendRef { ptr: b.ptr }
@@ -145,19 +166,19 @@ impl From<SendBorrow<'_>> for SendRef {
 
 // SAFETY: `into_raw` gives up one count, `from_raw` takes one back; a borrow derefs to a
 // record whose count a tree holds.
-unsafe impl TreeRef for SendRef {
-    type Borrowed<'a> = SendBorrow<'a>;
+unsafe impl<A: RecordOwner> TreeRef for SendRef<A> {
+    type Borrowed<'a> = SendBorrow<'a, A>;
 
-    fn into_raw(self) -> *const SendRecord {
+    fn into_raw(self) -> *const SendRecord<A> {
         SendRef::into_raw(self)
     }
 
-    unsafe fn from_raw(ptr: *const SendRecord) -> Self {
+    unsafe fn from_raw(ptr: *const SendRecord<A>) -> Self {
         // SAFETY: The caller's promise is `SendRef::from_raw`'s.
         unsafe { SendRef::from_raw(ptr) }
     }
 
-    unsafe fn borrow<'a>(ptr: *const SendRecord) -> SendBorrow<'a> {
+    unsafe fn borrow<'a>(ptr: *const SendRecord<A>) -> SendBorrow<'a, A> {
         SendBorrow {
             // SAFETY: The caller gives a pointer of a live record, not null.
             ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) },
@@ -176,26 +197,21 @@ unsafe impl TreeRef for SendRef {
 /// For each record at most one `BodyBox` exists, and while it does the record's body is
 /// initialised and reached only through it; the record's agent counts it among its buffers
 /// (`Agent::create_send` counted it before making the record).
-pub(crate) struct BodyBox {
-    rec: SendRef,
+pub(crate) struct BodyBox<A: RecordOwner> {
+    rec: SendRef<A>,
 }
 
-impl BodyBox {
+impl<A: RecordOwner> BodyBox<A> {
     /// A new record of `agent` holding `mad` and `body`, in one object of rmad's slab cache,
     /// and the box that owns the body. Allocates with `gfp` only. The caller counted the
     /// buffer against `agent`; on failure its count is given back.
-    pub(crate) fn new(
-        agent: &Arc<Agent>,
-        mad: MadInit,
-        body: SendBody,
-        gfp: Flags,
-    ) -> Result<Self> {
+    pub(crate) fn new(agent: &Arc<A>, mad: MadInit, body: SendBody, gfp: Flags) -> Result<Self> {
         let Ok(ptr) = slab::alloc(gfp) else {
             drop((mad, body));
             agent.buffer_freed();
             return Err(ENOMEM);
         };
-        let ptr = ptr.cast::<SendRecord>();
+        let ptr = ptr.cast::<SendRecord<A>>();
         let init = SendRecord::new(agent, mad, body);
         // SAFETY: `ptr` is an object of the cache, whose objects have the size and alignment
         // of a `SendRecord` (the cache is made for it, `slab::Cache::create`); it never moves
@@ -209,7 +225,7 @@ impl BodyBox {
     }
 
     /// The record whose body this is.
-    pub(crate) fn rec(&self) -> &SendRef {
+    pub(crate) fn rec(&self) -> &SendRef<A> {
         &self.rec
     }
 
@@ -226,7 +242,7 @@ impl BodyBox {
     }
 
     /// Takes back the box that [`BodyBox::park`] parked in `rec`, if it is parked there.
-    pub(crate) fn unpark(rec: &SendRef) -> Option<Self> {
+    pub(crate) fn unpark(rec: &SendRef<A>) -> Option<Self> {
         // Acquire: see `park`.
         rec.parked.cmpxchg(true, false, Acquire).ok()?;
         // INVARIANT: The parked box's count becomes this value's; it is the record's only box.
@@ -269,7 +285,7 @@ impl BodyBox {
     }
 }
 
-impl Deref for BodyBox {
+impl<A: RecordOwner> Deref for BodyBox<A> {
     type Target = SendBody;
 
     fn deref(&self) -> &SendBody {
@@ -278,14 +294,14 @@ impl Deref for BodyBox {
     }
 }
 
-impl DerefMut for BodyBox {
+impl<A: RecordOwner> DerefMut for BodyBox<A> {
     fn deref_mut(&mut self) -> &mut SendBody {
         // SAFETY: As above; `&mut self` makes this the only access.
         unsafe { (*self.rec.body.get()).assume_init_mut() }
     }
 }
 
-impl Drop for BodyBox {
+impl<A: RecordOwner> Drop for BodyBox<A> {
     /// Drops the body in place and gives the buffer's count back to its agent
     /// (`ib_free_send_mad`); the record's memory goes with its last reference.
     fn drop(&mut self) {
@@ -302,14 +318,14 @@ impl Drop for BodyBox {
 /// # Invariants
 ///
 /// The record's `tx_taken` is set while this value exists (and only then).
-pub(crate) struct TxRef {
-    rec: SendRef,
+pub(crate) struct TxRef<A: RecordOwner> {
+    rec: SendRef<A>,
 }
 
-impl TxRef {
+impl<A: RecordOwner> TxRef<A> {
     /// The hold of the transmission of the send whose body is `body`; `None` if another
     /// exists. Borrowing the body keeps its MAD from being written while the hold is taken.
-    pub(crate) fn take(body: &BodyBox) -> Option<Self> {
+    pub(crate) fn take(body: &BodyBox<A>) -> Option<Self> {
         let rec = body.rec();
         // Acquire: what the last holder wrote (`tx_gen`, the links) is seen.
         rec.tx_taken.cmpxchg(false, true, Acquire).ok()?;
@@ -338,7 +354,7 @@ impl TxRef {
     }
 
     /// Gives the hold up and returns the reference it kept.
-    pub(crate) fn into_ref(self) -> SendRef {
+    pub(crate) fn into_ref(self) -> SendRef<A> {
         let me = core::mem::ManuallyDrop::new(self);
         // SAFETY: `me` is not dropped, so its `rec` is read out once.
         let rec = unsafe { ptr::read(&me.rec) };
@@ -349,7 +365,7 @@ impl TxRef {
 
     /// Gives the hold up for a raw pointer (a work-request id); [`TxRef::from_raw`] takes it
     /// back.
-    pub(crate) fn into_raw(self) -> *const SendRecord {
+    pub(crate) fn into_raw(self) -> *const SendRecord<A> {
         let me = core::mem::ManuallyDrop::new(self);
         // SAFETY: `me` is not dropped, so its `rec` is read out once; the hold stays taken.
         SendRef::into_raw(unsafe { ptr::read(&me.rec) })
@@ -360,7 +376,7 @@ impl TxRef {
     /// # Safety
     ///
     /// `ptr` came from [`TxRef::into_raw`], and is taken back once.
-    pub(crate) unsafe fn from_raw(ptr: *const SendRecord) -> Self {
+    pub(crate) unsafe fn from_raw(ptr: *const SendRecord<A>) -> Self {
         // SAFETY: The caller's promise: the pointer carries the reference `into_raw` gave up.
         let rec = unsafe { SendRef::from_raw(ptr) };
         // INVARIANT: `tx_taken` stayed set while the raw pointer stood for the hold.
@@ -368,15 +384,15 @@ impl TxRef {
     }
 }
 
-impl Deref for TxRef {
-    type Target = SendRecord;
+impl<A: RecordOwner> Deref for TxRef<A> {
+    type Target = SendRecord<A>;
 
-    fn deref(&self) -> &SendRecord {
+    fn deref(&self) -> &SendRecord<A> {
         &self.rec
     }
 }
 
-impl Drop for TxRef {
+impl<A: RecordOwner> Drop for TxRef<A> {
     fn drop(&mut self) {
         // Release: as in `into_ref`.
         self.rec.tx_taken.store(false, Release);
@@ -391,8 +407,8 @@ impl Drop for TxRef {
 /// `ends` are the first and the last of a doubly-linked list (through the records' `tx_links`,
 /// previous then next) of records whose [`TxRef`]s this queue owns (each given up with
 /// [`TxRef::into_raw`]); both are null when it is empty.
-pub(crate) struct TxQueue {
-    ends: [*const SendRecord; 2],
+pub(crate) struct TxQueue<A: RecordOwner> {
+    ends: [*const SendRecord<A>; 2],
 }
 
 /// The front of a [`TxQueue`], and the index of a record's link towards it (its previous).
@@ -401,11 +417,11 @@ const FRONT: usize = 0;
 const BACK: usize = 1;
 
 // SAFETY: The queue owns `TxRef`s, which may be sent (they hold `SendRef`s).
-unsafe impl Send for TxQueue {}
+unsafe impl<A: RecordOwner> Send for TxQueue<A> {}
 // SAFETY: Through `&TxQueue` only `is_empty` reads the queue.
-unsafe impl Sync for TxQueue {}
+unsafe impl<A: RecordOwner> Sync for TxQueue<A> {}
 
-impl TxQueue {
+impl<A: RecordOwner> TxQueue<A> {
     /// An empty queue.
     pub(crate) const fn new() -> Self {
         // INVARIANT: Empty.
@@ -424,14 +440,14 @@ impl TxQueue {
     /// # Safety
     ///
     /// `rec` is a live record whose `TxRef` this queue owns or is about to own.
-    unsafe fn links<'a>(rec: *const SendRecord) -> &'a mut [*const SendRecord; 2] {
+    unsafe fn links<'a>(rec: *const SendRecord<A>) -> &'a mut [*const SendRecord<A>; 2] {
         // SAFETY: The caller's promise: the `TxRef`'s holder (this queue, through `&mut self`)
         // alone touches the links.
         unsafe { &mut *(*rec).tx_links.get() }
     }
 
     /// Queues `tx` at the end `side` ([`FRONT`] or [`BACK`]).
-    fn push(&mut self, side: usize, tx: TxRef) {
+    fn push(&mut self, side: usize, tx: TxRef<A>) {
         let other = side ^ 1;
         let rec = tx.into_raw();
         let old = self.ends[side];
@@ -450,7 +466,7 @@ impl TxQueue {
     }
 
     /// Takes the transmission at the end `side` ([`FRONT`] or [`BACK`]).
-    fn pop(&mut self, side: usize) -> Option<TxRef> {
+    fn pop(&mut self, side: usize) -> Option<TxRef<A>> {
         let other = side ^ 1;
         let rec = self.ends[side];
         if rec.is_null() {
@@ -471,34 +487,74 @@ impl TxQueue {
     }
 
     /// Queues `tx` last.
-    pub(crate) fn push_back(&mut self, tx: TxRef) {
+    pub(crate) fn push_back(&mut self, tx: TxRef<A>) {
         self.push(BACK, tx);
     }
 
     /// Queues `tx` first.
-    pub(crate) fn push_front(&mut self, tx: TxRef) {
+    pub(crate) fn push_front(&mut self, tx: TxRef<A>) {
         self.push(FRONT, tx);
     }
 
     /// Takes the oldest transmission.
-    pub(crate) fn pop_front(&mut self) -> Option<TxRef> {
+    pub(crate) fn pop_front(&mut self) -> Option<TxRef<A>> {
         self.pop(FRONT)
     }
 
     /// Takes the newest transmission.
-    pub(crate) fn pop_back(&mut self) -> Option<TxRef> {
+    pub(crate) fn pop_back(&mut self) -> Option<TxRef<A>> {
         self.pop(BACK)
     }
 }
 
-impl Default for TxQueue {
+impl<A: RecordOwner> Default for TxQueue<A> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Drop for TxQueue {
+impl<A: RecordOwner> Drop for TxQueue<A> {
     fn drop(&mut self) {
         while self.pop_front().is_some() {}
+    }
+}
+
+// SAFETY: `links` returns the structurally pinned field `qlinks` every time; `from_links` is
+// its `container_of`. Only the queues of the record's agent hold it through them (`Queues`, in
+// the agent's locked state), always under the agent's lock.
+unsafe impl<A: RecordOwner> TreeItem<QUEUE_LINKS> for SendRecord<A> {
+    type Key = QKey;
+    type Ref = SendRef<A>;
+
+    fn links(&self) -> &Links<QKey> {
+        &self.qlinks
+    }
+
+    unsafe fn from_links(links: *const Links<QKey>) -> *const Self {
+        // SAFETY: `links` is the `qlinks` field of a live record (the caller's promise).
+        unsafe { kernel::container_of!(links, Self, qlinks) }
+    }
+}
+
+// SAFETY: `links` returns the structurally pinned field `tlinks` every time; `from_links` is
+// its `container_of`. Only the TID index of the record's agent holds it through them, always
+// under the agent's lock.
+unsafe impl<A: RecordOwner> TreeItem<TID_LINKS> for SendRecord<A> {
+    type Key = TidKey;
+    type Ref = SendRef<A>;
+
+    fn links(&self) -> &Links<TidKey> {
+        &self.tlinks
+    }
+
+    unsafe fn from_links(links: *const Links<TidKey>) -> *const Self {
+        // SAFETY: `links` is the `tlinks` field of a live record (the caller's promise).
+        unsafe { kernel::container_of!(links, Self, tlinks) }
+    }
+}
+
+impl<A: RecordOwner> QueueItem for SendRecord<A> {
+    fn tid_ref(r: SendRef<A>) -> SendRef<A> {
+        r
     }
 }
