@@ -13,7 +13,8 @@
 //! type: the agents' file names the engine (an agent holds its engine), and
 //! [`agent::Engine`] is the engine of agents that everything else uses.
 //!
-//! The engine owns the ordered workqueue on which every agent's timeouts and completions run, the
+//! The engine owns the workqueue on which every agent's timeouts and completions run (each
+//! agent's in order, agents side by side: one agent's waiting handler holds up no other), the
 //! space of `hi_tid` values, the table of agents by `hi_tid` (response routing) and the class
 //! registrations (request routing). A received MAD enters here ([`Engine::receive`]) and is
 //! routed to one agent, as `ib_mad_recv_done` does.
@@ -97,7 +98,8 @@ struct Registry<A> {
 /// State shared by all agents of one engine.
 #[pin_data]
 pub(crate) struct Engine<A: Routed> {
-    /// The ordered queue that runs agents' timeouts and completion deliveries.
+    /// The queue that runs agents' timeouts and completion deliveries: each agent's work item
+    /// in turn with itself, those of different agents at once.
     pub(crate) wq: OwnedQueue,
     /// The ordered queue on which transports process their completion queues (the "CQ
     /// worker").
@@ -114,7 +116,7 @@ impl<A: Routed> Engine<A> {
     pub(crate) fn new(name: &'static CStr, cq_name: &'static CStr) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
-                wq: OwnedQueue::new_ordered(name)?,
+                wq: OwnedQueue::new_reclaim(name)?,
                 cq_wq: OwnedQueue::new_ordered(cq_name)?,
                 unrouted: Atomic::new(0),
                 reg <- new_spinlock_irq!(

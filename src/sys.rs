@@ -3,7 +3,7 @@
 //! What rmad needs of the kernel that the 7.3 kernel crate does not offer, wrapped once each,
 //! with its safety argument:
 //!
-//! - [`workqueue`] has owned ordered workqueues, re-armable and cancellable delayed work;
+//! - [`workqueue`] has owned workqueues, re-armable and cancellable delayed work;
 //! - [`trace`] fires rmad's tracepoints (defined in C, where the trace macros expand);
 //! - [`sched`] has `cond_resched`;
 //! - [`memalloc`] has allocation scopes, for a C caller's `GFP_NOIO` and `GFP_NOFS`;

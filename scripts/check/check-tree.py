@@ -96,7 +96,9 @@ HOOKS = {
     "src/sys/fifo.rs": "the length of a list, which only the suites read",
     "src/sys/rbtree.rs": "accessors of the tree that only the suites read",
     "src/sys/workqueue.rs": "system_dfl(), the kernel's default system queue, wrapped once "
-    "with the others, on which only the suites queue work (their threads)",
+    "with the others, on which only the suites queue work (their threads), and "
+    "set_max_active, with which the suites hold an engine's agent work (block_queue): "
+    "both wrap a binding once, beside the other workqueue calls",
 }
 
 

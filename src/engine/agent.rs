@@ -41,8 +41,9 @@
 //! # Where handlers run
 //!
 //! Never under an rmad lock, and never from post, modify, cancel or free. Send handlers run on
-//! the engine's ordered workqueue, from the agent's work item, in the order in which the final
-//! statuses were decided; after a matched response the receive handler and then the send
+//! the engine's workqueue, from the agent's work item, in the order in which the final
+//! statuses were decided (the work items of different agents run side by side, so a handler
+//! that waits holds up only its own agent); after a matched response the receive handler and then the send
 //! handler run in the transport's receive context, one after the other; unregistration
 //! delivers the flushes it causes in the calling thread, as the C layer does.
 
@@ -341,7 +342,7 @@ pub(crate) struct Agent {
     /// Transmissions handed to the device, retries included ([`Stats::transmitted`]): counted
     /// without the lock by a transport's transmit path.
     transmitted: Atomic<u64>,
-    /// Runs timeouts and delivers completions, on the engine's ordered queue.
+    /// Runs timeouts and delivers completions, on the engine's queue ([`Engine::wq`]).
     #[pin]
     work: DelayedWork<Agent>,
     /// The RMPP transfers being reassembled (kernel-RMPP agents). Taken before `inner`,

@@ -5,8 +5,8 @@
 //! The 7.3 kernel crate can enqueue work on the system queues (only on those 7.3 deprecated:
 //! [`system_dfl`] and [`system_percpu`] give the others) but cannot allocate a queue of
 //! its own, flush or destroy one, move a pending delayed work item to an earlier time, or
-//! cancel one. rmad needs all of these: completions are delivered on an ordered queue that the
-//! module owns and drains at unload, and an agent's timer must move earlier when a send with an
+//! cancel one. rmad needs all of these: completions are delivered on a queue that the module
+//! owns and drains at unload, and an agent's timer must move earlier when a send with an
 //! earlier deadline starts waiting. This module wraps the C functions once, behind a safe API,
 //! with the reference-counting argument written down in one place.
 //!
@@ -53,6 +53,14 @@ pub(crate) fn system_percpu() -> &'static Queue {
     unsafe { Queue::from_raw(bindings::system_percpu_wq) }
 }
 
+/// The number of items of a queue that may run at once unless it says otherwise
+/// (`WQ_DFL_ACTIVE`).
+#[cfg(rmad_test)]
+pub(crate) const DEFAULT_ACTIVE: c_int = 1024;
+
+#[cfg(rmad_test)]
+const _: () = assert!(bindings::wq_consts_WQ_DFL_ACTIVE == 1024);
+
 /// A workqueue that rmad allocated (ordered: one item at a time, in queueing order; or
 /// unbound, several at once); drained and destroyed when dropped.
 ///
@@ -83,6 +91,30 @@ impl OwnedQueue {
     /// another.
     pub(crate) fn new_concurrent(name: &'static CStr) -> Result<Self> {
         Self::alloc(name, bindings::wq_flags_WQ_UNBOUND, 0)
+    }
+
+    /// Allocates an unbound queue named `name` whose items run concurrently and that may be
+    /// used on memory-reclaim paths: the agents' work, where one agent's handler may wait (the
+    /// connection manager's send handler does, in `ib_destroy_cm_id`) without holding up
+    /// another agent's. One work item never runs twice at once, so each agent's work stays in
+    /// order.
+    pub(crate) fn new_reclaim(name: &'static CStr) -> Result<Self> {
+        Self::alloc(
+            name,
+            bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags_WQ_MEM_RECLAIM,
+            0,
+        )
+    }
+
+    /// Lets at most `n` items of this queue (one of [`OwnedQueue::new_concurrent`] or
+    /// [`OwnedQueue::new_reclaim`]) run at once, over the whole system: the suites hold every
+    /// agent's work of an engine behind one item with 1, and give the default back with
+    /// [`DEFAULT_ACTIVE`].
+    #[cfg(rmad_test)]
+    pub(crate) fn set_max_active(&self, n: c_int) {
+        // SAFETY: By the type invariant the pointer is a live workqueue; it was not allocated
+        // ordered (only `new_ordered` does that), so the call does not refuse it.
+        unsafe { bindings::workqueue_set_max_active(self.ptr.as_ptr(), n) }
     }
 
     /// `alloc_workqueue(name, flags, max_active)`.

@@ -169,10 +169,8 @@ pub(crate) struct RustBench {
     n: usize,
     /// Where sends go: the port's own GID.
     dgid: Gid,
-    /// The agent of the measured sends.
+    /// The agent of the measured sends, and of the gate (`rounds.c`, round B).
     agent: Option<Arc<Agent>>,
-    /// A second agent on the same port, whose send handler holds the delivery queue.
-    gate_agent: Option<Arc<Agent>>,
     /// Where the silent sends are created, if not on `agent`: another state's agent (the
     /// driver's `share`, for two threads posting to one agent).
     sends_on: Option<Arc<Agent>>,
@@ -199,7 +197,6 @@ impl RustBench {
             n: 0,
             dgid: [0; 16],
             agent: None,
-            gate_agent: None,
             sends_on: None,
             bufs: KVec::new(),
             handles: KVec::new(),
@@ -251,7 +248,6 @@ impl RustBench {
         let transport: Arc<dyn Transport<Agent>> = port;
         let handler = Arc::new(Handler { round }, GFP_KERNEL)?;
         self.agent = Some(register_gsi(&engine, &transport, 1, &handler, None)?);
-        self.gate_agent = Some(register_gsi(&engine, &transport, 1, &handler, None)?);
         self.n = n;
         self.lo = LO_BASE;
         self.bufs = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -333,30 +329,24 @@ impl RustBench {
         }
     }
 
-    /// Creates a send of `kind` with `method` and `timeout_ms` on the gate agent if `gate`
-    /// (else on the agent) and posts it; its handle unless the post failed (which drops it).
-    fn post_new(
-        &mut self,
-        gate: bool,
-        method: u8,
-        timeout_ms: i32,
-        kind: usize,
-    ) -> Result<SendHandle> {
+    /// Creates a send of `kind` with `method` and `timeout_ms` on the agent and posts it; its
+    /// handle unless the post failed (which drops it).
+    fn post_new(&mut self, method: u8, timeout_ms: i32, kind: usize) -> Result<SendHandle> {
         let lo = self.next_lo();
-        let a = if gate { &self.gate_agent } else { &self.agent };
-        let buf = self.buf(a.as_ref().ok_or(EINVAL)?, lo, method, timeout_ms, kind)?;
+        let a = self.agent.clone().ok_or(EINVAL)?;
+        let buf = self.buf(&a, lo, method, timeout_ms, kind)?;
         Agent::post(buf).map_err(|e| e.err)
     }
 
-    /// Creates and posts a marker, from the gate agent if `gate`.
-    fn post_marker(&mut self, gate: bool) -> Result {
-        self.post_new(gate, wire::IB_MGMT_METHOD_SEND, 0, KIND_MARKER)
+    /// Creates and posts a marker.
+    fn post_marker(&mut self) -> Result {
+        self.post_new(wire::IB_MGMT_METHOD_SEND, 0, KIND_MARKER)
             .map(drop)
     }
 
     /// Creates and posts the gate's send.
     fn post_gate(&mut self) -> Result {
-        let h = self.post_new(true, wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_GATE)?;
+        let h = self.post_new(wire::IB_MGMT_METHOD_SEND, LONG_MS, KIND_GATE)?;
         self.gate_handle = Some(h);
         Ok(())
     }
@@ -372,11 +362,11 @@ impl RustBench {
     /// Starts a transaction: creates a GET the responder answers and posts it (the send handler
     /// drops it); its handle is not kept.
     fn txn(&mut self) -> Result {
-        self.post_new(false, wire::IB_MGMT_METHOD_GET, TXN_MS, KIND_TXN)
+        self.post_new(wire::IB_MGMT_METHOD_GET, TXN_MS, KIND_TXN)
             .map(drop)
     }
 
-    /// Cancels the gate's send: its handler then holds the delivery queue.
+    /// Cancels the gate's send: its handler then holds the agent's work.
     fn cancel_gate(&mut self) -> Result {
         self.gate_handle.take().ok_or(EINVAL)?.cancel()
     }
@@ -391,10 +381,7 @@ impl RustBench {
         for h in Iterator::chain(self.req_handles.iter(), self.gate_handle.as_ref()) {
             let _ = h.cancel();
         }
-        for a in [self.agent.as_ref(), self.gate_agent.as_ref()]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(a) = self.agent.as_ref() {
             if wait_idle(a).is_err() {
                 pr_warn!("bench: an agent still has sends outstanding\n");
             }
@@ -405,17 +392,14 @@ impl RustBench {
         self.unregister();
     }
 
-    /// Unregisters both agents with what is outstanding still outstanding (the flush that the
+    /// Unregisters the agent with what is outstanding still outstanding (the flush that the
     /// driver's unregistration round measures). Buffers not posted are dropped first: an
     /// unregistration waits for every buffer of its agent.
     fn unregister(&mut self) {
         self.bufs = KVec::new();
         self.reqs = KVec::new();
         self.sends_on = None;
-        for a in [self.agent.take(), self.gate_agent.take()]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(a) = self.agent.take() {
             if let Err(e) = a.unregister() {
                 pr_err!("bench: unregister failed: {:?}\n", e);
             }
@@ -632,15 +616,15 @@ unsafe extern "C" fn rmad_bench_rust_post_req(p: *mut c_void, j: u32) -> c_int {
     code(unsafe { state(p) }.post_req(j))
 }
 
-/// Driver operation: creates and posts a marker, from the gate agent if `gate` is not 0.
+/// Driver operation: creates and posts a marker.
 ///
 /// # Safety
 ///
 /// As [`state`].
 #[no_mangle]
-unsafe extern "C" fn rmad_bench_rust_post_marker(p: *mut c_void, gate: c_int) -> c_int {
+unsafe extern "C" fn rmad_bench_rust_post_marker(p: *mut c_void) -> c_int {
     // SAFETY: As the caller guarantees.
-    code(unsafe { state(p) }.post_marker(gate != 0))
+    code(unsafe { state(p) }.post_marker())
 }
 
 /// Driver operation: creates and posts the gate's send.

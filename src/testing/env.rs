@@ -27,6 +27,7 @@ use crate::{
         QpType,
         RegReq, //
     },
+    sys::workqueue::DEFAULT_ACTIVE,
     testing::{
         loopback::{
             Fabric,
@@ -212,20 +213,56 @@ pub(crate) fn reg(class: u8) -> RegReq {
     }
 }
 
-/// Keeps `engine`'s ordered queue busy (so that no agent work and no send handler runs)
-/// until the returned gate is opened with `store(1, ..)`.
-pub(crate) fn block_queue(engine: &Engine) -> Result<Arc<Atomic<i32>>> {
-    let gate = Arc::new(Atomic::<i32>::new(0), GFP_KERNEL)?;
-    let g2 = gate.clone();
+/// What [`block_queue`] returns: while it is shut, no agent work of its engine runs.
+pub(crate) struct Gate {
+    /// Opened with a store of 1.
+    open: Arc<Atomic<i32>>,
+    /// The engine whose queue it holds.
+    engine: Arc<Engine>,
+}
+
+impl Gate {
+    /// Lets the engine's work run again: the blocking item returns, and the queue runs as many
+    /// items at once as before.
+    pub(crate) fn open(&self) {
+        self.open.store(1, Relaxed);
+        self.engine.wq.set_max_active(DEFAULT_ACTIVE);
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// Keeps `engine`'s queue busy (so that no agent work and no send handler runs) until the
+/// returned gate is opened: the queue runs one item at a time, and the first is one that waits
+/// for the gate.
+pub(crate) fn block_queue(engine: &Arc<Engine>) -> Result<Gate> {
+    let open = Arc::new(Atomic::<i32>::new(0), GFP_KERNEL)?;
+    let o2 = open.clone();
+    engine.wq.set_max_active(1);
+    let gate = Gate {
+        open,
+        engine: engine.clone(),
+    };
+    let started = Arc::new(Atomic::<bool>::new(false), GFP_KERNEL)?;
+    let s2 = started.clone();
     engine
         .wq
         .queue()
         .try_spawn(GFP_KERNEL, move || {
-            while g2.load(Relaxed) == 0 {
+            s2.store(true, Relaxed);
+            while o2.load(Relaxed) == 0 {
                 sleep_ms(1);
             }
         })
         .map_err(|_| ENOMEM)?;
+    // Items queued before it may still be running: the queue is held once the blocker runs.
+    if !wait_for(|| started.load(Relaxed)) {
+        return Err(ETIMEDOUT);
+    }
     Ok(gate)
 }
 

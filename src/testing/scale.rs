@@ -304,7 +304,7 @@ fn run_timed(n: usize, out: &mut KVec<u8>) -> Result {
     // 3, 4: a burst of cancels, reported by the agent's work in batches.
     let env = Env::new()?;
     let (a, tally, handles, _, _) = waiting(&env, BURST)?;
-    // The work cannot run until every cancel is in: the engine's ordered queue is kept busy.
+    // The work cannot run until every cancel is in: the engine's queue is held.
     let gate = block_queue(&env.engine)?;
     let _ = batch_max_take();
     let mut refused = 0usize;
@@ -314,7 +314,7 @@ fn run_timed(n: usize, out: &mut KVec<u8>) -> Result {
             refused = refused.saturating_add(1);
         }
     }
-    gate.store(1, Relaxed);
+    gate.open();
     let burst = i64::try_from(BURST).unwrap_or(i64::MAX);
     let delivered = wait_for(|| tally.total.load(Relaxed) >= burst);
     sleep_ms(500);

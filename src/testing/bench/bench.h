@@ -46,7 +46,7 @@ int rmad_bench_rust_modify(void *p, u32 i, int ms);
 int rmad_bench_rust_cancel(void *p, u32 i);
 int rmad_bench_rust_reqs(void *p, u32 count);
 int rmad_bench_rust_post_req(void *p, u32 j);
-int rmad_bench_rust_post_marker(void *p, int gate);
+int rmad_bench_rust_post_marker(void *p);
 int rmad_bench_rust_post_gate(void *p);
 int rmad_bench_rust_cancel_gate(void *p);
 int rmad_bench_rust_create_free(void *p);

@@ -19,8 +19,9 @@
 struct c_impl {
 	struct ib_device *dev;
 	struct rmad_bench_round *r;
-	struct ib_mad_agent *agent, *gate_agent;
-	struct ib_ah *ah, *ah_silent, *gate_ah;
+	/* The agent of the measured sends and of the gate (rounds.c, round B). */
+	struct ib_mad_agent *agent;
+	struct ib_ah *ah, *ah_silent;
 	/* Where the silent sends are created, if not on @agent (bench_ops.share). */
 	struct ib_mad_agent *send_agent;
 	struct ib_ah *send_ah;
@@ -101,12 +102,6 @@ static int c_open(void *p, struct rmad_bench_round *r, u32 n)
 		c->agent = NULL;
 		goto fail;
 	}
-	c->gate_agent = ib_register_mad_agent(c->dev, BENCH_PORT, IB_QPT_GSI, NULL, 0,
-					      c_send_handler, c_recv_handler, r, 0);
-	if (IS_ERR(c->gate_agent)) {
-		c->gate_agent = NULL;
-		goto fail;
-	}
 	c->ah = c_ah(c->agent, &bench_gid, BENCH_GID_INDEX);
 	if (IS_ERR(c->ah)) {
 		c->ah = NULL;
@@ -115,11 +110,6 @@ static int c_open(void *p, struct rmad_bench_round *r, u32 n)
 	c->ah_silent = c_ah(c->agent, &bench_silent_gid, BENCH_SILENT_GID_INDEX);
 	if (IS_ERR(c->ah_silent)) {
 		c->ah_silent = NULL;
-		goto fail;
-	}
-	c->gate_ah = c_ah(c->gate_agent, &bench_silent_gid, BENCH_SILENT_GID_INDEX);
-	if (IS_ERR(c->gate_ah)) {
-		c->gate_ah = NULL;
 		goto fail;
 	}
 	return 0;
@@ -232,12 +222,12 @@ static int c_post_new(struct ib_mad_send_buf *b)
 	return ret;
 }
 
-static int c_post_marker(void *p, int gate)
+static int c_post_marker(void *p)
 {
 	struct c_impl *c = p;
 
-	return c_post_new(c_buf(gate ? c->gate_agent : c->agent, gate ? c->gate_ah : c->ah_silent,
-				c->lo++, IB_MGMT_METHOD_SEND, 0, KIND_MARKER));
+	return c_post_new(c_buf(c->agent, c->ah_silent, c->lo++, IB_MGMT_METHOD_SEND, 0,
+				KIND_MARKER));
 }
 
 /* The C layer's send completions are in order: a marker posted last completes last. */
@@ -248,7 +238,7 @@ static int c_wait_sent(void *p)
 	int ret;
 
 	bench_ctr_expect_more(m, 1);
-	ret = c_post_marker(p, 0);
+	ret = c_post_marker(p);
 	return ret ?: bench_ctr_wait(m);
 }
 
@@ -258,7 +248,7 @@ static int c_post_gate(void *p)
 	struct ib_mad_send_buf *b;
 	int ret;
 
-	b = c_buf(c->gate_agent, c->gate_ah, c->lo++, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+	b = c_buf(c->agent, c->ah_silent, c->lo++, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
 		  KIND_GATE);
 	ret = c_post_new(b);
 	if (!ret)
@@ -315,10 +305,7 @@ static void c_unregister(void *p)
 	c->gate_buf = NULL;
 	if (c->agent)
 		ib_unregister_mad_agent(c->agent);
-	if (c->gate_agent)
-		ib_unregister_mad_agent(c->gate_agent);
 	c->agent = NULL;
-	c->gate_agent = NULL;
 }
 
 static void c_close(void *p)
@@ -330,8 +317,6 @@ static void c_close(void *p)
 		rdma_destroy_ah(c->ah, RDMA_DESTROY_AH_SLEEPABLE);
 	if (c->ah_silent)
 		rdma_destroy_ah(c->ah_silent, RDMA_DESTROY_AH_SLEEPABLE);
-	if (c->gate_ah)
-		rdma_destroy_ah(c->gate_ah, RDMA_DESTROY_AH_SLEEPABLE);
 	kvfree(c->bufs);
 	kvfree(c->posted);
 	kvfree(c->reqs);

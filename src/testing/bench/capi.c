@@ -17,7 +17,8 @@
 
 struct capi_impl {
 	struct rmad_bench_round *r;
-	struct rmad_agent *agent, *gate_agent;
+	/* The agent of the measured sends and of the gate (rounds.c, round B). */
+	struct rmad_agent *agent;
 	/* Where the silent sends are created, if not on @agent (bench_ops.share). */
 	struct rmad_agent *send_agent;
 	struct rmad_ah ah, ah_silent;
@@ -92,12 +93,6 @@ static int capi_open(void *p, struct rmad_bench_round *r, u32 n)
 				       capi_send_handler, capi_recv_handler, r, 0);
 	if (IS_ERR(c->agent)) {
 		c->agent = NULL;
-		goto fail;
-	}
-	c->gate_agent = rmad_register_agent("rxe0", BENCH_PORT, RMAD_QPT_GSI, NULL, 0,
-					    capi_send_handler, capi_recv_handler, r, 0);
-	if (IS_ERR(c->gate_agent)) {
-		c->gate_agent = NULL;
 		goto fail;
 	}
 	return 0;
@@ -226,12 +221,12 @@ static int capi_post_new(struct rmad_send_buf *b)
 	return ret;
 }
 
-static int capi_post_marker(void *p, int gate)
+static int capi_post_marker(void *p)
 {
 	struct capi_impl *c = p;
 
-	return capi_post_new(capi_buf(gate ? c->gate_agent : c->agent, &c->ah_silent, c->lo++,
-				      IB_MGMT_METHOD_SEND, 0, KIND_MARKER));
+	return capi_post_new(capi_buf(c->agent, &c->ah_silent, c->lo++, IB_MGMT_METHOD_SEND, 0,
+				      KIND_MARKER));
 }
 
 static int capi_post_gate(void *p)
@@ -240,7 +235,7 @@ static int capi_post_gate(void *p)
 	struct rmad_send_buf *b;
 	int ret;
 
-	b = capi_buf(c->gate_agent, &c->ah_silent, c->lo++, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
+	b = capi_buf(c->agent, &c->ah_silent, c->lo++, IB_MGMT_METHOD_SEND, BENCH_LONG_MS,
 		     KIND_GATE);
 	ret = capi_post_new(b);
 	if (!ret)
@@ -297,10 +292,7 @@ static void capi_unregister(void *p)
 	c->gate_buf = NULL;
 	if (c->agent)
 		rmad_unregister_agent(c->agent);
-	if (c->gate_agent)
-		rmad_unregister_agent(c->gate_agent);
 	c->agent = NULL;
-	c->gate_agent = NULL;
 }
 
 static void capi_close(void *p)
@@ -326,8 +318,6 @@ static void capi_close(void *p)
 		rmad_cancel_mad(c->gate_buf);
 	if (c->agent)
 		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->agent));
-	if (c->gate_agent)
-		rmad_bench_rust_wait_idle(rmad_agent_hi_tid(c->gate_agent));
 	capi_unregister(p);
 	kvfree(c->bufs);
 	kvfree(c->posted);

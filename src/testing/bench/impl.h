@@ -88,7 +88,7 @@ int bench_ctr_wait(struct bench_ctr *c);
  */
 struct bench_ops {
 	const char *name;
-	/* Registers the agents (the agent, and the gate agent on the same port). */
+	/* Registers the agent (the timed sends' and the gate's: rounds.c, round B). */
 	int (*open)(void *p, struct rmad_bench_round *r, u32 n);
 	/*
 	 * Creates the n silent sends (timeout @timeout_ms, no retries), again
@@ -111,9 +111,9 @@ struct bench_ops {
 	 */
 	int (*reqs)(void *p, u32 count);
 	int (*post_req)(void *p, u32 j);
-	/* Creates and posts a marker, from the gate agent if @gate. */
-	int (*post_marker)(void *p, int gate);
-	/* Creates and posts the gate's send (from the gate agent; it waits for a response). */
+	/* Creates and posts a marker. */
+	int (*post_marker)(void *p);
+	/* Creates and posts the gate's send (it waits for a response). */
 	int (*post_gate)(void *p);
 	int (*cancel_gate)(void *p);
 	/* Creates a send buffer of one MAD on the agent and frees it. */

@@ -114,7 +114,7 @@ static int pass_post(const struct bench_ops *ops, void *p, struct rmad_bench_rou
 	if (ret)
 		return ret;
 	bench_ctr_expect_more(&r->marker, 1);
-	ret = ops->post_marker(p, 0);
+	ret = ops->post_marker(p);
 	if (!ret)
 		ret = bench_ctr_wait(&r->marker);
 	if (ret)
@@ -448,9 +448,11 @@ struct timeouts_tally {
 };
 
 /*
- * One pass of round B: the delivery queue is held first (a second agent's
- * send handler blocks on it: ib_core's port workqueue for the C layer, rmad's
- * ordered completion queue), then n sends with a timeout of @ms are posted;
+ * One pass of round B: the delivery of the agent's timeouts is held first
+ * (the gate, a cancelled send of the same agent, has its send handler block:
+ * on ib_core's port workqueue for the C layer, on the agent's work item for
+ * rmad, which delivers its timeouts apart from other agents'), then n sends
+ * with a timeout of @ms are posted;
  * once the device took them all and @wait_ms more have passed, all have
  * expired, and the queue is released: ns from the release until the n-th
  * timeout was delivered.
@@ -471,7 +473,7 @@ static int timeouts_once(const struct bench_ops *ops, void *p, struct rmad_bench
 	if (ret)
 		return ret;
 	bench_ctr_expect_more(&r->marker, 1);
-	ret = ops->post_marker(p, 1);
+	ret = ops->post_marker(p);
 	if (!ret)
 		ret = bench_ctr_wait(&r->marker);
 	if (ret)
@@ -565,7 +567,7 @@ static int wait_completed(const struct bench_ops *ops, void *p, struct rmad_benc
 	int ret;
 
 	bench_ctr_expect_more(&r->marker, 1);
-	ret = ops->post_marker(p, 0);
+	ret = ops->post_marker(p);
 	return ret ?: bench_ctr_wait(&r->marker);
 }
 

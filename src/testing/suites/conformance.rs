@@ -39,7 +39,9 @@ use crate::{
         QpType,
         RegReq, //
     },
+    sys::workqueue::system_dfl,
     testing::{
+        block_queue,
         loopback::Fabric,
         post,
         reg,
@@ -226,13 +228,15 @@ pub(super) fn mad_to(
     Ok(buf)
 }
 
-/// Occupies the engine's ordered queue for `ms` milliseconds, so that everything queued
-/// behind it runs in one go afterwards.
+/// Holds the engine's agent work for `ms` milliseconds ([`block_queue`]), so that everything
+/// queued meanwhile runs in one go afterwards.
 fn block_completions(env: &Env, ms: i64) -> Result {
-    env.engine
-        .wq
-        .queue()
-        .try_spawn(GFP_KERNEL, move || sleep_ms(ms))
+    let gate = block_queue(&env.engine)?;
+    system_dfl()
+        .try_spawn(GFP_KERNEL, move || {
+            sleep_ms(ms);
+            gate.open();
+        })
         .map_err(|_| ENOMEM)
 }
 

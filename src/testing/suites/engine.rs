@@ -5,7 +5,19 @@
 #[kernel::prelude::kunit_tests(rmad_engine)]
 mod tests {
     use crate::{
-        engine::agent::Agent,
+        engine::{
+            agent::{
+                Agent,
+                RecvHandler,
+                SendHandler, //
+            },
+            send::{
+                SendBuf,
+                SendCompletion,
+                SendHandle, //
+            },
+            transport::RecvMad,
+        },
         mad::{
             wire::{
                 self,
@@ -16,7 +28,10 @@ mod tests {
         testing::{
             post,
             reg,
+            register_gsi,
             request,
+            sleep_ms,
+            wait_for,
             Behaviour,
             Call,
             Env,
@@ -37,9 +52,59 @@ mod tests {
         },
         time::{
             delay::udelay,
-            Delta, //
+            Delta,
+            Instant,
+            Monotonic, //
         },
     };
+
+    /// How long a send handler waits for another agent's before it gives up: far longer than
+    /// a completion takes to be delivered, even under emulation.
+    const BLOCK_MS: i64 = 10_000;
+
+    /// A send handler that waits, as the connection manager's does in `ib_destroy_cm_id`,
+    /// until another agent's send handler ran.
+    struct Waiter {
+        /// The other agent's send handler ran.
+        other_ran: Arc<Atomic<bool>>,
+        /// This handler started waiting.
+        started: Atomic<bool>,
+        /// 0: not returned yet; 1: the other handler ran while this one waited; 2: it did not
+        /// within [`BLOCK_MS`].
+        outcome: Atomic<i32>,
+    }
+
+    impl SendHandler for Waiter {
+        fn send_done(&self, _agent: &Arc<Agent>, _buf: SendBuf, _wc: SendCompletion) {
+            self.started.store(true, Release);
+            let start = Instant::<Monotonic>::now();
+            while !self.other_ran.load(Acquire) && start.elapsed().as_millis() < BLOCK_MS {
+                sleep_ms(1);
+            }
+            let ran = self.other_ran.load(Acquire);
+            self.outcome.store(if ran { 1 } else { 2 }, Release);
+        }
+    }
+
+    impl RecvHandler for Waiter {
+        fn recv(&self, _agent: &Arc<Agent>, _send: Option<&SendHandle>, _mad: RecvMad) {}
+    }
+
+    /// A send handler that says it ran.
+    struct Marker {
+        /// Set when the handler runs.
+        ran: Arc<Atomic<bool>>,
+    }
+
+    impl SendHandler for Marker {
+        fn send_done(&self, _agent: &Arc<Agent>, _buf: SendBuf, _wc: SendCompletion) {
+            self.ran.store(true, Release);
+        }
+    }
+
+    impl RecvHandler for Marker {
+        fn recv(&self, _agent: &Arc<Agent>, _send: Option<&SendHandle>, _mad: RecvMad) {}
+    }
 
     /// What the other thread of a round saw.
     #[pin_data]
@@ -189,6 +254,46 @@ mod tests {
             .iter()
             .copied()
             .eq([1u32, 2].map(|lo| wire::make_tid(a.hi_tid, lo))));
+        assert!(unreg.0.is_ok() && unreg.1.is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn a_waiting_send_handler_stalls_no_other_agent() -> Result {
+        // A send handler may wait for another agent's completion (the connection manager's
+        // send handler can call `ib_destroy_cm_id`, which waits for its messages on the REP
+        // agent): the other agent's completions keep being delivered meanwhile. One queue that
+        // runs every agent's deliveries in turn would hold them behind the waiting handler.
+        let env = Env::new()?;
+        let other_ran = Arc::new(Atomic::new(false), GFP_KERNEL)?;
+        let waiter = Arc::new(
+            Waiter {
+                other_ran: other_ran.clone(),
+                started: Atomic::new(false),
+                outcome: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let marker = Arc::new(
+            Marker {
+                ran: other_ran.clone(),
+            },
+            GFP_KERNEL,
+        )?;
+        let a = register_gsi(&env.engine, &env.transport, 1, &waiter, None)?;
+        let b = register_gsi(&env.engine, &env.transport, 1, &marker, None)?;
+        let class = wire::IB_MGMT_CLASS_PERF_MGMT;
+        let first = post(request(&a, class, 1, 2, 0, 0)?).is_ok();
+        let waiting = wait_for(|| waiter.started.load(Acquire));
+        let second = post(request(&b, class, 2, 2, 0, 0)?).is_ok();
+        let returned = wait_for(|| waiter.outcome.load(Acquire) != 0);
+        let outcome = waiter.outcome.load(Acquire);
+        let unreg = (a.unregister(), b.unregister());
+        assert!(first && second);
+        assert!(waiting);
+        assert!(returned);
+        assert_eq!(outcome, 1);
+        assert!(other_ran.load(Acquire));
         assert!(unreg.0.is_ok() && unreg.1.is_ok());
         Ok(())
     }

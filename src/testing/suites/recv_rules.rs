@@ -62,10 +62,7 @@ use crate::{
 };
 use kernel::{
     prelude::*,
-    sync::{
-        atomic::Relaxed,
-        Arc, //
-    },
+    sync::Arc, //
 };
 
 /// Offset of the OUI of a vendor-class MAD (bytes 37..40).
@@ -606,7 +603,7 @@ mod tests {
         let idle = settle(&env);
         let (recvs, dropped) = (rec.recv_count(), a.stats().dropped_responses);
         let state2 = a.send_state(&h2);
-        gate.store(1, Relaxed);
+        gate.open();
         let _ = h2.cancel();
         let all = rec.wait_sends(2);
         let sends = rec.sends()?;
