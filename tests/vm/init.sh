@@ -13,6 +13,13 @@
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export RESULTS=/dev/ttyS1
 
+# InfiniBand is built as modules (tests/vm/kernel.config): load ib_core, which rmad imports,
+# and the upper layers a kernel with InfiniBand built in would have running, before the
+# scenario.
+for m in ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm; do
+	modprobe "$m" || echo "init: modprobe $m failed"
+done
+
 /scenario.sh
 rc=$?
 
