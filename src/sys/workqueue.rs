@@ -107,9 +107,10 @@ impl OwnedQueue {
     }
 
     /// Lets at most `n` items of this queue (one of [`OwnedQueue::new_concurrent`] or
-    /// [`OwnedQueue::new_reclaim`]) run at once, over the whole system: the suites hold every
-    /// agent's work of an engine behind one item with 1, and give the default back with
-    /// [`DEFAULT_ACTIVE`].
+    /// [`OwnedQueue::new_reclaim`]) run at once on each NUMA node (an unbound queue shares its
+    /// limit out among the nodes, at least `min(n, 8)` each): on the test VM, one node, the
+    /// suites hold every agent's work of an engine behind one item with 1, and give the
+    /// default back with [`DEFAULT_ACTIVE`].
     #[cfg(rmad_test)]
     pub(crate) fn set_max_active(&self, n: c_int) {
         // SAFETY: By the type invariant the pointer is a live workqueue; it was not allocated
