@@ -30,6 +30,7 @@ use crate::{
         transport::{
             GrhFields,
             Handed,
+            LinkHdr,
             PortAttr,
             RecvMad,
             RecvWc,
@@ -100,12 +101,16 @@ pub(crate) struct VerbsRecvInfo {
     traffic_class: u8,
     sl: u8,
     via_qp1: u8,
+    network_hdr_type: u8,
+    vlan_id: u16,
+    wc_flags: u32,
+    grh: [u8; 40],
 }
 
 // The layout of `struct rmad_recv_info` in `src/verbs/shim.h`; `src/verbs/shim.c` checks the
 // same numbers in C.
 const _: () = {
-    assert!(core::mem::size_of::<VerbsRecvInfo>() == 52);
+    assert!(core::mem::size_of::<VerbsRecvInfo>() == 100);
     assert!(core::mem::offset_of!(VerbsRecvInfo, pkey_index) == 8);
     assert!(core::mem::offset_of!(VerbsRecvInfo, has_grh) == 11);
     assert!(core::mem::offset_of!(VerbsRecvInfo, sgid) == 12);
@@ -114,6 +119,10 @@ const _: () = {
     assert!(core::mem::offset_of!(VerbsRecvInfo, traffic_class) == 49);
     assert!(core::mem::offset_of!(VerbsRecvInfo, sl) == 50);
     assert!(core::mem::offset_of!(VerbsRecvInfo, via_qp1) == 51);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, network_hdr_type) == 52);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, vlan_id) == 54);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, wc_flags) == 56);
+    assert!(core::mem::offset_of!(VerbsRecvInfo, grh) == 60);
 };
 
 extern "C" {
@@ -915,6 +924,12 @@ impl VerbsRecvInfo {
                 hop_limit: self.hop_limit,
                 traffic_class: self.traffic_class,
                 flow_label: self.flow_label,
+            },
+            link: LinkHdr {
+                wc_flags: self.wc_flags,
+                network_hdr_type: self.network_hdr_type,
+                vlan_id: self.vlan_id,
+                grh: self.grh,
             },
             private_request,
         }

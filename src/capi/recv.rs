@@ -54,6 +54,11 @@ pub(crate) fn deliver(
     // The bytes stay where they are when `mad` moves into the table: they are on the heap.
     wc.mad = mad.mad.as_ptr().cast();
     wc.mad_len = u32::try_from(mad.mad.len()).unwrap_or(0);
+    #[expect(
+        clippy::result_large_err,
+        reason = "the received MAD comes back by value when no handle is free: a move on that \
+                  path only, where the handler then gets it without a handle"
+    )]
     let inserted = tables().map_err(|e| (e, None)).and_then(|t| {
         t.recvs
             .insert(

@@ -31,9 +31,42 @@ pub(crate) struct RecvWc {
     pub(crate) grh: Option<(Gid, Gid)>,
     /// The GRH's other routing fields as they arrived (zero without a GRH).
     pub(crate) grh_fields: GrhFields,
+    /// The rest of what `ib_init_ah_attr_from_wc` reads of the packet, as the device reported
+    /// it: what a client of the `ib_mad` interface is given as the packet's `ib_wc` and GRH.
+    pub(crate) link: LinkHdr,
     /// A request that bypassed QP1: an RMPP ACK, STOP or ABORT that a peer sent to the
     /// private QP a segmented response of rmad's came from. Only an RMPP agent takes it.
     pub(crate) private_request: bool,
+}
+
+/// What `ib_init_ah_attr_from_wc` reads of a received packet beyond [`RecvWc`]'s other fields,
+/// as the device reported it (a verbs port; zero on the loopback fabric, which has no
+/// `ib_device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinkHdr {
+    /// The work completion's `IB_WC_GRH`, `IB_WC_WITH_NETWORK_HDR_TYPE` and `IB_WC_WITH_VLAN`
+    /// flags.
+    pub(crate) wc_flags: u32,
+    /// The network header's type (`enum rdma_network_type`), with
+    /// `IB_WC_WITH_NETWORK_HDR_TYPE`.
+    pub(crate) network_hdr_type: u8,
+    /// The VLAN, with `IB_WC_WITH_VLAN`.
+    pub(crate) vlan_id: u16,
+    /// With `IB_WC_GRH`, the 40 bytes before the MAD as received: the GRH, or on RoCEv2 over
+    /// IPv4 the IP header in the last 20 (RoCEv2 decodes as the header's version says, which
+    /// a decoded [`RecvWc::grh`] would no longer tell).
+    pub(crate) grh: [u8; 40],
+}
+
+impl Default for LinkHdr {
+    fn default() -> Self {
+        Self {
+            wc_flags: 0,
+            network_hdr_type: 0,
+            vlan_id: 0,
+            grh: [0; 40],
+        }
+    }
 }
 
 /// Hop limit, traffic class and flow label of a received packet's GRH (on RoCEv2 over IPv4:

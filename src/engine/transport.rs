@@ -12,6 +12,7 @@
 
 pub(crate) use super::received::{
     GrhFields,
+    LinkHdr,
     RecvMad,
     RecvWc, //
 };

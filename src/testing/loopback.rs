@@ -25,6 +25,7 @@ use crate::{
         transport::{
             GrhFields,
             Handed,
+            LinkHdr,
             PortAttr,
             RecvMad,
             RecvWc,
@@ -528,6 +529,8 @@ impl Fabric {
                     traffic_class: h.traffic_class,
                     flow_label: h.flow_label,
                 }),
+                // No `ib_device` to read a work completion of.
+                link: LinkHdr::default(),
                 private_request: false,
             };
             if g.knobs.duplicate > 0 {

@@ -11,6 +11,7 @@ use crate::{
         send::SendBuf,
         transport::{
             GrhFields,
+            LinkHdr,
             RecvMad,
             RecvWc,
             Transport, //
@@ -177,6 +178,7 @@ pub(crate) fn plain_arrival(port: u8, slid: u16) -> RecvWc {
         sl: 0,
         grh: None,
         grh_fields: GrhFields::default(),
+        link: LinkHdr::default(),
         private_request: false,
     }
 }

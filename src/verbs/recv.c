@@ -100,6 +100,8 @@ static void rmad_fill_grh_fields(const void *grh, enum rdma_network_type t,
  * How a MAD arrived, from its work completion and the 40 bytes before it (the
  * GRH, or on RoCEv2 over IPv4 the IP header in its last 20 bytes).
  */
+static_assert(sizeof_field(struct rmad_recv_info, grh) == RMAD_GRH_SIZE);
+
 static void rmad_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_recv_info *info)
 {
 	union ib_gid sgid, dgid;
@@ -109,7 +111,11 @@ static void rmad_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_
 	info->pkey_index = wc->pkey_index;
 	info->dlid_path_bits = wc->dlid_path_bits;
 	info->sl = wc->sl;
+	info->wc_flags = wc->wc_flags & (IB_WC_GRH | IB_WC_WITH_NETWORK_HDR_TYPE | IB_WC_WITH_VLAN);
+	info->network_hdr_type = wc->network_hdr_type;
+	info->vlan_id = wc->vlan_id;
 	if (wc->wc_flags & IB_WC_GRH) {
+		memcpy(info->grh, grh, sizeof(info->grh));
 		enum rdma_network_type t = RDMA_NETWORK_IB;
 
 		if (wc->wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE)

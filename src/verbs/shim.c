@@ -32,7 +32,7 @@
 #include "vport.h"
 
 /* The layout VerbsRecvInfo in src/verbs.rs has. */
-static_assert(sizeof(struct rmad_recv_info) == 52);
+static_assert(sizeof(struct rmad_recv_info) == 100);
 static_assert(offsetof(struct rmad_recv_info, pkey_index) == 8);
 static_assert(offsetof(struct rmad_recv_info, has_grh) == 11);
 static_assert(offsetof(struct rmad_recv_info, sgid) == 12);
@@ -41,6 +41,10 @@ static_assert(offsetof(struct rmad_recv_info, flow_label) == 44);
 static_assert(offsetof(struct rmad_recv_info, traffic_class) == 49);
 static_assert(offsetof(struct rmad_recv_info, sl) == 50);
 static_assert(offsetof(struct rmad_recv_info, via_qp1) == 51);
+static_assert(offsetof(struct rmad_recv_info, network_hdr_type) == 52);
+static_assert(offsetof(struct rmad_recv_info, vlan_id) == 54);
+static_assert(offsetof(struct rmad_recv_info, wc_flags) == 56);
+static_assert(offsetof(struct rmad_recv_info, grh) == 60);
 
 /* The layout TxFrame in src/verbs/tx.rs has. */
 static_assert(sizeof(struct rmad_tx) == 64);

@@ -26,6 +26,18 @@ struct rmad_recv_info {
 	u8 sl;
 	/* 1: a request ib_core received on QP1 and forwarded; 0: arrived at the private QP. */
 	u8 via_qp1;
+	/*
+	 * What ib_init_ah_attr_from_wc reads besides the fields above: the
+	 * work completion's IB_WC_GRH, IB_WC_WITH_NETWORK_HDR_TYPE and
+	 * IB_WC_WITH_VLAN flags, the network header's type and the VLAN as the
+	 * device reported them, and with IB_WC_GRH the 40 bytes before the MAD
+	 * as received (the GRH, or on RoCEv2 over IPv4 the IP header in the last
+	 * 20).
+	 */
+	u8 network_hdr_type;
+	u16 vlan_id;
+	u32 wc_flags;
+	u8 grh[40];
 };
 
 /* Called by Rust. */

@@ -7,6 +7,7 @@
 
 mod gid;
 mod hooks;
+mod wc;
 
 #[kernel::prelude::kunit_tests(rmad_rxe)]
 mod tests {
@@ -887,5 +888,10 @@ mod tests {
     #[test]
     fn rxe_handle_in_use_at_a_gid_change_is_retired() -> Result {
         super::gid::handle_in_use_at_a_gid_change_is_retired()
+    }
+
+    #[test]
+    fn rxe_kept_wc_gives_the_senders_address() -> Result {
+        super::wc::kept_wc_gives_the_senders_address()
     }
 }
