@@ -225,8 +225,9 @@ struct rmad_reg_req {
  * @wc: the completion: the buffer (the client's again), the post, the status
  *
  * Called exactly once per successful post, never with an rmad lock held, in
- * process context (it may sleep). Calling rmad_unregister_agent() on the
- * handler's own agent from it returns -EDEADLK.
+ * process context (it may sleep: that holds up only this agent's other
+ * completions). Calling rmad_unregister_agent() on the handler's own agent
+ * from it returns -EDEADLK.
  */
 typedef void (*rmad_send_handler)(struct rmad_agent *agent, struct rmad_send_wc *wc);
 
