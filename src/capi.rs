@@ -27,6 +27,7 @@
 //! A buffer's slot lock, then its agent's lock (post, modify, cancel). No rmad lock is held
 //! while a client's handler runs.
 
+mod compat;
 pub(crate) mod devices;
 pub(crate) mod handles;
 mod recv;

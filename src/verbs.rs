@@ -48,7 +48,10 @@ use crate::{
         workqueue::OwnedQueue, //
     },
 };
-use core::ffi::c_void;
+use core::{
+    ffi::c_void,
+    ptr, //
+};
 use kernel::{
     ffi::{
         c_char,
@@ -150,6 +153,7 @@ extern "C" {
     fn rmad_shim_port_mac(dev: *mut IbDevice, port: u32, mac: *mut u8) -> c_int;
     fn rmad_shim_dev_try_get(dev: *mut IbDevice) -> c_int;
     fn rmad_shim_dev_put(dev: *mut IbDevice);
+    fn rmad_shim_vport_qp(vp: *mut Vport) -> *mut c_void;
     fn rmad_shim_vport_open(dev: *mut IbDevice, port: u32, ctx: *mut c_void) -> *mut Vport;
     fn rmad_shim_vport_close(vp: *mut Vport);
     fn rmad_shim_vport_sweep(vp: *mut Vport);
@@ -377,6 +381,17 @@ pub(crate) fn find_port(name: &CStr, port: u8) -> Option<Arc<VerbsPort>> {
         .cloned()
 }
 
+/// The open port `port` of the device `dev`, if rmad has it: what the `ib_mad` interface
+/// (`include/rmad_ib_mad.h`) names a port by.
+pub(crate) fn find_port_of(dev: *const IbDevice, port: u8) -> Option<Arc<VerbsPort>> {
+    let g = VERBS.lock();
+    g.as_ref()?
+        .ports
+        .iter()
+        .find(|p| p.port == port && ptr::eq(p.dev, dev))
+        .cloned()
+}
+
 impl VerbsPort {
     /// Opens port `port` of `dev`.
     fn open(dev: *mut IbDevice, port: u32, engine: &Arc<Engine>) -> Result<Arc<Self>> {
@@ -506,6 +521,18 @@ impl VerbsPort {
         // SAFETY: The reference taken above.
         unsafe { rmad_shim_dev_put(self.dev) };
         Some(r)
+    }
+
+    /// The port's private QP (`struct ib_qp`), which stays until the port closes: the QP that
+    /// a client of the `ib_mad` interface finds in `agent->qp`, whose PD its address handles
+    /// are made on. Null once the port is closed.
+    pub(crate) fn qp(&self) -> *mut c_void {
+        let vp = self.vp.lock();
+        if vp.is_null() {
+            return ptr::null_mut();
+        }
+        // SAFETY: The port is open and its lock held, so the shim's port is.
+        unsafe { rmad_shim_vport_qp(*vp) }
     }
 
     /// Runs `f` with the shim's port while it is open, holding a registration reference on

@@ -39,6 +39,13 @@ pub(crate) struct CRecv {
     kept: bool,
 }
 
+impl CRecv {
+    /// The MAD and how it arrived.
+    pub(super) fn mad(&self) -> &RecvMad {
+        &self.mad
+    }
+}
+
 /// Hands `mad` to the C receive handler `f` of the agent `agent` (a handle), with `wc` filled
 /// in except for the MAD and its handle; ends the handle afterwards unless the handler kept
 /// it. Without a free handle (memory, or handles used up), the handler still gets the MAD,

@@ -74,15 +74,17 @@ use kernel::{
 
 /// The handlers of a C agent.
 pub(super) struct CHandlers {
-    send: SendFn,
-    recv: RecvFn,
+    /// The send handler.
+    pub(super) send: SendFn,
+    /// The receive handler.
+    pub(super) recv: RecvFn,
     /// The agent's handle (known before registration starts).
-    handle: u64,
+    pub(super) handle: u64,
     /// The agent's context, handed to every handler call.
-    context: usize,
+    pub(super) context: usize,
     /// The module of the handlers is gone or going: they are not called any more
     /// ([`super::unload`]).
-    muted: Atomic<bool>,
+    pub(super) muted: Atomic<bool>,
 }
 
 impl CHandlers {
@@ -201,8 +203,33 @@ pub(crate) unsafe extern "C" fn rmad_register_agent(
         context: context.expose_provenance(),
         muted: Atomic::new(false),
     };
-    register_impl(name, port, qp_type, reg, rmpp_version, handlers, flags)
-        .map_or_else(err_ptr, to_ptr)
+    let code = code_of(&handlers);
+    let args = match RegArgs::new(port, qp_type, flags) {
+        Ok(a) => a,
+        Err(e) => return err_ptr(e),
+    };
+    register_impl(
+        |port| find_transport(name, port),
+        args,
+        reg,
+        rmpp_version,
+        handlers,
+        Registered {
+            code,
+            hi_tid: core::ptr::null_mut(),
+        },
+    )
+    .map_or_else(err_ptr, to_ptr)
+}
+
+/// What a registration tells besides its handle: where the client's handlers are (the module
+/// they are in is the agent's owner, [`super::unload`]), and where to write the agent's
+/// `hi_tid` before the agent is routable (null: nowhere).
+pub(super) struct Registered {
+    /// The addresses of the client's send and receive handlers (0 for none).
+    pub(super) code: [usize; 2],
+    /// Null, or a `u32` the caller keeps valid until registration returns.
+    pub(super) hi_tid: *mut u32,
 }
 
 /// The addresses of `h`'s send and receive handlers (0 for none): where rmad looks for the
@@ -215,7 +242,7 @@ fn code_of(h: &CHandlers) -> [usize; 2] {
 }
 
 /// The plain arguments of `rmad_register_agent`, checked and split.
-struct RegArgs {
+pub(super) struct RegArgs {
     /// The port.
     port: u8,
     /// SMI or GSI.
@@ -230,7 +257,7 @@ struct RegArgs {
 
 impl RegArgs {
     /// `EINVAL` for a QP type other than SMI and GSI, `ENODEV` for a port no device has.
-    fn new(port: u32, qp_type: c_int, flags: u32) -> Result<Self> {
+    pub(super) fn new(port: u32, qp_type: c_int, flags: u32) -> Result<Self> {
         let retry_flags = RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT;
         // In the order the checks were always made: the QP type first.
         Ok(Self {
@@ -247,16 +274,15 @@ impl RegArgs {
     }
 }
 
-/// Registers a C agent: its handle is reserved first, so that handlers that run before
-/// registration returns already know it.
-fn register_impl(
-    name: &CStr,
-    port: u32,
-    qp_type: c_int,
+/// Registers a C agent on the port that `find` gives for `args`' port number: its handle is
+/// reserved first, so that handlers that run before registration returns already know it.
+pub(super) fn register_impl(
+    find: impl FnOnce(u8) -> Result<(Arc<Engine>, Arc<dyn Transport<Agent>>)>,
+    args: RegArgs,
     reg: Option<RegReq>,
     rmpp_version: u8,
     mut handlers: CHandlers,
-    flags: u32,
+    out: Registered,
 ) -> Result<u64> {
     let RegArgs {
         port,
@@ -264,10 +290,10 @@ fn register_impl(
         detach_buffers,
         retry,
         flags,
-    } = RegArgs::new(port, qp_type, flags)?;
+    } = args;
     let t = tables()?;
-    let (engine, transport) = find_transport(name, port)?;
-    let code = code_of(&handlers);
+    let (engine, transport) = find(port)?;
+    let code = out.code;
     let h = t.agents.reserve(GFP_KERNEL)?;
     handlers.handle = h;
     let context = handlers.context;
@@ -291,6 +317,11 @@ fn register_impl(
             // it (rmad.h: handlers that run before registration returns receive the
             // agent's handle already).
             |agent| {
+                if !out.hi_tid.is_null() {
+                    // SAFETY: The caller keeps `hi_tid` valid until registration returns
+                    // (`Registered`); nothing else writes it meanwhile.
+                    unsafe { out.hi_tid.write(agent.hi_tid) };
+                }
                 let agent = agent.clone();
                 // A vanished reservation is a defect; the registration then fails.
                 t.agents

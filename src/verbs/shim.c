@@ -141,6 +141,12 @@ u32 rmad_shim_vport_qp_num(struct rmad_vport *vp)
 	return vp->qp->qp_num;
 }
 
+/* The port's private QP, for agent->qp of the ib_mad interface (src/compat/ib_mad.c). */
+struct ib_qp *rmad_shim_vport_qp(struct rmad_vport *vp)
+{
+	return vp->qp;
+}
+
 /* The MAC of the port's netdev (RoCE), for address handles to this port. */
 /* Takes a registration reference: the device's unregistration waits for it. */
 int rmad_shim_dev_try_get(struct ib_device *dev)

@@ -9,6 +9,7 @@
 #include <linux/types.h>
 
 struct ib_device;
+struct ib_qp;
 struct rmad_vport;
 
 /* How a MAD arrived (mirrored by VerbsRecvInfo in src/verbs.rs; both assert the layout). */
@@ -86,6 +87,7 @@ void rmad_shim_vport_sweep(struct rmad_vport *vp);
 bool rmad_shim_vport_recover(struct rmad_vport *vp);
 u32 rmad_shim_vport_resets(struct rmad_vport *vp);
 u32 rmad_shim_vport_qp_num(struct rmad_vport *vp);
+struct ib_qp *rmad_shim_vport_qp(struct rmad_vport *vp);
 void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgmt_class,
 			      u8 class_version, const u8 *oui, u64 mask_lo, u64 mask_hi);
 void rmad_shim_forward_stop(void *fwd);
