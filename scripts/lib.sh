@@ -103,7 +103,8 @@ vm_prepare() {
 		"$RMAD_OUT/samples/template/rmad_client.ko" \
 		"$RMAD_OUT/clients/hrtimer/rmad_hrtimer_client.ko" \
 		"$RMAD_OUT/clients/two_hca/rmad_two_hca_client.ko" \
-		"$RMAD_OUT/clients/rust_drop/rmad_rust_drop_client.ko"
+		"$RMAD_OUT/clients/rust_drop/rmad_rust_drop_client.ko" \
+		"$RMAD_OUT/clients/cm/rmad_cm.ko"
 }
 
 # user_kdir: whether the production module is built against a kernel of the

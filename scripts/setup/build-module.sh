@@ -46,11 +46,11 @@ for s in c rust template; do
 		KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules
 done
 # The test clients of tests/clients/ (make test loads them next to the production module).
-for c in hrtimer two_hca rust_drop; do
+for c in hrtimer two_hca rust_drop cm; do
 	mkdir -p "$RMAD_OUT/clients/$c"
 	kmake M="$RMAD_ROOT/tests/clients/$c" MO="$RMAD_OUT/clients/$c" \
 		KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules
 done
 step "module: $out/rmad.ko (production), $out_test/rmad.ko (test flavour)"
 step "samples: $RMAD_OUT/samples/{c/rmad_sample_c.ko,rust/rmad_sample_rust.ko,template/rmad_client.ko}"
-step "test clients: $RMAD_OUT/clients/{hrtimer/rmad_hrtimer_client.ko,two_hca/rmad_two_hca_client.ko,rust_drop/rmad_rust_drop_client.ko}"
+step "test clients: $RMAD_OUT/clients/{hrtimer/rmad_hrtimer_client.ko,two_hca/rmad_two_hca_client.ko,rust_drop/rmad_rust_drop_client.ko,cm/rmad_cm.ko}"

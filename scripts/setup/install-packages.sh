@@ -11,7 +11,7 @@ packages=(
 	bc bison build-essential cpio flex kmod libelf-dev libssl-dev python3 rsync
 	xz-utils "clang$LLVM_SUFFIX" "lld$LLVM_SUFFIX" "llvm$LLVM_SUFFIX"
 	"libclang$LLVM_SUFFIX-dev" qemu-system-x86 busybox-static iproute2
-	libmnl0 libbsd0 libcap2 dkms
+	libmnl0 libbsd0 libcap2 dkms rdmacm-utils ibverbs-providers
 	"$@"
 )
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the test VM's initramfs: static busybox, the `rdma`, `ip` and `tc` tools (and those
+# Build the test VM's initramfs: static busybox, the `rdma`, `ip` and `tc` tools, rdma-core's
+# rping, udaddy, ucmatose and cmtime with libibverbs' rxe provider (and those
 # RMAD_INITRAMFS_TOOLS names: `make bench`'s profiler adds perf) with the shared libraries
 # they need, tests/vm/init.sh as /init, a scenario script as
 # /scenario.sh and the given kernel modules under /modules (a MODULE given as
@@ -26,19 +27,41 @@ for applet in $(/bin/busybox --list); do
 	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 
-# The iproute2 tools (rdma for soft-RoCE links, ip for the netdev under them), the extra
-# tools, and every shared library they link, at their own paths.
+# copy_libs FILE: every shared library FILE links, at its own path.
+copy_libs() {
+	ldd "$1" | grep -o '/[^ ]*' | while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
+}
+
+# The iproute2 tools (rdma for soft-RoCE links, ip for the netdev under them),
+# rdma-core's connection tools (rdmacm-utils: tests/vm/cm.sh), the extra tools,
+# and every shared library they link.
 # shellcheck disable=SC2086 # RMAD_INITRAMFS_TOOLS is a list of tool names.
-for tool in rdma ip tc ${RMAD_INITRAMFS_TOOLS:-}; do
+for tool in rdma ip tc rping udaddy ucmatose cmtime ${RMAD_INITRAMFS_TOOLS:-}; do
 	path="$(command -v "$tool" || ls /usr/sbin/"$tool" /sbin/"$tool" /usr/bin/"$tool" 2>/dev/null | head -n1 || true)"
 	[ -n "$path" ] && [ -x "$path" ] || die "the $tool tool is missing"
 	rm -f "$root/bin/$tool"
 	cp "$path" "$root/bin/$tool"
-	ldd "$path" | grep -o '/[^ ]*' | while read -r lib; do
-		mkdir -p "$root$(dirname "$lib")"
-		cp -L "$lib" "$root$lib"
-	done
+	copy_libs "$path"
 done
+# glibc loads libgcc_s when a thread exits (rping's do), not through a link.
+libgcc="$(ldconfig -p | awk '/libgcc_s\.so\.1 .*x86-64/ { print $NF; exit }')"
+[ -n "$libgcc" ] || die "libgcc_s.so.1 is missing"
+mkdir -p "$root$(dirname "$libgcc")"
+cp -L "$libgcc" "$root$libgcc"
+# libibverbs' soft-RoCE provider, which it finds through /etc/libibverbs.d and loads by name.
+rxe_driver=/etc/libibverbs.d/rxe.driver
+[ -f "$rxe_driver" ] || die "libibverbs' rxe provider is missing ($rxe_driver)"
+mkdir -p "$root/etc/libibverbs.d"
+cp "$rxe_driver" "$root/etc/libibverbs.d/"
+provider="$(ldconfig -p | grep -o '/[^ ]*/libibverbs/librxe-rdmav[0-9]*\.so' | head -n1 ||
+	ls /usr/lib/*/libibverbs/librxe-rdmav*.so 2>/dev/null | head -n1 || true)"
+[ -n "$provider" ] || die "libibverbs' rxe provider library is missing"
+mkdir -p "$root$(dirname "$provider")"
+cp -L "$provider" "$root$provider"
+copy_libs "$provider"
 
 # The test kernel's own modules (rdma_rxe and what it needs), where modprobe
 # finds them: /lib/modules/<release>/, with modules.dep made by the host's depmod.
@@ -56,6 +79,8 @@ depmod -b "$root" "$release"
 
 cp "$RMAD_ROOT/tests/vm/init.sh" "$root/init"
 cp "$RMAD_ROOT/tests/vm/lib.sh" "$root/lib.sh"
+cp "$RMAD_ROOT/tests/vm/pair.sh" "$root/pair.sh"
+cp "$RMAD_ROOT/tests/vm/cm.sh" "$root/cm.sh"
 cp "$scenario" "$root/scenario.sh"
 chmod +x "$root/init" "$root/scenario.sh"
 for ko in "$@"; do

@@ -15,8 +15,12 @@ export RESULTS=/dev/ttyS1
 
 # InfiniBand is built as modules (tests/vm/kernel.config): load ib_core, which rmad imports,
 # and the upper layers a kernel with InfiniBand built in would have running, before the
-# scenario.
-for m in ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm; do
+# scenario. Node a of a VM pair runs the kernel's connection manager on rmad
+# (tests/vm/cm.sh), which takes ib_cm's place: there nothing loads ib_cm or the
+# modules that would pull it in (rdma_cm, rdma_ucm), and the scenario loads them itself.
+mods="ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm"
+[ "${RMAD_NODE:-}" != a ] || mods="ib_core ib_uverbs ib_umad iw_cm"
+for m in $mods; do
 	modprobe "$m" || echo "init: modprobe $m failed"
 done
 

@@ -7,6 +7,7 @@
 
 mod gid;
 mod hooks;
+mod ibmad;
 mod wc;
 
 #[kernel::prelude::kunit_tests(rmad_rxe)]
@@ -893,5 +894,17 @@ mod tests {
     #[test]
     fn rxe_kept_wc_gives_the_senders_address() -> Result {
         super::wc::kept_wc_gives_the_senders_address()
+    }
+
+    #[test]
+    fn rxe_ib_mad_header_over_ipv6() -> Result {
+        assert_eq!(super::ibmad::header_on_rxe(0), Ok(()));
+        Ok(())
+    }
+
+    #[test]
+    fn rxe_ib_mad_header_over_ipv4() -> Result {
+        assert_eq!(super::ibmad::header_on_rxe(1), Ok(()));
+        Ok(())
     }
 }

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Suite rmad_rxe (test flavour only): code written for ib_core's MAD layer, on
+ * rmad through include/rmad_ib_mad.h, next to an ib_core agent on the same
+ * port of rxe0.
+ *
+ * An agent of the header (class 0x0f) posts a chain of two SENDs from GID
+ * index @gid_index to the same GID, through an address handle made on its
+ * agent->qp->pd: one to class 0x0e, which an ib_core agent receives, and one
+ * to class 0x0f, which reaches the header's agent through rmad. Each receive
+ * handler gives its struct ib_wc and GRH to ib_init_ah_attr_from_wc(): the two
+ * addresses must be the same. Then the header's ib_modify_mad() and
+ * ib_cancel_mad() end two GETs that the header's agent leaves unanswered, the send handler sees the
+ * context a client wrote while the send was outstanding, and the retries as
+ * ib_core leaves them.
+ */
+
+#include <linux/completion.h>
+#include <linux/etherdevice.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_mad.h>
+#include <rdma/ib_verbs.h>
+
+#include "../../../../include/rmad_ib_mad.h"
+#include "ibmad.h"
+
+#define CORE_CLASS 0x0e
+#define RMAD_CLASS 0x0f
+
+/* What the test collects from the handlers. */
+struct ibmad_test {
+	struct completion recvd[2];
+	struct completion sent;
+	atomic_t sends;
+	/* The last send completion. */
+	struct ib_mad_send_buf *send_buf;
+	int status;
+	int retries;
+	void *context1;
+	/* The addresses ib_init_ah_attr_from_wc() gave: [0] ib_core's, [1] the header's. */
+	struct rdma_ah_attr attr[2];
+	int attr_ret[2];
+	/* What the header's receive handler saw besides. */
+	struct ib_mad_agent *rmad_agent;
+	bool wc_right;
+	struct ib_mad_recv_wc *kept;
+};
+
+static void ibmad_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc *wc)
+{
+	struct ibmad_test *t = agent->context;
+
+	t->send_buf = wc->send_buf;
+	t->status = wc->status;
+	t->retries = wc->send_buf->retries;
+	t->context1 = wc->send_buf->context[1];
+	atomic_inc(&t->sends);
+	complete(&t->sent);
+}
+
+static void ibmad_recv_common(struct ibmad_test *t, int i, struct ib_mad_agent *agent,
+			      struct ib_mad_recv_wc *wc)
+{
+	t->attr_ret[i] = ib_init_ah_attr_from_wc(agent->device, agent->port_num, wc->wc,
+						 wc->recv_buf.grh, &t->attr[i]);
+	complete(&t->recvd[i]);
+}
+
+/* ib_core's agent (class 0x0e). */
+static void ibmad_core_recv(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+			    struct ib_mad_recv_wc *wc)
+{
+	ibmad_recv_common(agent->context, 0, agent, wc);
+	/* ib_core's own, not the header's. */
+	(ib_free_recv_mad)(wc);
+}
+
+/* The header's agent (class 0x0f): keeps a SEND and writes it; leaves a GET unanswered. */
+static void ibmad_rmad_recv(struct ib_mad_agent *agent, struct ib_mad_send_buf *send_buf,
+			    struct ib_mad_recv_wc *wc)
+{
+	struct ibmad_test *t = agent->context;
+
+	if (wc->recv_buf.mad->mad_hdr.method == IB_MGMT_METHOD_GET) {
+		ib_free_recv_mad(wc);
+		return;
+	}
+
+	t->wc_right = !send_buf && wc->wc && wc->wc->qp == agent->qp && wc->recv_buf.grh &&
+		      wc->recv_buf.mad && wc->recv_buf.mad->mad_hdr.mgmt_class == RMAD_CLASS &&
+		      wc->mad_len == sizeof(struct ib_mad) &&
+		      list_is_singular(&wc->rmpp_list) &&
+		      wc->wc->port_num == agent->port_num && wc->wc->status == IB_WC_SUCCESS;
+	/* Writable, as cm.c writes a REQ it routes. */
+	wc->recv_buf.mad->data[0] = 0x5a;
+	t->kept = wc;
+	ibmad_recv_common(t, 1, agent, wc);
+}
+
+/* An empty SEND (or GET) of @class from @agent's buffer to @ah. */
+static struct ib_mad_send_buf *ibmad_buf(struct ib_mad_agent *agent, struct ib_ah *ah, u8 class,
+					 u8 method, u32 tid)
+{
+	struct ib_mad_send_buf *b;
+	struct ib_mad_hdr *h;
+
+	b = ib_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR, IB_MGMT_MAD_DATA, GFP_KERNEL,
+			       IB_MGMT_BASE_VERSION);
+	if (IS_ERR(b))
+		return b;
+	h = b->mad;
+	h->base_version = IB_MGMT_BASE_VERSION;
+	h->mgmt_class = class;
+	h->class_version = 1;
+	h->method = method;
+	h->tid = cpu_to_be64(((u64)agent->hi_tid << 32) | tid);
+	b->ah = ah;
+	return b;
+}
+
+/* The address handle to GID @gid_index of @agent's port, from it, on agent->qp->pd. */
+static struct ib_ah *ibmad_ah(struct ib_mad_agent *agent, int gid_index)
+{
+	struct rdma_ah_attr attr = {};
+	union ib_gid gid;
+	int ret;
+
+	ret = rdma_query_gid(agent->device, agent->port_num, gid_index, &gid);
+	if (ret)
+		return ERR_PTR(ret);
+	attr.type = rdma_ah_find_type(agent->device, agent->port_num);
+	rdma_ah_set_port_num(&attr, agent->port_num);
+	rdma_ah_set_grh(&attr, &gid, 0, gid_index, 64, 0);
+	return rdma_create_ah(agent->qp->pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+}
+
+/* Whether the two addresses back to the sender are the same; logs them if not. */
+static int ibmad_same(const struct rdma_ah_attr *a, const struct rdma_ah_attr *b)
+{
+	const struct ib_global_route *ga = rdma_ah_read_grh(a), *gb = rdma_ah_read_grh(b);
+	bool same = a->type == b->type && rdma_ah_get_sl(a) == rdma_ah_get_sl(b) &&
+		    rdma_ah_get_ah_flags(a) == rdma_ah_get_ah_flags(b) &&
+		    !memcmp(ga->dgid.raw, gb->dgid.raw, 16) && ga->sgid_index == gb->sgid_index &&
+		    ga->flow_label == gb->flow_label && ga->traffic_class == gb->traffic_class &&
+		    ga->hop_limit == gb->hop_limit && ga->sgid_attr == gb->sgid_attr &&
+		    (a->type != RDMA_AH_ATTR_TYPE_ROCE ||
+		     ether_addr_equal(a->roce.dmac, b->roce.dmac));
+
+	if (!same)
+		pr_err("rmad_rxe: ib_core: type %d sgid %d dgid %pI6 tc %u fl %u hl %u; header: type %d sgid %d dgid %pI6 tc %u fl %u hl %u\n",
+		       a->type, ga->sgid_index, ga->dgid.raw, ga->traffic_class, ga->flow_label,
+		       ga->hop_limit, b->type, gb->sgid_index, gb->dgid.raw, gb->traffic_class,
+		       gb->flow_label, gb->hop_limit);
+	return same ? 0 : -EBADMSG;
+}
+
+#define CHECK(cond, what)                                              \
+	do {                                                           \
+		if (!(cond)) {                                         \
+			pr_err("rmad_rxe: ib_mad header: %s\n", what); \
+			ret = -EPROTO;                                 \
+			goto out;                                      \
+		}                                                      \
+	} while (0)
+
+/* Waits up to 30 s for @c. */
+static bool ibmad_wait(struct completion *c)
+{
+	return wait_for_completion_timeout(c, 30 * HZ) != 0;
+}
+
+int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index)
+{
+	struct ib_mad_reg_req core_req = {
+		.mgmt_class = CORE_CLASS,
+		.mgmt_class_version = 1,
+	};
+	struct ib_mad_reg_req rmad_req = {
+		.mgmt_class = RMAD_CLASS,
+		.mgmt_class_version = 1,
+	};
+	struct ib_mad_send_buf *a = NULL, *b = NULL, *bad = NULL;
+	struct ib_mad_agent *core = NULL, *agent = NULL;
+	struct ib_ah *ah = NULL;
+	struct ibmad_test *t;
+	int ret = 0;
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t)
+		return -ENOMEM;
+	init_completion(&t->recvd[0]);
+	init_completion(&t->recvd[1]);
+	init_completion(&t->sent);
+	set_bit(IB_MGMT_METHOD_SEND, core_req.method_mask);
+	set_bit(IB_MGMT_METHOD_SEND, rmad_req.method_mask);
+	set_bit(IB_MGMT_METHOD_GET, rmad_req.method_mask);
+	/* ib_core's own registration: the macro's name in parentheses. */
+	core = (ib_register_mad_agent)(dev, port, IB_QPT_GSI, &core_req, 0, ibmad_send_handler,
+				       ibmad_core_recv, t, 0);
+	if (IS_ERR(core)) {
+		ret = PTR_ERR(core);
+		core = NULL;
+		goto out;
+	}
+	agent = ib_register_mad_agent(dev, port, IB_QPT_GSI, &rmad_req, 0, ibmad_send_handler,
+				      ibmad_rmad_recv, t, 0);
+	if (IS_ERR(agent)) {
+		ret = PTR_ERR(agent);
+		agent = NULL;
+		goto out;
+	}
+	t->rmad_agent = agent;
+	CHECK(agent->device == dev && agent->port_num == port && agent->context == t,
+	      "the agent's device, port and context");
+	CHECK(agent->hi_tid != 0 && agent->qp && agent->qp->pd && agent->qp->device == dev,
+	      "the agent's hi_tid and QP");
+	CHECK(agent->qp != core->qp, "the agent's QP is rmad's, not ib_core's QP1");
+	ah = ibmad_ah(agent, gid_index);
+	if (IS_ERR(ah)) {
+		ret = PTR_ERR(ah);
+		ah = NULL;
+		goto out;
+	}
+
+	/* A chain of two SENDs, one to each agent. */
+	a = ibmad_buf(agent, ah, CORE_CLASS, IB_MGMT_METHOD_SEND, 1);
+	b = ibmad_buf(agent, ah, RMAD_CLASS, IB_MGMT_METHOD_SEND, 2);
+	CHECK(!IS_ERR(a) && !IS_ERR(b), "create");
+	CHECK(!a->context[0] && !a->context[1] && !a->retries && !a->timeout_ms && !a->next,
+	      "a new buffer is zeroed");
+	a->next = b;
+	ret = ib_post_send_mad(a, &bad);
+	CHECK(!ret, "post of a chain");
+	CHECK(ibmad_wait(&t->recvd[0]) && ibmad_wait(&t->recvd[1]), "both SENDs received");
+	CHECK(t->wc_right, "the header's receive completion");
+	CHECK(!t->attr_ret[0] && !t->attr_ret[1], "ib_init_ah_attr_from_wc");
+	ret = ibmad_same(&t->attr[0], &t->attr[1]);
+	if (ret)
+		goto out;
+	CHECK(t->kept->recv_buf.mad->data[0] == 0x5a, "the kept MAD");
+	ib_free_recv_mad(t->kept);
+	t->kept = NULL;
+	while (atomic_read(&t->sends) < 2)
+		CHECK(ibmad_wait(&t->sent), "both send completions");
+	CHECK(t->status == IB_WC_SUCCESS && t->retries == 0, "the SENDs' completions");
+
+	/*
+	 * A GET to the header's agent, which leaves it unanswered, cancelled: its
+	 * handler sees context[1] as written while the send was outstanding.
+	 */
+	a->next = NULL;
+	((struct ib_mad_hdr *)a->mad)->mgmt_class = RMAD_CLASS;
+	a->timeout_ms = 20000;
+	a->retries = 3;
+	a->context[1] = NULL;
+	((struct ib_mad_hdr *)a->mad)->method = IB_MGMT_METHOD_GET;
+	reinit_completion(&t->sent);
+	ret = ib_post_send_mad(a, NULL);
+	CHECK(!ret, "post of a GET");
+	a->context[1] = (void *)0x1234;
+	ib_cancel_mad(a);
+	CHECK(ibmad_wait(&t->sent), "the cancelled GET's completion");
+	CHECK(t->send_buf == a && t->status == IB_WC_WR_FLUSH_ERR, "cancel flushes");
+	CHECK(t->context1 == (void *)0x1234, "context written while outstanding");
+	CHECK(ib_modify_mad(a, 100) == -EINVAL, "modify of a completed send");
+	CHECK(ib_modify_mad(NULL, 100) == -EINVAL, "modify of NULL");
+	ib_cancel_mad(NULL);
+
+	/* The same GET, its wait cut to 100 ms with 1 retry: times out after 1 retransmission. */
+	a->timeout_ms = 20000;
+	a->retries = 1;
+	reinit_completion(&t->sent);
+	ret = ib_post_send_mad(a, NULL);
+	CHECK(!ret, "post of a GET again");
+	CHECK(ib_modify_mad(a, 100) == 0, "modify of an outstanding send");
+	CHECK(ibmad_wait(&t->sent), "the modified GET's completion");
+	CHECK(t->status == IB_WC_RESP_TIMEOUT_ERR && a->timeout_ms == 100,
+	      "modify shortens the wait");
+	CHECK(t->retries == 1, "retries count the retransmissions, as ib_core's");
+
+	/* Refused: no address handle. */
+	a->ah = NULL;
+	CHECK(ib_post_send_mad(a, &bad) == -EINVAL && bad == a, "a post without an address");
+	ret = 0;
+out:
+	if (!IS_ERR_OR_NULL(a))
+		ib_free_send_mad(a);
+	if (!IS_ERR_OR_NULL(b))
+		ib_free_send_mad(b);
+	if (t->kept)
+		ib_free_recv_mad(t->kept);
+	if (agent)
+		ib_unregister_mad_agent(agent);
+	if (core)
+		(ib_unregister_mad_agent)(core);
+	if (ah)
+		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+	for (int i = 0; i < 2; i++)
+		if (completion_done(&t->recvd[i]) && !t->attr_ret[i])
+			rdma_destroy_ah_attr(&t->attr[i]);
+	kfree(t);
+	return ret;
+}
