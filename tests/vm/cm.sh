@@ -6,8 +6,11 @@
 # production rmad.ko), node b the kernel's own ib_cm. Unmodified rdmacm-utils
 # connect across in both directions: rping (data verified), udaddy (SIDR),
 # ucmatose (several connections at once), cmtime (hundreds of connections).
-# Then the CM's own errors: a REQ to a port nobody listens on is rejected.
-# Last, node a unloads rdma_ucm, rdma_cm, rmad_cm and rmad in that order.
+# Then the CM's own errors: a REQ to a port nobody listens on is rejected; an
+# MRA from the peer extends the REQ's wait; a REQ nobody answers ends with the
+# CM's own timeout, after exactly rdma_cm's 15 retries. Last, node a unloads
+# rdma_ucm, rdma_cm, rmad_cm and rmad in that order, and kmemleak finds
+# nothing (KASAN and lockdep reports fail the run through the kernel log).
 #
 # The end of tests/vm/fabric.sh (sourced there, after the link is up); run
 # alone as a pair scenario too (scripts/vm/vm-pair.sh NAME tests/vm/cm.sh).
@@ -47,7 +50,7 @@ run() {
 
 # rping_ok LOG N: the rping run of LOG verified N pings.
 rping_ok() {
-	n="$(grep -c "^ping data: rdma-ping-" "/tmp/$1")"
+	n="$(grep -c "ping data: rdma-ping-" "/tmp/$1")"
 	[ "$n" = "$2" ] || {
 		echo "$1: $n pings, not $2"
 		cat "/tmp/$1"
@@ -179,10 +182,84 @@ for dir in ab ba; do
 	barrier "rej-$dir" >/dev/null
 done
 
+# counter GROUP NAME: the CM's counter of this node's port (ib_cm's sysfs files,
+# which the CM on rmad has too).
+counter() {
+	cat "/sys/class/infiniband/rxe0/ports/1/$1/$2"
+}
+
+# An MRA from the peer: node b's server is stopped (SIGSTOP) once it listens, so
+# that its CM has the REQ but no accept. Node a's REQ waits 4.6 s (twice the
+# path's packet life time plus the response timeout rdma_cm asks for) and is
+# sent again; the duplicate makes b's CM answer with an MRA, whose service
+# timeout (68 s) node a's CM sets with ib_modify_mad(). b's server goes on
+# 12 s after it stopped: without the MRA, node a would have sent the REQ twice
+# more by then; with it, once, and the connection is made.
+mra() {
+	retries="$(counter cm_tx_retries req)"
+	mras="$(counter cm_rx_msgs mra)"
+	ask rping-mra rping -c -a 10.0.1.2 -C 2 -v -V || return 1
+	retries=$(($(counter cm_tx_retries req) - retries))
+	mras=$(($(counter cm_rx_msgs mra) - mras))
+	echo "REQ retries $retries, MRAs received $mras" >/dev/kmsg
+	[ "$retries" = 1 ] && [ "$mras" = 1 ] || {
+		echo "REQ retries $retries, MRAs received $mras: expected 1 and 1"
+		return 1
+	}
+}
+
+# serve_slowly: node b's side of mra.
+serve_slowly() {
+	run rping-mra-server rping -s -a 10.0.1.2 -C 2 -v -V &
+	pid=$!
+	wait_listen || return 1
+	kill -STOP "$(pidof rping)"
+	barrier rping-mra >/dev/null
+	sleep 12
+	kill -CONT "$(pidof rping)"
+	rc=0
+	wait $pid || rc=$?
+	barrier rping-mra-done "$rc" >/dev/null
+	return $rc
+}
+
+# A REQ to a node that never answers: node b drops everything it sends (node a
+# knows its MAC, so that the address still resolves). Node a's CM sends the
+# REQ 16 times (rdma_cm's 15 retries), then rdma_cm reports the CM's timeout.
+unanswered() {
+	retries="$(counter cm_tx_retries req)"
+	barrier mute >/dev/null
+	rc=0
+	run unanswered timeout 300 rping -c -a 10.0.1.2 -C 1 || rc=$?
+	barrier muted-done >/dev/null
+	retries=$(($(counter cm_tx_retries req) - retries))
+	echo "REQ retries $retries" >/dev/kmsg
+	[ $rc != 0 ] && said unanswered "RDMA_CM_EVENT_UNREACHABLE, error -110" &&
+		[ "$retries" = 15 ] || {
+		echo "exit $rc, REQ retries $retries (expected 15)"
+		cat /tmp/unanswered
+		return 1
+	}
+}
+
+peer_mac="$(barrier cm-mac "$(cat /sys/class/net/eth0/address)")"
+if [ "$node" = a ]; then
+	vm_case cm_mra_extends_the_wait mra
+	vm_case cm_peer_mac_fixed ip neigh replace 10.0.1.2 lladdr "$peer_mac" dev eth0 nud permanent
+	vm_case cm_unanswered_req_times_out unanswered
+else
+	vm_case cm_mra_sent serve_slowly
+	barrier mute >/dev/null
+	netem loss 100%
+	barrier muted-done >/dev/null
+	netem
+fi
+
 if [ "$node" = a ]; then
 	vm_case cm_rmmod_rdma_ucm rmmod rdma_ucm
 	vm_case cm_rmmod_rdma_cm rmmod rdma_cm
 	vm_case cm_rmmod_rmad_cm rmmod rmad_cm
 	vm_case cm_rmmod_rmad rmmod rmad
+	vm_case cm_kmemleak_reports_nothing kmemleak_clean
 fi
 emit_vm_suite "rmad_fabric_${node}_cm" >"$RESULTS"

@@ -15,7 +15,7 @@
 # eth0, so they act on what that node sends. Every check on node a is one
 # numbered case with exact counts; the rmad lines ("rmad: completed 8 ...")
 # and the C MAD layer's ("c: ...") come from src/testing/fabric.rs and
-# src/testing/fabric/c_client.c.
+# src/testing/fabric/c_client.c. The run ends with tests/vm/cm.sh.
 . /lib.sh
 . /pair.sh
 
@@ -540,3 +540,6 @@ else
 fi
 vm_case rmmod_production_rmad rmmod rmad
 emit_vm_suite "rmad_fabric_${node}_samples" >"$RESULTS"
+
+# The kernel's connection manager on rmad against the stock one (tests/vm/cm.sh).
+. /cm.sh
