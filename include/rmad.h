@@ -51,7 +51,7 @@
  * Grows with every change that keeps clients of the same major version
  * working: a new function, constant or guarantee.
  */
-#define RMAD_API_VERSION_MINOR 4
+#define RMAD_API_VERSION_MINOR 5
 
 /**
  * RMAD_API_VERSION - one number for a version, to compare versions

@@ -46,7 +46,7 @@ pub(crate) const API_VERSION_MAJOR: u32 = 4;
 
 /// The minor version (`RMAD_API_VERSION_MINOR`): it grows with what keeps the clients of the
 /// same major version working; a client needs at least the minor version it was written for.
-pub(crate) const API_VERSION_MINOR: u32 = 4;
+pub(crate) const API_VERSION_MINOR: u32 = 5;
 
 // The header beside this file must describe the API this binding is written for: a binding
 // and a header of different versions do not build together.

@@ -10,7 +10,8 @@
 # bench-irqsoff kernel (the same plus the irqsoff tracer) for the
 # interrupts-off figures and the removal row; then write
 # build/bench/results.json, results.md and cost-vs-n.svg
-# (scripts/report/bench-report.py). Figures only; nothing is asserted.
+# (scripts/report/bench-report.py); last the row cm in a VM pair
+# (tests/vm/cm-bench.sh: build/bench/cm.md). Figures only; nothing is asserted.
 #
 # BENCH_INSN=1 counts instructions instead (Documentation/performance.md): one
 # boot of the bench kernel under QEMU with one host thread for every vCPU and
@@ -53,6 +54,10 @@
 #                 "1000 100000"; "": no removal row), BENCH_REMOVAL_REPS times each (default 3)
 #   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
 #                 BENCH_REPS runs for each responder
+#   BENCH_CM_REPS  cmtime runs of each layer of the row cm (default 3; 0: no row cm), a VM pair
+#                 of its own (tests/vm/cm-bench.sh: the stock CM, then the kernel's CM on rmad,
+#                 then the stock one again, in one boot), BENCH_CM_CONNS connections each
+#                 (default 200)
 #   BENCH_GOODPUT_SECS  seconds each retry policy of the goodput row is counted (after a
 #                 12 s warm-up; default 10; 0: no goodput row), BENCH_GOODPUT_REPS times
 #                 (default 2)
@@ -102,6 +107,8 @@ goodput_secs="${BENCH_GOODPUT_SECS:-$(mode_default 10 0)}"
 goodput_reps="${BENCH_GOODPUT_REPS:-2}"
 irqsoff_reps="${BENCH_IRQSOFF_REPS:-$(mode_default 3 0)}"
 irqsoff_where="${BENCH_IRQSOFF_WHERE:-0}"
+cm_reps="${BENCH_CM_REPS:-$(mode_default 3 0)}"
+cm_conns="${BENCH_CM_CONNS:-200}"
 [[ "$irqsoff_where" =~ ^[01]$ ]] || die "bench: BENCH_IRQSOFF_WHERE is 0 or 1, not '$irqsoff_where'"
 for v in $ns $reps $sample $min_ops; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
@@ -109,7 +116,7 @@ done
 for v in $removal_ns; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"
 done
-for v in $rmpp_reps $served $scale_n $removal_reps $irqsoff_reps $goodput_secs $goodput_reps; do
+for v in $rmpp_reps $served $scale_n $removal_reps $irqsoff_reps $goodput_secs $goodput_reps $cm_reps $cm_conns; do
 	[[ "$v" =~ ^[0-9]+$ ]] || die "bench: not a number: $v"
 done
 out="$RMAD_ROOT/build/bench"
@@ -154,6 +161,14 @@ if [ "$kernel" = bench ] && [ "$insn" = 0 ] &&
 		"$RMAD_ROOT/scripts/vm/vm-scenario.sh" bench console-irqsoff.log || status=$?
 	[ "$status" -eq 0 ] || step "bench: the interrupts-off VM exited with status $status; its figures may be partial"
 	consoles+=("$out/console-irqsoff.log")
+fi
+# The row cm: cmtime against a stock node, in a VM pair of its own, on the same kernel.
+if [ "$insn" = 0 ] && [ "$cm_reps" -gt 0 ]; then
+	status=0
+	RMAD_PAIR_VERDICT=0 RMAD_PAIR_ARGS="BENCH_CM_REPS=$cm_reps BENCH_CM_CONNS=$cm_conns" \
+		"$RMAD_ROOT/scripts/vm/vm-pair.sh" cm-bench "$RMAD_ROOT/tests/vm/cm-bench.sh" || status=$?
+	[ "$status" -eq 0 ] || step "bench: the cm pair exited with status $status; its figures may be partial"
+	python3 "$RMAD_ROOT/scripts/report/cm-report.py" "$RMAD_ROOT/build/cm-bench/a/console.log" "$out/cm.md"
 fi
 cat "${consoles[@]}" >"$out/console-all.log"
 grep -h '^bench: \|\] bench: ' "$out/console-all.log" | grep -v 'bench-json:' |

@@ -9,7 +9,10 @@ include/rmad_binding.rs) that the compilers cannot make:
            numbers written next to it), every RMAD_MGMT_X constant of rmad.h is
            the binding's mgmt::X, with the same value, and the binding's
            API_VERSION_MAJOR and _MINOR are rmad.h's RMAD_API_VERSION_MAJOR and
-           _MINOR (the binding asserts that too when a client builds);
+           _MINOR (the binding asserts that too when a client builds); the
+           private structures C glue and Rust share agree (PRIVATE), and
+           include/rmad_ib_mad.h maps each ib_core MAD call to an exported
+           rmad_ib_ function of ib_core's type;
   docs     every function rmad exports, and every structure, enum and callback
            type of rmad.h, has a kernel-doc comment in rmad.h, and
            Documentation/changes.md has a section for rmad.h's version.
@@ -26,6 +29,49 @@ STRUCTS = {
     "rmad_recv_wc": ("RmadRecvWc", "RecvWc"),
     "rmad_reg_req": ("RmadRegReq", "RegReq"),
 }
+
+# The private structures that C glue and Rust share: (C header, C name, Rust file, Rust name).
+PRIVATE = [
+    ("src/compat/compat.h", "rmad_compat_wc", "src/capi/compat.rs", "CompatWc"),
+]
+
+# What include/rmad_ib_mad.h puts in place of ib_core's MAD calls.
+IB_MAD_CALLS = [
+    "ib_register_mad_agent", "ib_unregister_mad_agent", "ib_create_send_mad",
+    "ib_free_send_mad", "ib_post_send_mad", "ib_modify_mad", "ib_cancel_mad",
+    "ib_free_recv_mad", "ib_get_rmpp_segment",
+]
+
+
+def ib_mad_header(root):
+    """include/rmad_ib_mad.h maps each of IB_MAD_CALLS with a function-like macro to its
+    rmad_ib_ function, which src/compat/ib_mad.c exports and asserts to have ib_core's type
+    (ib_cancel_mad, inline in ib_core, goes to rmad_ib_modify_mad); nothing else is mapped."""
+    header = open(root + "/include/rmad_ib_mad.h").read()
+    glue = open(root + "/src/compat/ib_mad.c").read()
+    bad = 0
+    mapped = re.findall(r"^#define (ib_\w+)\(", header, re.M)
+    if sorted(mapped) != sorted(IB_MAD_CALLS):
+        print("include/rmad_ib_mad.h maps %s, not %s" % (sorted(mapped), sorted(IB_MAD_CALLS)))
+        bad += 1
+    for call in IB_MAD_CALLS:
+        target = "rmad_ib_modify_mad" if call == "ib_cancel_mad" else "rmad_" + call
+        m = re.search(r"^#define %s\(([^)]*)\)\s*(?:\\\n)?\s*\(?(?:\(void\))?(\w+)\("
+                      % call, header, re.M)
+        if not m or m.group(2) != target:
+            print("include/rmad_ib_mad.h: %s does not call %s" % (call, target))
+            bad += 1
+            continue
+        if call == "ib_cancel_mad":
+            continue
+        if "EXPORT_SYMBOL_GPL(%s);" % target not in glue:
+            print("src/compat/ib_mad.c does not export %s" % target)
+            bad += 1
+        if "static_assert(__same_type(&%s, &%s));" % (target, call) not in glue:
+            print("src/compat/ib_mad.c does not assert that %s has %s's type" % (target, call))
+            bad += 1
+    return bad
+
 
 # C field types and the Rust types that have their layout.
 C_TO_RUST = {
@@ -99,6 +145,15 @@ def layouts(root):
             if got != want:
                 print("struct %s: %s's %s differs:\n  C:    %s\n  Rust: %s" % (c, where, rname, want, got))
                 bad += 1
+    # The private structures C glue and Rust share: each C header's against its Rust mirror.
+    for c_file, c, r_file, rname in PRIVATE:
+        want = c_fields(open(root + "/" + c_file).read(), c)
+        got = rust_fields(open(root + "/" + r_file).read(), rname)
+        if want is None or got != want:
+            print("struct %s of %s: %s's %s differs:\n  C:    %s\n  Rust: %s"
+                  % (c, c_file, r_file, rname, want, got))
+            bad += 1
+    bad += ib_mad_header(root)
     consts = re.findall(r"^#define RMAD_MGMT_(\w+)\s+(0x[0-9a-fA-F]+|\d+)", header, re.M)
     mirrored = dict(re.findall(r"pub\(crate\) const (\w+): u\d+ = (0x[0-9a-fA-F]+|\d+);", binding))
     for name, value in consts:

@@ -13,7 +13,10 @@
 # transmission; the legacy routing table has no such loop.
 #
 # Usage: vm-pair.sh NAME SCENARIO
-# Environment: RMAD_VM_TIMEOUT (seconds the pair may take, default 900).
+# Environment: RMAD_VM_TIMEOUT (seconds the pair may take, default 900);
+# RMAD_PAIR_VERDICT=0 skips the verdict (a pair that measures, not tests);
+# RMAD_PAIR_ARGS, more kernel command-line words for both nodes (VAR=VALUE
+# words reach the scenario as environment variables).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
@@ -46,6 +49,7 @@ print(*[x.getsockname()[1] for x in s])')
 
 boot() { # boot NODE ROLE: ROLE is listen (node a) or connect (node b)
 	local node="$1" role="$2"
+	# shellcheck disable=SC2086 # RMAD_PAIR_ARGS is a list of words.
 	RMAD_VM_CPUS=1 RMAD_VM_MEM=1024 RMAD_VM_QEMU="\
 -netdev socket,id=n0,$role=127.0.0.1:$port0 \
 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:0${node/a/1} \
@@ -53,7 +57,8 @@ boot() { # boot NODE ROLE: ROLE is listen (node a) or connect (node b)
 -device virtio-net-pci,netdev=n1,mac=52:54:00:00:02:0${node/a/1}" \
 		"$RMAD_ROOT/scripts/vm/run-vm.sh" "$kbuild/arch/x86/boot/bzImage" \
 		"$out/initramfs.cpio.gz" "$out/$node/console.log" "$out/$node/results.log" \
-		"${RMAD_VM_TIMEOUT:-900}" "loglevel=${RMAD_LOGLEVEL:-5}" acpi=noirq "RMAD_NODE=$node"
+		"${RMAD_VM_TIMEOUT:-900}" "loglevel=${RMAD_LOGLEVEL:-5}" acpi=noirq "RMAD_NODE=$node" \
+		${RMAD_PAIR_ARGS:-}
 }
 
 step "VM pair: booting nodes a and b with tests/vm/$(basename "$scenario")"
@@ -71,6 +76,8 @@ done
 boot b connect || rc_b=$?
 wait "$pid_a" || rc_a=$?
 step "VM pair: finished in $((SECONDS - start)) s (qemu exit a $rc_a, b $rc_b)"
+# A pair that measures (RMAD_PAIR_VERDICT=0: tests/vm/cm-bench.sh) leaves its consoles only.
+[ "${RMAD_PAIR_VERDICT:-1}" = 1 ] || exit 0
 for node in a b; do
 	RMAD_RUN_SUITE="rmad_fabric_${node}_run" python3 "$RMAD_ROOT/scripts/report/vm-verdict.py" \
 		"$LINUX_TREE/tools/testing/kunit/kunit.py" "$out/$node/results.log" \

@@ -27,6 +27,7 @@
 
 /* Only the declarations: this file defines the functions the macros name. */
 #include "../../include/rmad_ib_mad.h"
+
 #undef ib_register_mad_agent
 #undef ib_unregister_mad_agent
 #undef ib_create_send_mad
@@ -36,6 +37,16 @@
 #undef ib_cancel_mad
 #undef ib_free_recv_mad
 #undef ib_get_rmpp_segment
+
+/* Each function the header puts in place of ib_core's has ib_core's type. */
+static_assert(__same_type(&rmad_ib_register_mad_agent, &ib_register_mad_agent));
+static_assert(__same_type(&rmad_ib_unregister_mad_agent, &ib_unregister_mad_agent));
+static_assert(__same_type(&rmad_ib_create_send_mad, &ib_create_send_mad));
+static_assert(__same_type(&rmad_ib_free_send_mad, &ib_free_send_mad));
+static_assert(__same_type(&rmad_ib_post_send_mad, &ib_post_send_mad));
+static_assert(__same_type(&rmad_ib_modify_mad, &ib_modify_mad));
+static_assert(__same_type(&rmad_ib_free_recv_mad, &ib_free_recv_mad));
+static_assert(__same_type(&rmad_ib_get_rmpp_segment, &ib_get_rmpp_segment));
 
 /* src/capi/compat.rs asserts the same layout. */
 static_assert(sizeof(struct rmad_compat_wc) == 60);
