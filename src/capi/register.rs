@@ -222,6 +222,17 @@ pub(crate) unsafe extern "C" fn rmad_register_agent(
     .map_or_else(err_ptr, to_ptr)
 }
 
+impl Registered {
+    /// Writes `hi_tid` where the caller asked for it.
+    fn tell_hi_tid(&self, hi_tid: u32) {
+        if !self.hi_tid.is_null() {
+            // SAFETY: The caller keeps `hi_tid` valid until registration returns
+            // (`Registered`); nothing else writes it meanwhile.
+            unsafe { self.hi_tid.write(hi_tid) };
+        }
+    }
+}
+
 /// What a registration tells besides its handle: where the client's handlers are (the module
 /// they are in is the agent's owner, [`super::unload`]), and where to write the agent's
 /// `hi_tid` before the agent is routable (null: nowhere).
@@ -317,11 +328,7 @@ pub(super) fn register_impl(
             // it (rmad.h: handlers that run before registration returns receive the
             // agent's handle already).
             |agent| {
-                if !out.hi_tid.is_null() {
-                    // SAFETY: The caller keeps `hi_tid` valid until registration returns
-                    // (`Registered`); nothing else writes it meanwhile.
-                    unsafe { out.hi_tid.write(agent.hi_tid) };
-                }
+                out.tell_hi_tid(agent.hi_tid);
                 let agent = agent.clone();
                 // A vanished reservation is a defect; the registration then fails.
                 t.agents
@@ -350,14 +357,19 @@ pub(super) fn register_impl(
             Ok(h)
         }
         Err(e) => {
-            // A filled slot holds the agent, which never became routable: unregister it.
-            if let Ok(c) = t.agents.remove(h, |_| Ok(())) {
-                let _ = c.agent.unregister();
-            } else {
-                let _ = t.agents.release(h);
-            }
+            undo(t, h);
             Err(e)
         }
+    }
+}
+
+/// Ends the failed registration of handle `h`: a filled slot holds the agent, which never
+/// became routable, so it is unregistered; an unfilled one is released.
+fn undo(t: &super::Tables, h: u64) {
+    if let Ok(c) = t.agents.remove(h, |_| Ok(())) {
+        let _ = c.agent.unregister();
+    } else {
+        let _ = t.agents.release(h);
     }
 }
 

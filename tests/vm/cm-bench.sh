@@ -17,7 +17,7 @@ kmod="/lib/modules/$(uname -r)/kernel/drivers/infiniband/core"
 
 setup_link || echo "cm-bench: setup failed" >/dev/kmsg
 peer_mac="$(barrier mac "$(cat /sys/class/net/eth0/address)")"
-ip neigh replace "$peer_ip" lladdr "$peer_mac" dev eth0 nud permanent
+/bin/ip neigh replace "$peer_ip" lladdr "$peer_mac" dev eth0 nud permanent
 
 # times LAYER: BENCH_CM_REPS cmtime runs against node b, on the CM loaded now.
 times() {

@@ -245,7 +245,7 @@ unanswered() {
 peer_mac="$(barrier cm-mac "$(cat /sys/class/net/eth0/address)")"
 if [ "$node" = a ]; then
 	vm_case cm_mra_extends_the_wait mra
-	vm_case cm_peer_mac_fixed ip neigh replace 10.0.1.2 lladdr "$peer_mac" dev eth0 nud permanent
+	vm_case cm_peer_mac_fixed /bin/ip neigh replace 10.0.1.2 lladdr "$peer_mac" dev eth0 nud permanent
 	vm_case cm_unanswered_req_times_out unanswered
 else
 	vm_case cm_mra_sent serve_slowly
