@@ -42,6 +42,8 @@ struct ibmad_test {
 	/* The addresses ib_init_ah_attr_from_wc() gave: [0] ib_core's, [1] the header's. */
 	struct rdma_ah_attr attr[2];
 	int attr_ret[2];
+	/* attr[i] holds a reference on its source GID entry, to drop. */
+	bool have_attr[2];
 	/* What the header's receive handler saw besides. */
 	struct ib_mad_agent *rmad_agent;
 	bool wc_right;
@@ -63,8 +65,11 @@ static void ibmad_send_handler(struct ib_mad_agent *agent, struct ib_mad_send_wc
 static void ibmad_recv_common(struct ibmad_test *t, int i, struct ib_mad_agent *agent,
 			      struct ib_mad_recv_wc *wc)
 {
+	if (t->have_attr[i])
+		return;
 	t->attr_ret[i] = ib_init_ah_attr_from_wc(agent->device, agent->port_num, wc->wc,
 						 wc->recv_buf.grh, &t->attr[i]);
+	t->have_attr[i] = !t->attr_ret[i];
 	complete(&t->recvd[i]);
 }
 
@@ -298,7 +303,7 @@ out:
 	if (ah)
 		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
 	for (int i = 0; i < 2; i++)
-		if (completion_done(&t->recvd[i]) && !t->attr_ret[i])
+		if (t->have_attr[i])
 			rdma_destroy_ah_attr(&t->attr[i]);
 	kfree(t);
 	return ret;
