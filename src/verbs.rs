@@ -937,7 +937,7 @@ fn is_rmpp_control(bytes: &[u8], h: &wire::MadHdr) -> bool {
 impl VerbsRecvInfo {
     /// How the MAD arrived, as the engine reads it: at `port`, from the private QP (the
     /// engine's QP1), `private_request` if it is a request that bypassed QP1.
-    fn wc(&self, port: u8, private_request: bool) -> RecvWc {
+    pub(crate) fn wc(&self, port: u8, private_request: bool) -> RecvWc {
         RecvWc {
             port,
             slid: u16::try_from(self.slid).unwrap_or(0),

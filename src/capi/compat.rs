@@ -23,7 +23,10 @@ use super::{
     },
 };
 use crate::{
-    engine::transport::LinkHdr,
+    engine::transport::{
+        LinkHdr,
+        RecvWc, //
+    },
     mad::RegReq,
     verbs::{
         self,
@@ -52,6 +55,51 @@ pub(crate) struct CompatWc {
     vlan_id: u16,
     wc_flags: u32,
     grh: [u8; 40],
+}
+
+impl CompatWc {
+    /// What `wc` says of how a MAD arrived.
+    fn of(wc: &RecvWc) -> Self {
+        let LinkHdr {
+            wc_flags,
+            network_hdr_type,
+            vlan_id,
+            grh,
+        } = wc.link;
+        CompatWc {
+            src_qp: wc.src_qp,
+            slid: u32::from(wc.slid),
+            pkey_index: wc.pkey_index,
+            dlid_path_bits: wc.dlid_path_bits,
+            sl: wc.sl,
+            port: wc.port,
+            network_hdr_type,
+            vlan_id,
+            wc_flags,
+            grh,
+        }
+    }
+}
+
+/// Test flavour: what the `ib_mad` interface hands a client of a MAD that arrived at port
+/// `port` as `info` says (what the verbs transport made of its completion): the whole way from
+/// the shim's record to `struct rmad_compat_wc`, for suite `rmad_rxe`
+/// (`src/testing/suites/rxe/ibmad.c`).
+///
+/// # Safety
+///
+/// `info` and `out` must be valid, for a read and a write.
+#[cfg(rmad_test)]
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rmad_test_info_to_compat(
+    info: *const verbs::VerbsRecvInfo,
+    port: u8,
+    out: *mut CompatWc,
+) {
+    // SAFETY: Caller's promise.
+    let wc = unsafe { &*info }.wc(port, false);
+    // SAFETY: Caller's promise.
+    unsafe { out.write(CompatWc::of(&wc)) };
 }
 
 // The layout of `struct rmad_compat_wc`; `src/compat/ib_mad.c` checks the same numbers in C.
@@ -150,27 +198,8 @@ pub(crate) unsafe extern "C" fn rmad_compat_recv_wc(
         return EINVAL.to_errno();
     }
     let found = tables().and_then(|t| {
-        t.recvs.with(super::from_ptr(recv_buf), |r| {
-            let wc = &r.mad().wc;
-            let LinkHdr {
-                wc_flags,
-                network_hdr_type,
-                vlan_id,
-                grh,
-            } = wc.link;
-            CompatWc {
-                src_qp: wc.src_qp,
-                slid: u32::from(wc.slid),
-                pkey_index: wc.pkey_index,
-                dlid_path_bits: wc.dlid_path_bits,
-                sl: wc.sl,
-                port: wc.port,
-                network_hdr_type,
-                vlan_id,
-                wc_flags,
-                grh,
-            }
-        })
+        t.recvs
+            .with(super::from_ptr(recv_buf), |r| CompatWc::of(&r.mad().wc))
     });
     match found {
         Ok(wc) => {

@@ -12,7 +12,9 @@
 #include "../../include/rmad.h"
 
 struct ib_device;
+struct ib_grh;
 struct ib_qp;
+struct ib_wc;
 
 /*
  * How a MAD arrived: the fields of its struct ib_wc that ib_init_ah_attr_from_wc()
@@ -48,5 +50,13 @@ struct rmad_agent *rmad_compat_register(struct ib_device *dev, u32 port, int qp_
 struct ib_qp *rmad_compat_port_qp(struct ib_device *dev, u32 port);
 /* How the MAD of @recv_buf arrived: 0, or -EINVAL for a bad handle. */
 int rmad_compat_recv_wc(struct rmad_recv_buf *recv_buf, struct rmad_compat_wc *wc);
+
+/*
+ * The struct ib_wc (its @qp @qp) and GRH of a MAD of @mad_len bytes that arrived
+ * as @cw says: what ib_core's completion of it had, in every field ib_core's
+ * clients read.
+ */
+void rmad_compat_fill_wc(struct ib_wc *wc, struct ib_grh *grh, const struct rmad_compat_wc *cw,
+			 struct ib_qp *qp, u32 mad_len);
 
 #endif /* RMAD_COMPAT_H */

@@ -108,15 +108,14 @@ static void rmad_ib_send_done(struct rmad_agent *h, struct rmad_send_wc *wc)
 	a->agent.send_handler(&a->agent, &ib_wc);
 }
 
-/* The struct ib_wc and GRH of a MAD that arrived as @cw says, at @a's port. */
-static void fill_wc(struct rmad_ib_recv *r, const struct rmad_compat_wc *cw,
-		    struct rmad_ib_agent *a, u32 mad_len)
+void rmad_compat_fill_wc(struct ib_wc *wc, struct ib_grh *grh, const struct rmad_compat_wc *cw,
+			 struct ib_qp *qp, u32 mad_len)
 {
-	r->ib_wc = (struct ib_wc) {
+	*wc = (struct ib_wc) {
 		.status = IB_WC_SUCCESS,
 		.opcode = IB_WC_RECV,
 		.byte_len = mad_len + sizeof(struct ib_grh),
-		.qp = a->agent.qp,
+		.qp = qp,
 		.src_qp = cw->src_qp,
 		.wc_flags = cw->wc_flags,
 		.pkey_index = cw->pkey_index,
@@ -128,7 +127,7 @@ static void fill_wc(struct rmad_ib_recv *r, const struct rmad_compat_wc *cw,
 		.network_hdr_type = cw->network_hdr_type,
 	};
 	if (cw->wc_flags & IB_WC_GRH)
-		memcpy(&r->grh, cw->grh, sizeof(r->grh));
+		memcpy(grh, cw->grh, sizeof(*grh));
 }
 
 /*
@@ -157,7 +156,7 @@ static void rmad_ib_recv(struct rmad_agent *h, struct rmad_send_buf *sb,
 		return;
 	}
 	memcpy(r->mad, wc->mad, wc->mad_len);
-	fill_wc(r, &cw, a, wc->mad_len);
+	rmad_compat_fill_wc(&r->ib_wc, &r->grh, &cw, a->agent.qp, wc->mad_len);
 	r->wc.wc = &r->ib_wc;
 	r->wc.recv_buf.grh = &r->grh;
 	r->wc.recv_buf.mad = (struct ib_mad *)r->mad;

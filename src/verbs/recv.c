@@ -102,7 +102,7 @@ static void rmad_fill_grh_fields(const void *grh, enum rdma_network_type t,
  */
 static_assert(sizeof_field(struct rmad_recv_info, grh) == RMAD_GRH_SIZE);
 
-static void rmad_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_recv_info *info)
+void rmad_shim_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_recv_info *info)
 {
 	union ib_gid sgid, dgid;
 
@@ -146,7 +146,7 @@ void rmad_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status == IB_WC_SUCCESS) {
 		ib_dma_sync_single_for_cpu(vp->dev, s->dma, RMAD_GRH_SIZE + RMAD_MAD_SIZE,
 					   DMA_FROM_DEVICE);
-		rmad_fill_info(wc, s->buf, &info);
+		rmad_shim_fill_info(wc, s->buf, &info);
 		if (wc->byte_len >= RMAD_GRH_SIZE)
 			rmad_rust_recv(vp->ctx, s->buf + RMAD_GRH_SIZE,
 				       min_t(u32, wc->byte_len - RMAD_GRH_SIZE, RMAD_MAD_SIZE),
@@ -182,7 +182,7 @@ static void rmad_forward_recv(struct ib_mad_agent *agent, struct ib_mad_send_buf
 {
 	struct rmad_recv_info info = {};
 
-	rmad_fill_info(rwc->wc, rwc->recv_buf.grh, &info);
+	rmad_shim_fill_info(rwc->wc, rwc->recv_buf.grh, &info);
 	info.via_qp1 = 1;
 	rmad_rust_recv(agent->context, (const u8 *)rwc->recv_buf.mad,
 		       min_t(size_t, rwc->mad_len, RMAD_MAD_SIZE), &info);

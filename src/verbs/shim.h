@@ -10,6 +10,7 @@
 
 struct ib_device;
 struct ib_qp;
+struct ib_wc;
 struct rmad_vport;
 
 /* How a MAD arrived (mirrored by VerbsRecvInfo in src/verbs.rs; both assert the layout). */
@@ -93,6 +94,8 @@ void *rmad_shim_forward_start(struct ib_device *dev, u32 port, void *ctx, u8 mgm
 void rmad_shim_forward_stop(void *fwd);
 int rmad_shim_vport_send(struct rmad_vport *vp, const struct rmad_tx *tx);
 int rmad_shim_vport_send_now(struct rmad_vport *vp, const struct rmad_tx *tx);
+/* What rmad keeps of how a MAD arrived (@grh: the 40 bytes before it), from its completion. */
+void rmad_shim_fill_info(const struct ib_wc *wc, const void *grh, struct rmad_recv_info *info);
 int rmad_shim_resolve_dmac(struct ib_device *dev, u32 port, u8 sgid_index, const u8 *dgid,
 			   u8 *dmac, u8 *hop_limit);
 

@@ -907,4 +907,12 @@ mod tests {
         assert_eq!(super::ibmad::header_on_rxe(1), Ok(()));
         Ok(())
     }
+
+    #[test]
+    fn rxe_ib_mad_header_gives_each_kind_of_packet_as_it_came() -> Result {
+        for kind in 0..super::ibmad::WC_KINDS {
+            assert_eq!((kind, super::ibmad::wc_round_trip(kind)), (kind, Ok(())));
+        }
+        Ok(())
+    }
 }

@@ -17,6 +17,7 @@
 
 #include <linux/completion.h>
 #include <linux/etherdevice.h>
+#include <linux/ip.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <rdma/ib_cache.h>
@@ -24,6 +25,8 @@
 #include <rdma/ib_verbs.h>
 
 #include "../../../../include/rmad_ib_mad.h"
+#include "../../../compat/compat.h"
+#include "../../../verbs/shim.h"
 #include "ibmad.h"
 
 #define CORE_CLASS 0x0e
@@ -307,4 +310,97 @@ out:
 			rdma_destroy_ah_attr(&t->attr[i]);
 	kfree(t);
 	return ret;
+}
+
+/* The test flavour's way from the shim's record to the header's (src/capi/compat.rs). */
+void rmad_test_info_to_compat(const struct rmad_recv_info *info, u8 port,
+			      struct rmad_compat_wc *out);
+
+/* One packet of each kind ib_core's clients see: its completion and the 40 bytes before it. */
+static void wc_packet(int kind, struct ib_wc *wc, struct ib_grh *grh)
+{
+	static const u8 sgid[16] = { 0xfe, 0x80, [8] = 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
+	static const u8 dgid[16] = { 0xfe, 0x80, [8] = 0x02, 0x66, 0x77, 0xff, 0xfe, 0x88, 0x99, 0xaa };
+	struct iphdr *ip = (struct iphdr *)((u8 *)grh + 20);
+
+	*wc = (struct ib_wc) {
+		.status = IB_WC_SUCCESS,
+		.opcode = IB_WC_RECV,
+		.src_qp = 1,
+		.slid = 0x1234,
+		.sl = 5,
+		.dlid_path_bits = 3,
+		.pkey_index = 2,
+		.port_num = 1,
+	};
+	memset(grh, 0, sizeof(*grh));
+	switch (kind) {
+	case RMAD_TEST_WC_IB:
+		return;
+	case RMAD_TEST_WC_IB_GRH:
+	case RMAD_TEST_WC_ROCE_V1:
+	case RMAD_TEST_WC_ROCE_V2_IPV6:
+		grh->version_tclass_flow = cpu_to_be32(6 << 28 | 0x2a << 20 | 0x12345);
+		grh->paylen = cpu_to_be16(256);
+		grh->next_hdr = kind == RMAD_TEST_WC_ROCE_V2_IPV6 ? IPPROTO_UDP : 0x1b;
+		grh->hop_limit = 7;
+		memcpy(grh->sgid.raw, sgid, 16);
+		memcpy(grh->dgid.raw, dgid, 16);
+		wc->wc_flags = IB_WC_GRH;
+		if (kind == RMAD_TEST_WC_IB_GRH)
+			return;
+		wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE | IB_WC_WITH_VLAN;
+		wc->vlan_id = 42;
+		wc->network_hdr_type = kind == RMAD_TEST_WC_ROCE_V1 ? RDMA_NETWORK_IB :
+								    RDMA_NETWORK_IPV6;
+		wc->slid = 0xffff;
+		return;
+	case RMAD_TEST_WC_ROCE_V2_IPV4:
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = 0x2a;
+		ip->tot_len = cpu_to_be16(20 + 8 + 12 + 256 + 4);
+		ip->ttl = 9;
+		ip->protocol = IPPROTO_UDP;
+		ip->saddr = cpu_to_be32(0x0a000101);
+		ip->daddr = cpu_to_be32(0x0a000102);
+		ip->check = ip_fast_csum((u8 *)ip, ip->ihl);
+		wc->wc_flags = IB_WC_GRH | IB_WC_WITH_NETWORK_HDR_TYPE;
+		wc->network_hdr_type = RDMA_NETWORK_IPV4;
+		wc->slid = 0xffff;
+		return;
+	}
+}
+
+int rmad_test_wc_round_trip(int kind)
+{
+	struct ib_wc in, out;
+	struct ib_grh grh_in, grh_out;
+	struct rmad_recv_info info = {};
+	struct rmad_compat_wc cw;
+
+	wc_packet(kind, &in, &grh_in);
+	/* The verbs transport's record (src/verbs/recv.c), the engine's, then the header's. */
+	rmad_shim_fill_info(&in, &grh_in, &info);
+	rmad_test_info_to_compat(&info, in.port_num, &cw);
+	memset(&grh_out, 0xee, sizeof(grh_out));
+	rmad_compat_fill_wc(&out, &grh_out, &cw, NULL, sizeof(struct ib_mad));
+	/* Every field ib_init_ah_attr_from_wc() and the connection manager read. */
+	if (out.wc_flags != in.wc_flags || out.network_hdr_type != in.network_hdr_type ||
+	    out.vlan_id != in.vlan_id || out.sl != in.sl || out.slid != in.slid ||
+	    out.dlid_path_bits != in.dlid_path_bits || out.pkey_index != in.pkey_index ||
+	    out.src_qp != in.src_qp || out.port_num != in.port_num || out.status != in.status) {
+		pr_err("rmad_rxe: packet %d: wc_flags %x/%x type %u/%u vlan %u/%u sl %u/%u slid %x/%x bits %u/%u pkey %u/%u qp %u/%u port %u/%u\n",
+		       kind, in.wc_flags, out.wc_flags, in.network_hdr_type, out.network_hdr_type,
+		       in.vlan_id, out.vlan_id, in.sl, out.sl, in.slid, out.slid, in.dlid_path_bits,
+		       out.dlid_path_bits, in.pkey_index, out.pkey_index, in.src_qp, out.src_qp,
+		       in.port_num, out.port_num);
+		return -EBADMSG;
+	}
+	if ((in.wc_flags & IB_WC_GRH) && memcmp(&grh_in, &grh_out, sizeof(grh_in))) {
+		pr_err("rmad_rxe: packet %d: the GRH differs: %*ph / %*ph\n", kind,
+		       (int)sizeof(grh_in), &grh_in, (int)sizeof(grh_out), &grh_out);
+		return -EBADMSG;
+	}
+	return 0;
 }

@@ -17,4 +17,22 @@ struct ib_device;
  */
 int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index);
 
+/* The kinds of packet rmad_test_wc_round_trip() takes. */
+enum {
+	RMAD_TEST_WC_IB,		/* InfiniBand, no GRH */
+	RMAD_TEST_WC_IB_GRH,		/* InfiniBand with a GRH */
+	RMAD_TEST_WC_ROCE_V1,		/* RoCE v1: a GRH, network type IB, a VLAN */
+	RMAD_TEST_WC_ROCE_V2_IPV4,	/* RoCE v2 over IPv4: the IP header in the GRH's last 20 bytes */
+	RMAD_TEST_WC_ROCE_V2_IPV6,	/* RoCE v2 over IPv6, a VLAN */
+	RMAD_TEST_WC_KINDS,
+};
+
+/*
+ * Takes a packet of @kind through what rmad keeps of it (the verbs transport's
+ * record, the engine's) to the struct ib_wc and GRH the header hands a client:
+ * 0 if they equal the packet's own in every field ib_core's clients read,
+ * -EBADMSG (and what differs, logged) otherwise.
+ */
+int rmad_test_wc_round_trip(int kind);
+
 #endif /* RMAD_TEST_RXE_IBMAD_H */
