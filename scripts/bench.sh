@@ -54,10 +54,10 @@
 #                 "1000 100000"; "": no removal row), BENCH_REMOVAL_REPS times each (default 3)
 #   BENCH_SERVED  GETs per run of the responder row (default 5000; 0: no responder row),
 #                 BENCH_REPS runs for each responder
-#   BENCH_CM_REPS  cmtime runs of each layer of the row cm (default 3; 0: no row cm), a VM pair
+#   BENCH_CM_REPS  cmtime runs of each layer of the row cm (default 5; 0: no row cm), a VM pair
 #                 of its own (tests/vm/cm-bench.sh: the stock CM, then the kernel's CM on rmad,
 #                 then the stock one again, in one boot), BENCH_CM_CONNS connections each
-#                 (default 200)
+#                 (default 500)
 #   BENCH_GOODPUT_SECS  seconds each retry policy of the goodput row is counted (after a
 #                 12 s warm-up; default 10; 0: no goodput row), BENCH_GOODPUT_REPS times
 #                 (default 2)
@@ -107,8 +107,8 @@ goodput_secs="${BENCH_GOODPUT_SECS:-$(mode_default 10 0)}"
 goodput_reps="${BENCH_GOODPUT_REPS:-2}"
 irqsoff_reps="${BENCH_IRQSOFF_REPS:-$(mode_default 3 0)}"
 irqsoff_where="${BENCH_IRQSOFF_WHERE:-0}"
-cm_reps="${BENCH_CM_REPS:-$(mode_default 3 0)}"
-cm_conns="${BENCH_CM_CONNS:-200}"
+cm_reps="${BENCH_CM_REPS:-$(mode_default 5 0)}"
+cm_conns="${BENCH_CM_CONNS:-500}"
 [[ "$irqsoff_where" =~ ^[01]$ ]] || die "bench: BENCH_IRQSOFF_WHERE is 0 or 1, not '$irqsoff_where'"
 for v in $ns $reps $sample $min_ops; do
 	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "bench: not a positive number: $v"

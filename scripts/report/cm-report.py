@@ -37,8 +37,9 @@ def main():
     else:
         layers = [l for l in ("stock", "rmad") if l in runs]
         steps = [s for s in STEPS if any(s in r for l in layers for r in runs[l].values())]
-        out.append("cm: cmtime, %d connections per run, medians of %s runs (stock: both stock "
-                   "runs of the boot)" % (conns, "/".join(str(len(runs[l])) for l in layers)))
+        out.append("cm: cmtime, %d connections per run, medians of %s runs (stock: before and "
+                   "after the runs on rmad, same boot)"
+                   % (conns, "/".join(str(len(runs[l])) for l in layers)))
         out.append("")
         out.append("| figure | " + " | ".join("%s CM" % l for l in layers) + " |")
         out.append("| --- |" + " ---: |" * len(layers))
