@@ -61,6 +61,8 @@ HOOKS = {
     "which the layer re-exports only for them",
     "src/capi/register.rs": "the suites delay rmad_register_agent between the agent's "
     "publication and the call's return, in the middle of that product function",
+    "src/capi/compat.rs": "the suites take a packet's record from the verbs transport's to "
+    "the ib_mad interface's through the private conversion between them (CompatWc)",
     "src/capi/send.rs": "the suites read the gfp mask rmad_create_send_mad allocates with, "
     "and hold a buffer's slot lock, which is private to the handle tables",
     "src/capi/unload.rs": "the suites make an agent look as if its handlers lived in a module "

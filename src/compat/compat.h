@@ -45,8 +45,9 @@ struct rmad_agent *rmad_compat_register(struct ib_device *dev, u32 port, int qp_
 					const struct rmad_reg_req *reg_req, u8 rmpp_version,
 					rmad_send_handler send_handler,
 					rmad_recv_handler recv_handler, void *context, u32 flags,
-					const void *owner_send, const void *owner_recv, u32 *hi_tid);
-/* The private QP of rmad's port @port of @dev; NULL if rmad has no such open port. */
+					const void *owner_send, const void *owner_recv,
+					u32 *hi_tid);
+/* The private QP of rmad's port @port of @dev; NULL without such an open port. */
 struct ib_qp *rmad_compat_port_qp(struct ib_device *dev, u32 port);
 /* How the MAD of @recv_buf arrived: 0, or -EINVAL for a bad handle. */
 int rmad_compat_recv_wc(struct rmad_recv_buf *recv_buf, struct rmad_compat_wc *wc);

@@ -186,7 +186,7 @@ struct ib_mad_agent *rmad_ib_register_mad_agent(struct ib_device *device, u32 po
 
 	if (!device || port_num > U8_MAX)
 		return ERR_PTR(-EINVAL);
-	a = kzalloc(sizeof(*a), GFP_KERNEL);
+	a = kzalloc_obj(*a);
 	if (!a)
 		return ERR_PTR(-ENOMEM);
 	a->agent = (struct ib_mad_agent) {
@@ -255,7 +255,7 @@ struct ib_mad_send_buf *rmad_ib_create_send_mad(struct ib_mad_agent *mad_agent, 
 
 	if (!mad_agent)
 		return ERR_PTR(-EINVAL);
-	s = kzalloc(sizeof(*s), gfp_mask | __GFP_NOWARN);
+	s = kzalloc_obj(*s, gfp_mask | __GFP_NOWARN);
 	if (!s)
 		return ERR_PTR(-ENOMEM);
 	h = rmad_create_send_mad(agent_of(mad_agent)->h, remote_qpn, pkey_index, rmpp_active,

@@ -164,14 +164,15 @@ static int ibmad_same(const struct rdma_ah_attr *a, const struct rdma_ah_attr *b
 	return same ? 0 : -EBADMSG;
 }
 
-#define CHECK(cond, what)                                              \
-	do {                                                           \
-		if (!(cond)) {                                         \
-			pr_err("rmad_rxe: ib_mad header: %s\n", what); \
-			ret = -EPROTO;                                 \
-			goto out;                                      \
-		}                                                      \
-	} while (0)
+/* Whether @ok; if not, logs @what and sets *@ret to -EPROTO. */
+static bool held(bool ok, const char *what, int *ret)
+{
+	if (!ok) {
+		pr_err("rmad_rxe: ib_mad header: %s\n", what);
+		*ret = -EPROTO;
+	}
+	return ok;
+}
 
 /* Waits up to 30 s for @c. */
 static bool ibmad_wait(struct completion *c)
@@ -195,7 +196,7 @@ int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index)
 	struct ibmad_test *t;
 	int ret = 0;
 
-	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	t = kzalloc_obj(*t);
 	if (!t)
 		return -ENOMEM;
 	init_completion(&t->recvd[0]);
@@ -220,11 +221,14 @@ int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index)
 		goto out;
 	}
 	t->rmad_agent = agent;
-	CHECK(agent->device == dev && agent->port_num == port && agent->context == t,
-	      "the agent's device, port and context");
-	CHECK(agent->hi_tid != 0 && agent->qp && agent->qp->pd && agent->qp->device == dev,
-	      "the agent's hi_tid and QP");
-	CHECK(agent->qp != core->qp, "the agent's QP is rmad's, not ib_core's QP1");
+	if (!held(agent->device == dev && agent->port_num == port && agent->context == t,
+		  "the agent's device, port and context", &ret))
+		goto out;
+	if (!held(agent->hi_tid != 0 && agent->qp && agent->qp->pd && agent->qp->device == dev,
+		  "the agent's hi_tid and QP", &ret))
+		goto out;
+	if (!held(agent->qp != core->qp, "the agent's QP is rmad's, not ib_core's QP1", &ret))
+		goto out;
 	ah = ibmad_ah(agent, gid_index);
 	if (IS_ERR(ah)) {
 		ret = PTR_ERR(ah);
@@ -235,24 +239,35 @@ int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index)
 	/* A chain of two SENDs, one to each agent. */
 	a = ibmad_buf(agent, ah, CORE_CLASS, IB_MGMT_METHOD_SEND, 1);
 	b = ibmad_buf(agent, ah, RMAD_CLASS, IB_MGMT_METHOD_SEND, 2);
-	CHECK(!IS_ERR(a) && !IS_ERR(b), "create");
-	CHECK(!a->context[0] && !a->context[1] && !a->retries && !a->timeout_ms && !a->next,
-	      "a new buffer is zeroed");
+	if (!held(!IS_ERR(a) && !IS_ERR(b), "create", &ret))
+		goto out;
+	if (!held(!a->context[0] && !a->context[1] && !a->retries && !a->timeout_ms && !a->next,
+		  "a new buffer is zeroed", &ret))
+		goto out;
 	a->next = b;
 	ret = ib_post_send_mad(a, &bad);
-	CHECK(!ret, "post of a chain");
-	CHECK(ibmad_wait(&t->recvd[0]) && ibmad_wait(&t->recvd[1]), "both SENDs received");
-	CHECK(t->wc_right, "the header's receive completion");
-	CHECK(!t->attr_ret[0] && !t->attr_ret[1], "ib_init_ah_attr_from_wc");
+	if (!held(!ret, "post of a chain", &ret))
+		goto out;
+	if (!held(ibmad_wait(&t->recvd[0]) && ibmad_wait(&t->recvd[1]), "both SENDs received",
+		  &ret))
+		goto out;
+	if (!held(t->wc_right, "the header's receive completion", &ret))
+		goto out;
+	if (!held(!t->attr_ret[0] && !t->attr_ret[1], "ib_init_ah_attr_from_wc", &ret))
+		goto out;
 	ret = ibmad_same(&t->attr[0], &t->attr[1]);
 	if (ret)
 		goto out;
-	CHECK(t->kept->recv_buf.mad->data[0] == 0x5a, "the kept MAD");
+	if (!held(t->kept->recv_buf.mad->data[0] == 0x5a, "the kept MAD", &ret))
+		goto out;
 	ib_free_recv_mad(t->kept);
 	t->kept = NULL;
-	while (atomic_read(&t->sends) < 2)
-		CHECK(ibmad_wait(&t->sent), "both send completions");
-	CHECK(t->status == IB_WC_SUCCESS && t->retries == 0, "the SENDs' completions");
+	while (atomic_read(&t->sends) < 2) {
+		if (!held(ibmad_wait(&t->sent), "both send completions", &ret))
+			goto out;
+	}
+	if (!held(t->status == IB_WC_SUCCESS && t->retries == 0, "the SENDs' completions", &ret))
+		goto out;
 
 	/*
 	 * A GET to the header's agent, which leaves it unanswered, cancelled: its
@@ -266,14 +281,20 @@ int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index)
 	((struct ib_mad_hdr *)a->mad)->method = IB_MGMT_METHOD_GET;
 	reinit_completion(&t->sent);
 	ret = ib_post_send_mad(a, NULL);
-	CHECK(!ret, "post of a GET");
+	if (!held(!ret, "post of a GET", &ret))
+		goto out;
 	a->context[1] = (void *)0x1234;
 	ib_cancel_mad(a);
-	CHECK(ibmad_wait(&t->sent), "the cancelled GET's completion");
-	CHECK(t->send_buf == a && t->status == IB_WC_WR_FLUSH_ERR, "cancel flushes");
-	CHECK(t->context1 == (void *)0x1234, "context written while outstanding");
-	CHECK(ib_modify_mad(a, 100) == -EINVAL, "modify of a completed send");
-	CHECK(ib_modify_mad(NULL, 100) == -EINVAL, "modify of NULL");
+	if (!held(ibmad_wait(&t->sent), "the cancelled GET's completion", &ret))
+		goto out;
+	if (!held(t->send_buf == a && t->status == IB_WC_WR_FLUSH_ERR, "cancel flushes", &ret))
+		goto out;
+	if (!held(t->context1 == (void *)0x1234, "context written while outstanding", &ret))
+		goto out;
+	if (!held(ib_modify_mad(a, 100) == -EINVAL, "modify of a completed send", &ret))
+		goto out;
+	if (!held(ib_modify_mad(NULL, 100) == -EINVAL, "modify of NULL", &ret))
+		goto out;
 	ib_cancel_mad(NULL);
 
 	/* The same GET, its wait cut to 100 ms with 1 retry: times out after 1 retransmission. */
@@ -281,16 +302,23 @@ int rmad_test_ib_mad(struct ib_device *dev, u32 port, int gid_index)
 	a->retries = 1;
 	reinit_completion(&t->sent);
 	ret = ib_post_send_mad(a, NULL);
-	CHECK(!ret, "post of a GET again");
-	CHECK(ib_modify_mad(a, 100) == 0, "modify of an outstanding send");
-	CHECK(ibmad_wait(&t->sent), "the modified GET's completion");
-	CHECK(t->status == IB_WC_RESP_TIMEOUT_ERR && a->timeout_ms == 100,
-	      "modify shortens the wait");
-	CHECK(t->retries == 1, "retries count the retransmissions, as ib_core's");
+	if (!held(!ret, "post of a GET again", &ret))
+		goto out;
+	if (!held(ib_modify_mad(a, 100) == 0, "modify of an outstanding send", &ret))
+		goto out;
+	if (!held(ibmad_wait(&t->sent), "the modified GET's completion", &ret))
+		goto out;
+	if (!held(t->status == IB_WC_RESP_TIMEOUT_ERR && a->timeout_ms == 100,
+		  "modify shortens the wait", &ret))
+		goto out;
+	if (!held(t->retries == 1, "retries count the retransmissions, as ib_core's", &ret))
+		goto out;
 
 	/* Refused: no address handle. */
 	a->ah = NULL;
-	CHECK(ib_post_send_mad(a, &bad) == -EINVAL && bad == a, "a post without an address");
+	if (!held(ib_post_send_mad(a, &bad) == -EINVAL && bad == a, "a post without an address",
+		  &ret))
+		goto out;
 	ret = 0;
 out:
 	if (!IS_ERR_OR_NULL(a))
@@ -319,8 +347,10 @@ void rmad_test_info_to_compat(const struct rmad_recv_info *info, u8 port,
 /* One packet of each kind ib_core's clients see: its completion and the 40 bytes before it. */
 static void wc_packet(int kind, struct ib_wc *wc, struct ib_grh *grh)
 {
-	static const u8 sgid[16] = { 0xfe, 0x80, [8] = 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
-	static const u8 dgid[16] = { 0xfe, 0x80, [8] = 0x02, 0x66, 0x77, 0xff, 0xfe, 0x88, 0x99, 0xaa };
+	static const u8 sgid[16] = { 0xfe, 0x80, [8] = 0x02, 0x11, 0x22, 0xff,
+				     0xfe, 0x33, 0x44, 0x55 };
+	static const u8 dgid[16] = { 0xfe, 0x80, [8] = 0x02, 0x66, 0x77, 0xff,
+				     0xfe, 0x88, 0x99, 0xaa };
 	struct iphdr *ip = (struct iphdr *)((u8 *)grh + 20);
 
 	*wc = (struct ib_wc) {

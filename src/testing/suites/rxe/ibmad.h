@@ -22,7 +22,7 @@ enum {
 	RMAD_TEST_WC_IB,		/* InfiniBand, no GRH */
 	RMAD_TEST_WC_IB_GRH,		/* InfiniBand with a GRH */
 	RMAD_TEST_WC_ROCE_V1,		/* RoCE v1: a GRH, network type IB, a VLAN */
-	RMAD_TEST_WC_ROCE_V2_IPV4,	/* RoCE v2 over IPv4: the IP header in the GRH's last 20 bytes */
+	RMAD_TEST_WC_ROCE_V2_IPV4,	/* RoCE v2 over IPv4: the IP header in the GRH's end */
 	RMAD_TEST_WC_ROCE_V2_IPV6,	/* RoCE v2 over IPv6, a VLAN */
 	RMAD_TEST_WC_KINDS,
 };
