@@ -95,7 +95,7 @@ vm_prepare() {
 		fail_step module "$(tail -n 40 "$out/module.log")"
 		return 1
 	fi
-	"$RMAD_ROOT/scripts/vm/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
+	if ! "$RMAD_ROOT/scripts/vm/make-initramfs.sh" "$out/initramfs.cpio.gz" "$scenario" \
 		"$RMAD_OUT/module/rmad.ko" \
 		"$RMAD_OUT/module-test/rmad.ko=test/rmad.ko" \
 		"$RMAD_OUT/samples/c/rmad_sample_c.ko" \
@@ -104,7 +104,10 @@ vm_prepare() {
 		"$RMAD_OUT/clients/hrtimer/rmad_hrtimer_client.ko" \
 		"$RMAD_OUT/clients/two_hca/rmad_two_hca_client.ko" \
 		"$RMAD_OUT/clients/rust_drop/rmad_rust_drop_client.ko" \
-		"$RMAD_OUT/clients/cm/rmad_cm.ko"
+		"$RMAD_OUT/clients/cm/rmad_cm.ko" 2> >(tee "$out/initramfs.log" >&2); then
+		fail_step initramfs "$(tail -n 40 "$out/initramfs.log")"
+		return 1
+	fi
 }
 
 # user_kdir: whether the production module is built against a kernel of the

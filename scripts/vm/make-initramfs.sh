@@ -47,7 +47,8 @@ for tool in rdma ip tc rping udaddy ucmatose cmtime ${RMAD_INITRAMFS_TOOLS:-}; d
 	copy_libs "$path"
 done
 # glibc loads libgcc_s when a thread exits (rping's do), not through a link.
-libgcc="$(ldconfig -p | awk '/libgcc_s\.so\.1 .*x86-64/ { print $NF; exit }')"
+# (awk reads to the end: an early exit would kill ldconfig with SIGPIPE, and pipefail this script.)
+libgcc="$(ldconfig -p | awk '/libgcc_s\.so\.1 .*x86-64/ { p = $NF } END { print p }')"
 [ -n "$libgcc" ] || die "libgcc_s.so.1 is missing"
 mkdir -p "$root$(dirname "$libgcc")"
 cp -L "$libgcc" "$root$libgcc"
@@ -56,8 +57,7 @@ rxe_driver=/etc/libibverbs.d/rxe.driver
 [ -f "$rxe_driver" ] || die "libibverbs' rxe provider is missing ($rxe_driver)"
 mkdir -p "$root/etc/libibverbs.d"
 cp "$rxe_driver" "$root/etc/libibverbs.d/"
-provider="$(ldconfig -p | grep -o '/[^ ]*/libibverbs/librxe-rdmav[0-9]*\.so' | head -n1 ||
-	ls /usr/lib/*/libibverbs/librxe-rdmav*.so 2>/dev/null | head -n1 || true)"
+provider="$(find /usr/lib -path '*/libibverbs/librxe-rdmav*.so' | sort | tail -n1)"
 [ -n "$provider" ] || die "libibverbs' rxe provider library is missing"
 mkdir -p "$root$(dirname "$provider")"
 cp -L "$provider" "$root$provider"
