@@ -8,14 +8,11 @@
 //! client hands to `ib_init_ah_attr_from_wc`.
 
 use super::{
-    err_ptr,
     register::{
-        register_impl,
-        CHandlers,
-        RegArgs,
-        Registered, //
+        register_c,
+        CRegistration, //
     },
-    tables, to_ptr,
+    tables,
     types::{
         RecvFn,
         RmadRegReq,
@@ -27,7 +24,6 @@ use crate::{
         LinkHdr,
         RecvWc, //
     },
-    mad::RegReq,
     verbs::{
         self,
         IbDevice, //
@@ -36,8 +32,7 @@ use crate::{
 use core::ffi::c_void;
 use kernel::{
     ffi::c_int,
-    prelude::*,
-    sync::atomic::Atomic, //
+    prelude::*, //
 };
 
 /// How a MAD arrived, as `struct rmad_compat_wc` of `src/compat/compat.h` lays it out: the
@@ -136,40 +131,26 @@ pub(crate) unsafe extern "C" fn rmad_compat_register(
     owner_recv: *const c_void,
     hi_tid: *mut u32,
 ) -> *mut c_void {
-    // SAFETY: Caller's promise.
-    let reg = unsafe { reg_req.as_ref() }.map(|r| RegReq {
-        mgmt_class: r.mgmt_class,
-        class_version: r.mgmt_class_version,
-        oui: r.oui,
-        methods: u128::from(r.method_mask[0]) | (u128::from(r.method_mask[1]) << 64),
-    });
-    let args = match RegArgs::new(port, qp_type, flags) {
-        Ok(a) => a,
-        Err(e) => return err_ptr(e),
-    };
-    let handlers = CHandlers {
-        send: send_handler,
-        recv: recv_handler,
-        handle: 0,
-        context: context.expose_provenance(),
-        muted: Atomic::new(false),
-    };
-    register_impl(
+    register_c(
         |port| {
             let vp = verbs::find_port_of(dev, port).ok_or(ENODEV)?;
             let engine = verbs::verbs_engine().ok_or(ENODEV)?;
             Ok((engine, vp))
         },
-        args,
-        reg,
-        rmpp_version,
-        handlers,
-        Registered {
-            code: [owner_send.addr(), owner_recv.addr()],
+        CRegistration {
+            port,
+            qp_type,
+            // SAFETY: Caller's promise.
+            reg_req: unsafe { reg_req.as_ref() },
+            rmpp_version,
+            send: send_handler,
+            recv: recv_handler,
+            context,
+            flags,
+            owner: Some([owner_send.addr(), owner_recv.addr()]),
             hi_tid,
         },
     )
-    .map_or_else(err_ptr, to_ptr)
 }
 
 /// `rmad_compat_port_qp`: the private QP of port `port` of `dev` (`struct ib_qp *`), which

@@ -74,17 +74,15 @@ use kernel::{
 
 /// The handlers of a C agent.
 pub(super) struct CHandlers {
-    /// The send handler.
-    pub(super) send: SendFn,
-    /// The receive handler.
-    pub(super) recv: RecvFn,
+    send: SendFn,
+    recv: RecvFn,
     /// The agent's handle (known before registration starts).
-    pub(super) handle: u64,
+    handle: u64,
     /// The agent's context, handed to every handler call.
-    pub(super) context: usize,
+    context: usize,
     /// The module of the handlers is gone or going: they are not called any more
     /// ([`super::unload`]).
-    pub(super) muted: Atomic<bool>,
+    muted: Atomic<bool>,
 }
 
 impl CHandlers {
@@ -189,34 +187,84 @@ pub(crate) unsafe extern "C" fn rmad_register_agent(
     }
     // SAFETY: Caller's promise.
     let name = unsafe { CStr::from_char_ptr(device) };
-    // SAFETY: Caller's promise.
-    let reg = unsafe { reg_req.as_ref() }.map(|r| RegReq {
+    register_c(
+        |port| find_transport(name, port),
+        CRegistration {
+            port,
+            qp_type,
+            // SAFETY: Caller's promise.
+            reg_req: unsafe { reg_req.as_ref() },
+            rmpp_version,
+            send: send_handler,
+            recv: recv_handler,
+            context,
+            flags,
+            owner: None,
+            hi_tid: core::ptr::null_mut(),
+        },
+    )
+}
+
+/// A C registration's arguments, as the exported entry points take them.
+pub(super) struct CRegistration<'a> {
+    /// The port number.
+    pub(super) port: u32,
+    /// `RMAD_QPT_SMI` or `RMAD_QPT_GSI`.
+    pub(super) qp_type: c_int,
+    /// The class registration, if any.
+    pub(super) reg_req: Option<&'a RmadRegReq>,
+    /// 0 or 1.
+    pub(super) rmpp_version: u8,
+    /// The send handler rmad calls.
+    pub(super) send: SendFn,
+    /// The receive handler rmad calls.
+    pub(super) recv: RecvFn,
+    /// The agent's context.
+    pub(super) context: *mut c_void,
+    /// The registration flags.
+    pub(super) flags: u32,
+    /// The addresses of the client's own handlers when `send` and `recv` are rmad's
+    /// trampolines that call them (the `ib_mad` interface); `None`: `send` and `recv` are the
+    /// client's.
+    pub(super) owner: Option<[usize; 2]>,
+    /// Null, or a `u32` the caller keeps valid until registration returns, which gets the
+    /// agent's `hi_tid` before the agent is routable.
+    pub(super) hi_tid: *mut u32,
+}
+
+/// Registers the C agent `c` on the port that `find` gives for its port number: the handle,
+/// or an `ERR_PTR`.
+pub(super) fn register_c(
+    find: impl FnOnce(u8) -> Result<(Arc<Engine>, Arc<dyn Transport<Agent>>)>,
+    c: CRegistration<'_>,
+) -> *mut c_void {
+    let reg = c.reg_req.map(|r| RegReq {
         mgmt_class: r.mgmt_class,
         class_version: r.mgmt_class_version,
         oui: r.oui,
         methods: u128::from(r.method_mask[0]) | (u128::from(r.method_mask[1]) << 64),
     });
     let handlers = CHandlers {
-        send: send_handler,
-        recv: recv_handler,
+        send: c.send,
+        recv: c.recv,
         handle: 0,
-        context: context.expose_provenance(),
+        context: c.context.expose_provenance(),
         muted: Atomic::new(false),
     };
-    let code = code_of(&handlers);
-    let args = match RegArgs::new(port, qp_type, flags) {
+    let code = c.owner.unwrap_or_else(|| code_of(&handlers));
+    let args = match RegArgs::new(c.port, c.qp_type, c.flags) {
         Ok(a) => a,
         Err(e) => return err_ptr(e),
     };
     register_impl(
-        |port| find_transport(name, port),
+        find,
         args,
         reg,
-        rmpp_version,
+        c.rmpp_version,
         handlers,
         Registered {
             code,
-            hi_tid: core::ptr::null_mut(),
+            hi_tid: c.hi_tid,
         },
     )
     .map_or_else(err_ptr, to_ptr)
@@ -236,11 +284,11 @@ impl Registered {
 /// What a registration tells besides its handle: where the client's handlers are (the module
 /// they are in is the agent's owner, [`super::unload`]), and where to write the agent's
 /// `hi_tid` before the agent is routable (null: nowhere).
-pub(super) struct Registered {
+struct Registered {
     /// The addresses of the client's send and receive handlers (0 for none).
-    pub(super) code: [usize; 2],
+    code: [usize; 2],
     /// Null, or a `u32` the caller keeps valid until registration returns.
-    pub(super) hi_tid: *mut u32,
+    hi_tid: *mut u32,
 }
 
 /// The addresses of `h`'s send and receive handlers (0 for none): where rmad looks for the
@@ -253,7 +301,7 @@ fn code_of(h: &CHandlers) -> [usize; 2] {
 }
 
 /// The plain arguments of `rmad_register_agent`, checked and split.
-pub(super) struct RegArgs {
+struct RegArgs {
     /// The port.
     port: u8,
     /// SMI or GSI.
@@ -268,7 +316,7 @@ pub(super) struct RegArgs {
 
 impl RegArgs {
     /// `EINVAL` for a QP type other than SMI and GSI, `ENODEV` for a port no device has.
-    pub(super) fn new(port: u32, qp_type: c_int, flags: u32) -> Result<Self> {
+    fn new(port: u32, qp_type: c_int, flags: u32) -> Result<Self> {
         let retry_flags = RMAD_RETRY_BACKOFF | RMAD_RETRY_ONE_SHOT;
         // In the order the checks were always made: the QP type first.
         Ok(Self {
@@ -287,7 +335,7 @@ impl RegArgs {
 
 /// Registers a C agent on the port that `find` gives for `args`' port number: its handle is
 /// reserved first, so that handlers that run before registration returns already know it.
-pub(super) fn register_impl(
+fn register_impl(
     find: impl FnOnce(u8) -> Result<(Arc<Engine>, Arc<dyn Transport<Agent>>)>,
     args: RegArgs,
     reg: Option<RegReq>,
